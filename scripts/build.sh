@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Configures and builds lf-train into build/ (ninja). LF_WITH_TORCH=ON builds
+# lf-worker against the .venv's CPU libtorch (scripts/install_deps.sh --python).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD_DIR=${BUILD_DIR:-build}
+args=(-G Ninja -DCMAKE_BUILD_TYPE=${CMAKE_BUILD_TYPE:-RelWithDebInfo})
+if [[ "${LF_WITH_TORCH:-ON}" == ON && -x .venv/bin/python ]]; then
+  TP=$(.venv/bin/python -c 'import torch; print(torch.utils.cmake_prefix_path)')
+  args+=(-DLF_WITH_TORCH=ON "-DCMAKE_PREFIX_PATH=$TP" "-DLF_PYTHON=$PWD/.venv/bin/python")
+fi
+cmake -S . -B "$BUILD_DIR" "${args[@]}" "$@" >/dev/null
+cmake --build "$BUILD_DIR" -j "$(nproc)"
