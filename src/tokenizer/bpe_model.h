@@ -1,0 +1,88 @@
+#pragma once
+// The BPE model of HF `tokenizers` (models/bpe): turns one pre-tokenized piece
+// into ids by applying merges lowest rank first, leftmost on ties, exactly as
+// its Word::merge_all does, so ids match bit for bit.
+//
+// Threading: immutable after construction except the word cache, which is
+// sharded and locked; tokenize() is safe from many threads.
+#include <array>
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "string_map.h"
+
+namespace lf {
+
+struct BpeOptions {
+  // Pieces arrive as raw bytes and the vocabulary is spelled in GPT-2's
+  // byte-level chars (a ByteLevel pre-tokenizer is present).
+  bool byte_level = false;
+  bool byte_fallback = false;
+  bool fuse_unk = false;
+  bool ignore_merges = false;
+  std::optional<std::string> unk_token;
+  std::string continuing_subword_prefix;
+  std::string end_of_word_suffix;
+};
+
+class BpeModel {
+ public:
+  BpeModel(Vocab vocab, const std::vector<std::pair<std::string, std::string>>& merges,
+           BpeOptions options);
+
+  // Appends the ids of one piece (raw bytes when options.byte_level).
+  void tokenize(std::string_view piece, std::vector<int32_t>& out) const;
+  // Same result, bypassing the cache and choosing the merge loop explicitly;
+  // for tests that check the fast path against the heap path.
+  void tokenize_uncached(std::string_view piece, std::vector<int32_t>& out, bool use_heap) const;
+
+  const Vocab& vocab() const { return vocab_; }
+  const BpeOptions& options() const { return options_; }
+
+ private:
+  struct Merge {
+    uint64_t key;
+    int32_t rank;
+    int32_t new_id;
+  };
+  struct Symbol {
+    int32_t id;
+    int32_t prev;
+    int32_t next;
+    int32_t len;  // 0 once merged into its left neighbour
+  };
+  struct CacheShard {
+    std::mutex mu;
+    StringMap<std::vector<int32_t>> map;
+  };
+  static constexpr size_t kCacheShards = 32;
+  static constexpr size_t kCacheCapacity = 1 << 17;
+  // HF caches only pieces shorter than this; longer ones are rare and unique.
+  static constexpr size_t kMaxCachedLen = 256;
+  // Below this many symbols a rescanning loop beats the heap; same order.
+  static constexpr size_t kHeapThreshold = 24;
+
+  const Merge* find_merge(int32_t a, int32_t b) const;
+  void insert_merge(int32_t a, int32_t b, int32_t rank, int32_t new_id);
+  void initial_symbols(std::string_view piece, std::vector<Symbol>& symbols) const;
+  void merge_heap(std::vector<Symbol>& symbols) const;
+  void merge_scan(std::vector<Symbol>& symbols) const;
+
+  Vocab vocab_;
+  // Byte-level: raw-byte spelling -> id, for ignore_merges lookups.
+  Vocab raw_vocab_;
+  BpeOptions options_;
+  std::vector<Merge> merges_;  // open addressing, power-of-two size
+  uint64_t merge_mask_ = 0;
+  std::array<int32_t, 256> byte_ids_{};      // byte-level: id of each byte's char
+  std::array<int32_t, 256> fallback_ids_{};  // <0xXX> ids, -1 when absent
+  std::optional<int32_t> unk_id_;
+  mutable std::array<CacheShard, kCacheShards> cache_;
+};
+
+}  // namespace lf
