@@ -1,0 +1,38 @@
+#pragma once
+// The node agent: joins the rendezvous (hosting the server on node 0), spawns
+// this node's workers for each generation, reports failures, obeys aborts and
+// restarts, and exits with a documented code (exit_codes.h).
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace lf::agent {
+
+struct AgentOptions {
+  int64_t min_nodes = 1;
+  int64_t max_nodes = 1;
+  int64_t node_rank = -1;  // -1: assigned by the server in arrival order
+  int64_t nproc = 1;
+  std::string master_addr = "127.0.0.1";
+  uint16_t master_port = 29500;
+  int64_t max_restarts = 0;
+  std::string rdzv_id = "none";
+  std::string token;
+  bool host_server = false;  // run the rendezvous server in this process
+  std::string log_dir;
+  bool redirect = false;  // worker output to log files only
+  double join_timeout_s = 300;
+  double last_call_s = 5;
+  double heartbeat_interval_s = 0.5;
+  double heartbeat_timeout_s = 3;
+  double stop_grace_s = 5;
+  double worker_heartbeat_timeout_s = 0;
+  std::string event_log;  // the hosted server's event log (JSON lines)
+  std::string config_hash;  // fingerprint of the command/config; must agree across nodes
+  std::vector<std::string> command;
+};
+
+// Runs until the job ends; returns the process exit code.
+int run_agent(const AgentOptions& options);
+
+}  // namespace lf::agent

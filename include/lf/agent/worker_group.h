@@ -1,0 +1,59 @@
+#pragma once
+// The workers of one node for one generation: spawns them, relays their
+// output, watches their optional heartbeat channel, learns of their exits
+// (reap() on SIGCHLD) and stops them (SIGTERM to each process group, SIGKILL
+// after a grace period). Threading: the agent's io thread only.
+#include <boost/asio/io_context.hpp>
+#include <sys/types.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "lf/agent/worker_process.h"
+
+namespace lf::agent {
+
+struct WorkerGroupOptions {
+  std::string log_dir;        // per-rank stdout/stderr files under it; empty: none
+  bool console = true;        // false with --redirect: files only
+  double stop_grace_s = 5;
+  double heartbeat_timeout_s = 0;  // 0: off; else armed by a worker's first heartbeat
+};
+
+struct WorkerExit {
+  int local_rank = 0;
+  int global_rank = 0;
+  int exit_code = 0;  // valid when signal == 0
+  int signal = 0;
+  std::string describe() const;
+};
+
+class WorkerGroup {
+ public:
+  using ExitHandler = std::function<void(const WorkerExit&)>;
+  using HangHandler = std::function<void(int local_rank, int global_rank, double silent_s)>;
+
+  WorkerGroup(boost::asio::io_context& io, WorkerGroupOptions options);
+  ~WorkerGroup();
+  // specs[i] is local rank i with global rank global_ranks[i].
+  void start(std::vector<SpawnSpec> specs, std::vector<int> global_ranks, const std::string& attempt_dir,
+             ExitHandler on_exit, HangHandler on_hang);
+  // Collects exited children (call on SIGCHLD). Returns true if any was ours.
+  bool reap();
+  // Signals every live worker's group with first_signal, SIGKILLs after the
+  // grace period, and calls done once all are reaped.
+  void stop(int first_signal, std::function<void()> done);
+  // SIGKILL to every worker group now (a second Ctrl-C).
+  void kill_now();
+  bool any_alive() const;
+  std::vector<pid_t> pids() const;
+
+  struct Impl;
+
+ private:
+  std::shared_ptr<Impl> impl_;
+};
+
+}  // namespace lf::agent

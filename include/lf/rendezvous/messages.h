@@ -1,0 +1,118 @@
+#pragma once
+// The rendezvous protocol's messages and their codec. Every message travels in
+// one frame (frame.h) whose type is the variant index + 1. decode_message()
+// throws ProtocolError on anything malformed; it never trusts a length.
+#include <cstdint>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "lf/rendezvous/frame.h"
+
+namespace lf::rdzv {
+
+// agent -> server: ask to be part of the job (a new job or the next generation).
+struct JoinMsg {
+  std::string job_id;
+  std::string token;
+  int64_t node_rank = -1;  // -1: assign by arrival
+  int64_t nproc = 1;
+  std::string hostname;
+  std::string version;
+  std::string config_hash;
+  int64_t worker_store_port = 0;  // port the node's rank-0 worker will listen on (node 0 only)
+  int64_t pid = 0;
+};
+
+// server -> agent: the world of this generation.
+struct LayoutMsg {
+  int64_t node_rank = 0;
+  int64_t nnodes = 0;
+  int64_t rank_base = 0;  // global rank of this node's local rank 0
+  int64_t world_size = 0;
+  int64_t nproc = 0;
+  int64_t generation = 0;  // == TORCHELASTIC_RESTART_COUNT
+  int64_t max_restarts = 0;
+  std::string worker_master_addr;  // empty: use the MASTER_ADDR the agent was given
+  int64_t worker_master_port = 0;
+  std::vector<std::string> hostnames;  // by node rank
+};
+
+// server -> agent: refused (wrong token, mismatch, timeout...). The server closes after it.
+struct RefusedMsg {
+  std::string reason;
+};
+
+struct HeartbeatMsg {
+  int64_t generation = 0;
+};
+
+// agent -> server: a local worker failed (or the agent itself is going down).
+struct FailureMsg {
+  int64_t generation = 0;
+  int64_t node_rank = 0;
+  int64_t global_rank = -1;  // -1: not a worker (agent interrupted, heartbeat timeout...)
+  int64_t exit_code = 0;
+  int64_t signal = 0;
+  bool restartable = true;  // false: the user interrupted; never restart
+  std::string message;
+};
+
+// server -> agents: stop all workers of this generation; with restart, wait for the next layout.
+struct AbortMsg {
+  int64_t generation = 0;
+  bool restart = false;
+  int64_t failed_node = -1;
+  std::string reason;
+};
+
+// agent -> server: all workers of the generation are stopped (restart barrier).
+struct StoppedMsg {
+  int64_t generation = 0;
+  int64_t worker_store_port = 0;
+};
+
+// agent -> server: all local workers of the generation exited 0.
+struct DoneMsg {
+  int64_t generation = 0;
+};
+
+// server -> agents: every node is done; exit 0.
+struct FinishedMsg {};
+
+// worker/tool -> server: open a store-only connection.
+struct StoreHelloMsg {
+  std::string job_id;
+  std::string token;
+};
+
+enum class StoreOp : uint8_t { kSet = 0, kGet, kAdd, kCompareSet, kWait, kBarrier, kDelete, kNumOps };
+
+struct StoreRequestMsg {
+  uint64_t request_id = 0;
+  StoreOp op = StoreOp::kGet;
+  std::vector<std::string> keys;  // kWait: all; others: keys[0]
+  std::string value;              // kSet, kCompareSet (desired)
+  std::string expected;           // kCompareSet
+  int64_t number = 0;             // kAdd delta; kBarrier participant count
+  int64_t timeout_ms = 0;         // kWait, kBarrier
+};
+
+enum class StoreStatus : uint8_t { kOk = 0, kNotFound, kTimeout, kError, kNumStatus };
+
+struct StoreReplyMsg {
+  uint64_t request_id = 0;
+  StoreStatus status = StoreStatus::kOk;
+  std::string value;
+  int64_t number = 0;
+};
+
+using Message = std::variant<JoinMsg, LayoutMsg, RefusedMsg, HeartbeatMsg, FailureMsg, AbortMsg,
+                             StoppedMsg, DoneMsg, FinishedMsg, StoreHelloMsg, StoreRequestMsg,
+                             StoreReplyMsg>;
+
+std::string encode_message(const Message& m);  // a whole frame
+Message decode_message(const Frame& frame);
+const char* message_name(const Message& m);
+
+}  // namespace lf::rdzv

@@ -1,0 +1,55 @@
+#pragma once
+// The rendezvous server: admits agents into a job (token, job id, version,
+// nproc and config-hash checks), hands out the world layout per generation,
+// watches heartbeats, turns any failure into an abort broadcast (and a restart
+// round while restarts remain), and serves the job's key-value store.
+// Threading: everything runs on the given io_context's thread.
+#include <boost/asio/io_context.hpp>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+namespace lf::rdzv {
+
+struct ServerOptions {
+  std::string bind_host = "0.0.0.0";
+  uint16_t port = 0;  // 0: pick a free one (tests)
+  std::string job_id = "none";
+  std::string token;  // LF_JOB_TOKEN; empty accepts only empty tokens
+  std::string version;
+  int64_t min_nodes = 1;
+  int64_t max_nodes = 1;
+  int64_t max_restarts = 0;
+  double join_timeout_s = 300;
+  double last_call_s = 5;  // elastic: wait this long for more nodes once min_nodes joined
+  double heartbeat_interval_s = 0.5;
+  double heartbeat_timeout_s = 3;
+  double stop_timeout_s = 60;  // how long agents get to report their workers stopped
+  uint32_t max_payload = 4u << 20;
+  std::string event_log_path;  // JSON lines with timestamps; empty: none
+};
+
+class RendezvousServer {
+ public:
+  // Called once when the job is over: kExitOk (every node done), kExitAborted
+  // (a failure with no restart left), kExitRendezvous (the rendezvous failed).
+  using FinishedHandler = std::function<void(int exit_code, const std::string& reason)>;
+
+  RendezvousServer(boost::asio::io_context& io, ServerOptions options);
+  ~RendezvousServer();
+  // Binds and starts accepting. Throws NetworkError naming the port when it is in use.
+  void start(FinishedHandler on_finished);
+  uint16_t port() const;
+  // Flushes what is queued to every connection, closes them, then calls done
+  // (at once if nothing is queued, at the latest after timeout_s).
+  void shutdown(double timeout_s, std::function<void()> done);
+
+  struct Impl;
+
+ private:
+  std::shared_ptr<Impl> impl_;
+};
+
+}  // namespace lf::rdzv

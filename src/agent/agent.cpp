@@ -1,0 +1,430 @@
+#include "lf/agent/agent.h"
+
+#include <boost/asio/connect.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include <sys/wait.h>
+
+#include <csignal>
+#include <filesystem>
+
+#include "lf/agent/worker_env.h"
+#include "lf/agent/worker_group.h"
+#include "lf/common/env.h"
+#include "lf/common/error.h"
+#include "lf/common/version.h"
+#include "lf/rendezvous/connection.h"
+#include "lf/rendezvous/server.h"
+
+namespace lf::agent {
+
+namespace asio = boost::asio;
+using asio::ip::tcp;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+std::chrono::milliseconds to_ms(double s) { return std::chrono::milliseconds(static_cast<int64_t>(s * 1000)); }
+
+std::string this_hostname() {
+  char buf[256] = {};
+  ::gethostname(buf, sizeof(buf) - 1);
+  return buf;
+}
+
+// A free TCP port for the workers' own store (rank 0 binds it after we exit the probe).
+uint16_t pick_free_port(asio::io_context& io) {
+  tcp::acceptor a(io, tcp::endpoint(tcp::v4(), 0));
+  return a.local_endpoint().port();
+}
+
+class Agent {
+ public:
+  explicit Agent(const AgentOptions& o)
+      : opt_(o), signals_(io_, SIGINT, SIGTERM), child_signal_(io_, SIGCHLD), connect_timer_(io_),
+        heartbeat_timer_(io_), exit_timer_(io_) {}
+
+  int run() {
+    // Resolve the command first: a typo fails here, before any node waits for us.
+    resolve_executable(opt_.command.at(0), env_string("PATH").value_or("/usr/bin:/bin"));
+    // Orphans of our workers' workers re-parent to us, so nothing escapes the stop.
+    ::prctl(PR_SET_CHILD_SUBREAPER, 1);
+    base_env_ = environment_map();
+    if (opt_.host_server) start_server();
+    join_deadline_ = Clock::now() + to_ms(opt_.join_timeout_s);
+    watch_interrupts();
+    watch_children();
+    connect();
+    io_.run();
+    return exit_code_;
+  }
+
+ private:
+  enum class State { kJoining, kRunning, kStopping, kWaitingNextRound, kDone, kExiting };
+
+  // ---- rendezvous ---------------------------------------------------------------
+
+  void start_server() {
+    rdzv::ServerOptions so;
+    so.port = opt_.master_port;
+    so.job_id = opt_.rdzv_id;
+    so.token = opt_.token;
+    so.version = kVersion;
+    so.min_nodes = opt_.min_nodes;
+    so.max_nodes = opt_.max_nodes;
+    so.max_restarts = opt_.max_restarts;
+    so.join_timeout_s = opt_.join_timeout_s;
+    so.last_call_s = opt_.last_call_s;
+    so.heartbeat_interval_s = opt_.heartbeat_interval_s;
+    so.heartbeat_timeout_s = opt_.heartbeat_timeout_s;
+    so.stop_timeout_s = opt_.stop_grace_s + 2 * opt_.heartbeat_timeout_s + 5;
+    so.event_log_path = opt_.event_log;
+    server_ = std::make_unique<rdzv::RendezvousServer>(io_, so);
+    server_->start([this](int code, const std::string& reason) {
+      server_finished_ = true;
+      spdlog::debug("rendezvous server finished: {} ({})", code, reason);
+      if (state_ == State::kExiting) finish_exit();
+    });
+    spdlog::info("rendezvous server listening on port {} (job '{}', {} node(s))", server_->port(), opt_.rdzv_id,
+                 opt_.max_nodes);
+  }
+
+  void connect() {
+    auto resolver = std::make_shared<tcp::resolver>(io_);
+    resolver->async_resolve(
+        opt_.master_addr, std::to_string(opt_.master_port),
+        [this, resolver](boost::system::error_code ec, tcp::resolver::results_type results) {
+          if (ec) return retry_connect(fmt::format("cannot resolve {}: {}", opt_.master_addr, ec.message()));
+          auto socket = std::make_shared<tcp::socket>(io_);
+          asio::async_connect(*socket, results, [this, socket](boost::system::error_code ec, const tcp::endpoint&) {
+            if (ec) return retry_connect(ec.message());
+            on_connected(std::move(*socket));
+          });
+        });
+  }
+
+  void retry_connect(const std::string& error) {
+    if (state_ == State::kExiting) return;
+    if (Clock::now() + connect_backoff_ > join_deadline_) {
+      return exit_with(kExitNetwork,
+                       fmt::format("could not reach the rendezvous server at {}:{} within {}s (last error: {}). "
+                                   "Check that node 0 (NODE_RANK=0) is running lf-train, that MASTER_ADDR is its "
+                                   "address as seen from this host, and that TCP port {} is open between them",
+                                   opt_.master_addr, opt_.master_port, opt_.join_timeout_s, error, opt_.master_port));
+    }
+    spdlog::debug("rendezvous server {}:{} not reachable ({}); retrying in {} ms", opt_.master_addr,
+                  opt_.master_port, error, connect_backoff_.count());
+    connect_timer_.expires_after(connect_backoff_);
+    connect_backoff_ = std::min(connect_backoff_ * 2, std::chrono::milliseconds(2000));
+    connect_timer_.async_wait([this](boost::system::error_code ec) {
+      if (!ec) connect();
+    });
+  }
+
+  void on_connected(tcp::socket socket) {
+    conn_ = std::make_shared<rdzv::Connection>(std::move(socket), rdzv::kDefaultMaxPayload);
+    conn_->start([this](rdzv::Message&& m) { on_message(std::move(m)); },
+                 [this](const std::string& why) { on_connection_lost(why); });
+    last_server_message_ = Clock::now();
+    send_join();
+    heartbeat_tick();
+  }
+
+  void send_join() {
+    rdzv::JoinMsg j;
+    j.job_id = opt_.rdzv_id;
+    j.token = opt_.token;
+    j.node_rank = opt_.node_rank;
+    j.nproc = opt_.nproc;
+    j.hostname = this_hostname();
+    j.version = kVersion;
+    j.config_hash = opt_.config_hash;
+    j.pid = ::getpid();
+    j.worker_store_port = worker_store_port_ = pick_free_port(io_);
+    conn_->send(j);
+  }
+
+  void heartbeat_tick() {
+    if (!conn_ || !conn_->is_open()) return;
+    auto silent = Clock::now() - last_server_message_;
+    if (silent > to_ms(opt_.heartbeat_timeout_s)) {
+      return lost_server(fmt::format("no message from the rendezvous server at {}:{} for {:.1f}s (network cut or "
+                                     "node 0 hung)", opt_.master_addr, opt_.master_port,
+                                     std::chrono::duration<double>(silent).count()));
+    }
+    conn_->send(rdzv::HeartbeatMsg{generation_});
+    heartbeat_timer_.expires_after(to_ms(std::min(opt_.heartbeat_interval_s, opt_.heartbeat_timeout_s / 4)));
+    heartbeat_timer_.async_wait([this](boost::system::error_code ec) {
+      if (!ec) heartbeat_tick();
+    });
+  }
+
+  void on_message(rdzv::Message&& m) {
+    last_server_message_ = Clock::now();
+    std::visit(
+        [this](auto& msg) {
+          using T = std::decay_t<decltype(msg)>;
+          if constexpr (std::is_same_v<T, rdzv::LayoutMsg>) on_layout(msg);
+          else if constexpr (std::is_same_v<T, rdzv::AbortMsg>) on_abort(msg);
+          else if constexpr (std::is_same_v<T, rdzv::RefusedMsg>)
+            exit_with(kExitRendezvous, fmt::format("rendezvous refused: {}", msg.reason));
+          else if constexpr (std::is_same_v<T, rdzv::FinishedMsg>) {
+            finished_ = true;
+            exit_with(kExitOk, "");
+          }
+        },
+        m);
+  }
+
+  void on_connection_lost(const std::string& why) {
+    if (state_ == State::kExiting || finished_) return;
+    lost_server(fmt::format("lost the connection to the rendezvous server at {}:{}: {}", opt_.master_addr,
+                            opt_.master_port, why.empty() ? "closed" : why));
+  }
+
+  void lost_server(const std::string& why) {
+    if (state_ == State::kExiting) return;
+    // Already told to stop: the server going away is expected, the abort is the reason.
+    if (abort_received_ && !abort_restart_) return exit_with(local_failure_ ? kExitWorkerFailed : kExitAborted, abort_reason_);
+    exit_with(kExitNetwork, why);
+  }
+
+  // ---- generations ------------------------------------------------------------
+
+  void on_layout(const rdzv::LayoutMsg& l) {
+    if (state_ == State::kExiting) return;
+    layout_ = l;
+    generation_ = l.generation;
+    abort_received_ = false;
+    local_failure_ = false;
+    spdlog::info("node {} of {}: ranks {}..{} of {} (generation {})", l.node_rank, l.nnodes, l.rank_base,
+                 l.rank_base + l.nproc - 1, l.world_size, l.generation);
+    WorkerEnvContext ctx;
+    ctx.layout = l;
+    ctx.master_addr = opt_.master_addr;
+    ctx.rdzv_addr = opt_.master_addr;
+    ctx.rdzv_port = opt_.master_port;
+    ctx.run_id = opt_.rdzv_id;
+    std::vector<SpawnSpec> specs;
+    std::vector<int> ranks;
+    for (int64_t i = 0; i < l.nproc; ++i) {
+      SpawnSpec s;
+      s.argv = opt_.command;
+      s.env = worker_environment(base_env_, ctx, i);
+      specs.push_back(std::move(s));
+      ranks.push_back(static_cast<int>(l.rank_base + i));
+    }
+    WorkerGroupOptions go;
+    go.log_dir = opt_.log_dir;
+    go.console = !opt_.redirect;
+    go.stop_grace_s = opt_.stop_grace_s;
+    go.heartbeat_timeout_s = opt_.worker_heartbeat_timeout_s;
+    group_ = std::make_unique<WorkerGroup>(io_, go);
+    std::string attempt_dir;
+    if (!opt_.log_dir.empty())
+      attempt_dir = (std::filesystem::path(opt_.log_dir) / opt_.rdzv_id / fmt::format("attempt_{}", l.generation)).string();
+    exited_ok_ = 0;
+    state_ = State::kRunning;
+    try {
+      group_->start(std::move(specs), ranks, attempt_dir, [this](const WorkerExit& e) { on_worker_exit(e); },
+                    [this](int local, int global, double silent) {
+                      report_local_failure(global, 0, 0, true,
+                                           fmt::format("no heartbeat for {:.1f}s (--worker-heartbeat-timeout)", silent));
+                    });
+    } catch (const Error& e) {
+      report_local_failure(-1, 0, 0, false, e.what());
+    }
+  }
+
+  void on_worker_exit(const WorkerExit& e) {
+    if (state_ != State::kRunning) return;
+    if (e.signal == 0 && e.exit_code == 0) {
+      if (++exited_ok_ == layout_.nproc) {
+        state_ = State::kDone;
+        spdlog::info("all {} workers of node {} finished", layout_.nproc, layout_.node_rank);
+        conn_->send(rdzv::DoneMsg{generation_});
+      }
+      return;
+    }
+    report_local_failure(e.global_rank, e.exit_code, e.signal, true, e.describe());
+  }
+
+  void report_local_failure(int global_rank, int code, int sig, bool restartable, const std::string& what) {
+    if (state_ != State::kRunning && state_ != State::kJoining && state_ != State::kDone) return;
+    local_failure_ = true;
+    failure_message_ = global_rank >= 0 ? fmt::format("worker rank {} {}", global_rank, what) : what;
+    spdlog::error("{}: stopping this node's workers and the job", failure_message_);
+    rdzv::FailureMsg f;
+    f.generation = generation_;
+    f.node_rank = layout_.node_rank;
+    f.global_rank = global_rank;
+    f.exit_code = code;
+    f.signal = sig;
+    f.restartable = restartable;
+    f.message = what;
+    if (conn_) conn_->send(f);
+    stop_workers(SIGTERM);
+  }
+
+  void on_abort(const rdzv::AbortMsg& a) {
+    if (a.generation != generation_) return;
+    abort_received_ = true;
+    abort_restart_ = a.restart;
+    abort_reason_ = a.reason;
+    if (!local_failure_) spdlog::error("job aborted by the rendezvous server: {}", a.reason);
+    stop_workers(SIGTERM);
+  }
+
+  void stop_workers(int sig) {
+    if (state_ == State::kStopping || state_ == State::kExiting) return;
+    state_ = State::kStopping;
+    if (!group_) return on_workers_stopped();
+    group_->stop(sig, [this] { on_workers_stopped(); });
+  }
+
+  // Workers are gone; what next depends on what the server said.
+  void on_workers_stopped() {
+    if (state_ != State::kStopping) return;
+    if (!abort_received_) {
+      // Our own failure: wait for the server's verdict (restart or stop).
+      state_ = State::kWaitingNextRound;
+      return;
+    }
+    after_abort();
+  }
+
+  void after_abort() {
+    if (conn_) conn_->send(rdzv::StoppedMsg{generation_, worker_store_port_});
+    if (abort_restart_) {
+      state_ = State::kWaitingNextRound;
+      spdlog::warn("restarting the workers in the next generation ({})", abort_reason_);
+      return;
+    }
+    exit_with(local_failure_ ? kExitWorkerFailed : kExitAborted,
+              local_failure_ ? failure_message_ : fmt::format("job aborted: {}", abort_reason_));
+  }
+
+  // ---- signals and exit ----------------------------------------------------------
+
+  void watch_interrupts() {
+    signals_.async_wait([this](boost::system::error_code ec, int sig) {
+      if (ec || state_ == State::kExiting) return;
+      if (interrupted_by_) {
+        // A second interrupt: the user means it. No more grace.
+        spdlog::warn("second {}: killing workers now", ::strsignal(sig));
+        if (group_) group_->kill_now();
+        return watch_interrupts();
+      }
+      interrupted_by_ = sig;
+      spdlog::warn("received {}: stopping workers", ::strsignal(sig));
+      if (conn_ && conn_->is_open()) {
+        rdzv::FailureMsg f;
+        f.generation = generation_;
+        f.node_rank = layout_.node_rank;
+        f.restartable = false;
+        f.signal = sig;
+        f.message = fmt::format("agent interrupted by {}", ::strsignal(sig));
+        conn_->send(f);
+      }
+      abort_received_ = true;
+      abort_restart_ = false;
+      abort_reason_ = "interrupted";
+      watch_interrupts();
+      if (!group_ || !group_->any_alive() || state_ == State::kStopping) {
+        if (state_ != State::kStopping) after_abort();
+        return;
+      }
+      state_ = State::kRunning;
+      stop_workers(sig);
+    });
+  }
+
+  void watch_children() {
+    child_signal_.async_wait([this](boost::system::error_code ec, int) {
+      if (ec) return;
+      if (group_) group_->reap();
+      else while (::waitpid(-1, nullptr, WNOHANG) > 0) {}
+      watch_children();
+    });
+  }
+
+  void exit_with(int code, const std::string& why) {
+    if (state_ == State::kExiting) return;
+    if (interrupted_by_) code = 128 + interrupted_by_;
+    exit_code_ = code;
+    if (code != kExitOk && !why.empty()) spdlog::error("{}", why);
+    bool workers_alive = group_ && group_->any_alive();
+    state_ = State::kExiting;
+    if (workers_alive) {
+      group_->stop(SIGTERM, [this] { finish_exit(); });
+      return;
+    }
+    finish_exit();
+  }
+
+  // Leaves once workers are gone and, on node 0, once the other agents got the word.
+  void finish_exit() {
+    if (group_ && group_->any_alive()) return;
+    if (server_ && !server_finished_ && !exit_timer_armed_) {
+      // The server still has agents to tell (abort, finished): give it until the stop deadline.
+      exit_timer_armed_ = true;
+      exit_timer_.expires_after(to_ms(opt_.stop_grace_s + 2 * opt_.heartbeat_timeout_s + 5));
+      exit_timer_.async_wait([this](boost::system::error_code ec) {
+        if (ec) return;
+        server_finished_ = true;
+        finish_exit();
+      });
+      return;
+    }
+    if (server_ && !server_finished_) return;
+    exit_timer_.cancel();
+    heartbeat_timer_.cancel();
+    connect_timer_.cancel();
+    signals_.cancel();
+    child_signal_.cancel();
+    if (conn_) conn_->close_after_flush();
+    if (server_) {
+      server_->shutdown(2.0, [this] { io_.stop(); });
+    } else {
+      // Let the last frames (Stopped, Done) leave before the loop ends.
+      exit_timer_.expires_after(std::chrono::milliseconds(20));
+      exit_timer_.async_wait([this](boost::system::error_code) { io_.stop(); });
+    }
+  }
+
+  AgentOptions opt_;
+  asio::io_context io_;
+  asio::signal_set signals_, child_signal_;
+  asio::steady_timer connect_timer_, heartbeat_timer_, exit_timer_;
+  std::unique_ptr<rdzv::RendezvousServer> server_;
+  std::shared_ptr<rdzv::Connection> conn_;
+  std::unique_ptr<WorkerGroup> group_;
+  std::map<std::string, std::string> base_env_;
+  rdzv::LayoutMsg layout_;
+  State state_ = State::kJoining;
+  int64_t generation_ = 0;
+  int64_t exited_ok_ = 0;
+  uint16_t worker_store_port_ = 0;
+  bool abort_received_ = false, abort_restart_ = false, local_failure_ = false, finished_ = false;
+  bool server_finished_ = false, exit_timer_armed_ = false;
+  int interrupted_by_ = 0;
+  std::string abort_reason_, failure_message_;
+  Clock::time_point join_deadline_, last_server_message_;
+  std::chrono::milliseconds connect_backoff_{100};
+  int exit_code_ = kExitInternal;
+};
+
+}  // namespace
+
+int run_agent(const AgentOptions& options) {
+  Agent agent(options);
+  return agent.run();
+}
+
+}  // namespace lf::agent

@@ -1,0 +1,231 @@
+#include "lf/agent/worker_group.h"
+
+#include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <fmt/format.h>
+#include <signal.h>
+#include <spdlog/spdlog.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <chrono>
+#include <filesystem>
+
+#include "lf/agent/line_relay.h"
+#include "lf/common/error.h"
+
+namespace lf::agent {
+
+namespace asio = boost::asio;
+using Clock = std::chrono::steady_clock;
+
+std::string WorkerExit::describe() const {
+  if (signal) return fmt::format("killed by signal {} ({})", signal, ::strsignal(signal));
+  return fmt::format("exited with code {}", exit_code);
+}
+
+namespace {
+
+struct Stream {
+  Stream(asio::io_context& io, int fd) : desc(io, fd) {}
+  asio::posix::stream_descriptor desc;
+  std::array<char, 8192> buffer;
+};
+
+}  // namespace
+
+struct WorkerGroup::Impl : std::enable_shared_from_this<Impl> {
+  struct Worker {
+    int local_rank = 0, global_rank = 0;
+    pid_t pid = -1;
+    bool alive = false;
+    std::unique_ptr<Stream> out, err, heartbeat;
+    std::unique_ptr<LineRelay> out_relay, err_relay;
+    FILE* out_log = nullptr;
+    FILE* err_log = nullptr;
+    Clock::time_point last_heartbeat;
+    bool heartbeat_armed = false;
+  };
+
+  Impl(asio::io_context& io_, WorkerGroupOptions o) : io(io_), opt(std::move(o)), kill_timer(io_), watch_timer(io_) {}
+
+  ~Impl() {
+    for (auto& w : workers) close_logs(*w);
+  }
+
+  asio::io_context& io;
+  WorkerGroupOptions opt;
+  std::vector<std::unique_ptr<Worker>> workers;
+  asio::steady_timer kill_timer, watch_timer;
+  ExitHandler on_exit;
+  HangHandler on_hang;
+  std::function<void()> on_stopped;
+
+  static void close_logs(Worker& w) {
+    if (w.out_relay) w.out_relay->finish();
+    if (w.err_relay) w.err_relay->finish();
+    if (w.out_log) std::fclose(w.out_log);
+    if (w.err_log) std::fclose(w.err_log);
+    w.out_log = w.err_log = nullptr;
+    w.out_relay.reset();
+    w.err_relay.reset();
+  }
+
+  void pump(Worker* w, Stream* s, bool is_err) {
+    s->desc.async_read_some(asio::buffer(s->buffer), [self = shared_from_this(), w, s, is_err](
+                                                          boost::system::error_code ec, size_t n) {
+      LineRelay* relay = is_err ? w->err_relay.get() : w->out_relay.get();
+      if (ec) {
+        if (relay) relay->finish();
+        return;
+      }
+      if (relay) relay->feed(std::string_view(s->buffer.data(), n));
+      self->pump(w, s, is_err);
+    });
+  }
+
+  void watch_heartbeat(Worker* w) {
+    w->heartbeat->desc.async_read_some(asio::buffer(w->heartbeat->buffer),
+                                       [self = shared_from_this(), w](boost::system::error_code ec, size_t) {
+                                         if (ec) return;
+                                         w->last_heartbeat = Clock::now();
+                                         w->heartbeat_armed = true;
+                                         self->watch_heartbeat(w);
+                                       });
+  }
+
+  void check_heartbeats() {
+    if (opt.heartbeat_timeout_s <= 0) return;
+    watch_timer.expires_after(std::chrono::milliseconds(250));
+    watch_timer.async_wait([self = shared_from_this()](boost::system::error_code ec) {
+      if (ec) return;
+      auto now = Clock::now();
+      for (auto& w : self->workers) {
+        if (!w->alive || !w->heartbeat_armed) continue;
+        double silent = std::chrono::duration<double>(now - w->last_heartbeat).count();
+        if (silent > self->opt.heartbeat_timeout_s) {
+          w->heartbeat_armed = false;  // report once
+          if (self->on_hang) self->on_hang(w->local_rank, w->global_rank, silent);
+        }
+      }
+      self->check_heartbeats();
+    });
+  }
+
+  bool any_alive() const {
+    for (auto& w : workers)
+      if (w->alive) return true;
+    return false;
+  }
+
+  void kill_groups(int sig) {
+    for (auto& w : workers)
+      if (w->pid > 0) ::kill(-w->pid, sig);  // the group: also what the worker started
+  }
+
+  void maybe_stopped() {
+    if (!on_stopped || any_alive()) return;
+    kill_timer.cancel();
+    kill_groups(SIGKILL);  // stragglers the workers left in their groups
+    auto done = std::move(on_stopped);
+    on_stopped = nullptr;
+    done();
+  }
+};
+
+WorkerGroup::WorkerGroup(asio::io_context& io, WorkerGroupOptions options)
+    : impl_(std::make_shared<Impl>(io, std::move(options))) {}
+
+WorkerGroup::~WorkerGroup() {
+  impl_->kill_groups(SIGKILL);
+  impl_->kill_timer.cancel();
+  impl_->watch_timer.cancel();
+}
+
+void WorkerGroup::start(std::vector<SpawnSpec> specs, std::vector<int> global_ranks, const std::string& attempt_dir,
+                        ExitHandler on_exit, HangHandler on_hang) {
+  auto& im = *impl_;
+  im.on_exit = std::move(on_exit);
+  im.on_hang = std::move(on_hang);
+  for (size_t i = 0; i < specs.size(); ++i) {
+    auto w = std::make_unique<Impl::Worker>();
+    w->local_rank = static_cast<int>(i);
+    w->global_rank = global_ranks[i];
+    if (!attempt_dir.empty()) {
+      auto dir = std::filesystem::path(attempt_dir) / std::to_string(w->global_rank);
+      std::error_code ec;
+      std::filesystem::create_directories(dir, ec);
+      LF_CHECK(!ec, ConfigError, "cannot create log directory {}: {}", dir.string(), ec.message());
+      w->out_log = std::fopen((dir / "stdout.log").c_str(), "w");
+      w->err_log = std::fopen((dir / "stderr.log").c_str(), "w");
+      LF_CHECK(w->out_log && w->err_log, ConfigError, "cannot write logs in {}", dir.string());
+    }
+    std::string prefix = fmt::format("[rank {}] ", w->global_rank);
+    w->out_relay = std::make_unique<LineRelay>(prefix, im.opt.console ? 1 : -1, w->out_log);
+    w->err_relay = std::make_unique<LineRelay>(prefix, im.opt.console ? 2 : -1, w->err_log);
+    SpawnedProcess p = spawn_worker(specs[i]);
+    w->pid = p.pid;
+    w->alive = true;
+    w->out = std::make_unique<Stream>(im.io, p.stdout_fd);
+    w->err = std::make_unique<Stream>(im.io, p.stderr_fd);
+    w->heartbeat = std::make_unique<Stream>(im.io, p.heartbeat_fd);
+    auto* raw = w.get();
+    im.workers.push_back(std::move(w));
+    im.pump(raw, raw->out.get(), false);
+    im.pump(raw, raw->err.get(), true);
+    im.watch_heartbeat(raw);
+  }
+  im.check_heartbeats();
+}
+
+bool WorkerGroup::reap() {
+  bool ours = false;
+  for (;;) {
+    int status = 0;
+    pid_t pid = ::waitpid(-1, &status, WNOHANG);
+    if (pid <= 0) break;
+    for (auto& w : impl_->workers) {
+      if (w->pid != pid || !w->alive) continue;
+      ours = true;
+      w->alive = false;
+      WorkerExit e;
+      e.local_rank = w->local_rank;
+      e.global_rank = w->global_rank;
+      if (WIFSIGNALED(status)) e.signal = WTERMSIG(status);
+      else e.exit_code = WEXITSTATUS(status);
+      spdlog::debug("worker rank {} (pid {}) {}", e.global_rank, pid, e.describe());
+      if (impl_->on_exit && !impl_->on_stopped) impl_->on_exit(e);
+    }
+  }
+  impl_->maybe_stopped();
+  return ours;
+}
+
+void WorkerGroup::stop(int first_signal, std::function<void()> done) {
+  auto& im = *impl_;
+  im.on_stopped = std::move(done);
+  im.watch_timer.cancel();
+  if (!im.any_alive()) return im.maybe_stopped();
+  im.kill_groups(first_signal);
+  im.kill_timer.expires_after(std::chrono::milliseconds(static_cast<int64_t>(im.opt.stop_grace_s * 1000)));
+  im.kill_timer.async_wait([weak = std::weak_ptr<Impl>(impl_)](boost::system::error_code ec) {
+    auto self = weak.lock();
+    if (ec || !self) return;
+    spdlog::warn("workers still alive {}s after the stop signal: SIGKILL", self->opt.stop_grace_s);
+    self->kill_groups(SIGKILL);
+  });
+}
+
+void WorkerGroup::kill_now() { impl_->kill_groups(SIGKILL); }
+
+bool WorkerGroup::any_alive() const { return impl_->any_alive(); }
+
+std::vector<pid_t> WorkerGroup::pids() const {
+  std::vector<pid_t> out;
+  for (auto& w : impl_->workers) out.push_back(w->pid);
+  return out;
+}
+
+}  // namespace lf::agent

@@ -1,0 +1,125 @@
+#include "lf/agent/worker_process.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "lf/common/error.h"
+
+namespace lf::agent {
+
+namespace {
+
+bool is_executable_file(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(path.c_str(), X_OK) == 0;
+}
+
+void set_nonblocking_cloexec(int fd) {
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
+  ::fcntl(fd, F_SETFD, FD_CLOEXEC);
+}
+
+}  // namespace
+
+std::string resolve_executable(const std::string& command, const std::string& path_env) {
+  LF_CHECK(!command.empty(), ConfigError, "no command given to run on the workers (expected `-- CMD ARGS...`)");
+  if (command.find('/') != std::string::npos) {
+    LF_CHECK(is_executable_file(command), ConfigError, "worker command '{}' does not exist or is not executable",
+             command);
+    return command;
+  }
+  size_t start = 0;
+  while (start <= path_env.size()) {
+    size_t end = path_env.find(':', start);
+    if (end == std::string::npos) end = path_env.size();
+    std::string dir = path_env.substr(start, end - start);
+    std::string candidate = (dir.empty() ? std::string(".") : dir) + "/" + command;
+    if (is_executable_file(candidate)) return candidate;
+    start = end + 1;
+  }
+  LF_THROW(ConfigError, "worker command '{}' not found in PATH ({})", command, path_env);
+}
+
+SpawnedProcess spawn_worker(const SpawnSpec& spec) {
+  auto path_it = spec.env.find("PATH");
+  std::string exe = resolve_executable(spec.argv.at(0), path_it == spec.env.end() ? "/usr/bin:/bin" : path_it->second);
+
+  // Everything the child touches is prepared here: after fork it may only make syscalls.
+  std::vector<char*> argv;
+  for (auto& a : spec.argv) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  std::vector<std::string> env_strings;
+  for (auto& [k, v] : spec.env) env_strings.push_back(k + "=" + v);
+  std::vector<char*> envp;
+  for (auto& e : env_strings) envp.push_back(e.data());
+  envp.push_back(nullptr);
+
+  int out[2], err[2], hb[2];
+  LF_CHECK(::pipe2(out, O_CLOEXEC) == 0 && ::pipe2(err, O_CLOEXEC) == 0 &&
+               ::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, hb) == 0,
+           BackendError, "cannot create pipes for a worker: {}", std::strerror(errno));
+  const pid_t parent = ::getpid();
+  const int hb_target = spec.heartbeat_fd_number;
+
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    // Child: async-signal-safe calls only.
+    ::setpgid(0, 0);
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(127);  // the agent died before prctl took effect
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    struct sigaction dfl {};
+    dfl.sa_handler = SIG_DFL;
+    for (int s = 1; s < NSIG; ++s) ::sigaction(s, &dfl, nullptr);
+    ::dup2(out[1], 1);
+    ::dup2(err[1], 2);
+    ::dup2(hb[1], hb_target);  // dup2 clears FD_CLOEXEC on the copy
+    ::syscall(SYS_close_range, hb_target + 1, ~0U, 0);
+    int null_fd = ::open("/dev/null", O_RDONLY);
+    if (null_fd >= 0) {
+      ::dup2(null_fd, 0);
+      if (null_fd > 2 && null_fd != hb_target) ::close(null_fd);
+    }
+    ::execve(exe.c_str(), argv.data(), envp.data());
+    int e = errno;
+    // The command was resolved before fork, so this is rare (a race, ENOEXEC): say so on stderr.
+    const char msg[] = "lf-train: exec of the worker command failed\n";
+    ssize_t ignored = ::write(2, msg, sizeof(msg) - 1);
+    (void)ignored;
+    ::_exit(e == ENOENT ? 127 : 126);
+  }
+  int fork_errno = errno;
+  ::close(out[1]);
+  ::close(err[1]);
+  ::close(hb[1]);
+  if (pid < 0) {
+    ::close(out[0]);
+    ::close(err[0]);
+    ::close(hb[0]);
+    LF_THROW(BackendError, "fork failed: {}", std::strerror(fork_errno));
+  }
+  // Also from the parent, so signalling the group never races the child's setpgid.
+  ::setpgid(pid, pid);
+  SpawnedProcess p;
+  p.pid = pid;
+  p.stdout_fd = out[0];
+  p.stderr_fd = err[0];
+  p.heartbeat_fd = hb[0];
+  set_nonblocking_cloexec(p.stdout_fd);
+  set_nonblocking_cloexec(p.stderr_fd);
+  set_nonblocking_cloexec(p.heartbeat_fd);
+  return p;
+}
+
+}  // namespace lf::agent
