@@ -12,6 +12,13 @@ namespace {
 // Oniguruma's \s: the Unicode White_Space property.
 constexpr std::string_view kSpaceClassBody = "\\t-\\r\\x{85}\\p{Z}";
 
+#include "unicode_delta.inc"
+
+// \p{L} / \p{N} widened to HF's newer Unicode tables (see make_unicode_delta.py).
+std::string class_body(char prop) {
+  return std::string("\\p{") + prop + "}" + (prop == 'L' ? kExtraL : kExtraN);
+}
+
 std::string rewrite_for_pcre2(std::string_view p) {
   std::string out;
   bool in_class = false;
@@ -21,6 +28,11 @@ std::string rewrite_for_pcre2(std::string_view p) {
       char e = p[++i];
       if (e == 's') {
         out += in_class ? std::string(kSpaceClassBody) : "[" + std::string(kSpaceClassBody) + "]";
+      } else if (e == 'p' && i + 3 < p.size() && p[i + 1] == '{' && p[i + 3] == '}' &&
+                 (p[i + 2] == 'L' || p[i + 2] == 'N')) {
+        std::string body = class_body(p[i + 2]);
+        out += in_class ? body : "[" + body + "]";
+        i += 3;
       } else if (e == 'S' && !in_class) {
         out += "[^" + std::string(kSpaceClassBody) + "]";
       } else {
