@@ -1,0 +1,66 @@
+#pragma once
+// LlamaForCausalLM / Qwen2ForCausalLM as plain tensors (see layers.h for the contract).
+//
+//   logits = head(run layers over embed(ids))
+// forward() does all of it; embed(), layers() and head() let a trainer interleave
+// activation checkpointing, ZeRO-3 gathers or a chunked loss between the pieces.
+// Single device, not thread-safe.
+#include <ATen/core/Tensor.h>
+#include <c10/core/ScalarType.h>
+
+#include <optional>
+#include <vector>
+
+#include "lf/model/config.h"
+#include "lf/model/layers.h"
+
+namespace lf::model {
+
+class CausalLM {
+ public:
+  // Allocates every parameter uninitialised with `options` (dtype + device); use
+  // init_random() or load weights (loader.h) before running it.
+  CausalLM(ModelConfig config, const at::TensorOptions& options);
+
+  const ModelConfig& config() const { return config_; }
+  int64_t num_layers() const { return static_cast<int64_t>(layers_.size()); }
+  std::vector<DecoderLayer>& layers() { return layers_; }
+  const std::vector<DecoderLayer>& layers() const { return layers_; }
+
+  // Activations dtype (kBFloat16 for mixed precision over fp32 parameters). Default:
+  // the parameters' dtype.
+  void set_compute_dtype(c10::ScalarType dtype) { compute_dtype_ = dtype; }
+  c10::ScalarType compute_dtype() const { return compute_dtype_; }
+  void set_training(bool training) { training_ = training; }
+  bool training() const { return training_; }
+
+  at::Tensor embed(const at::Tensor& input_ids) const;  // [B,T] int64 -> [B,T,C]
+  // position_ids [B,T] (packed sequences) or undefined for 0..T-1.
+  RopeTables rope(int64_t seq_len, const at::Tensor& position_ids = {}) const;
+  at::Tensor head(const at::Tensor& hidden) const;  // final norm + lm_head: [B,T,C] -> [B,T,V]
+  at::Tensor final_norm(const at::Tensor& hidden) const;
+  const at::Tensor& lm_head_weight() const { return config_.tie_word_embeddings ? embed_tokens_ : lm_head_; }
+  at::Tensor forward(const at::Tensor& input_ids, const at::Tensor& position_ids = {}) const;  // [B,T,V]
+
+  // Every parameter with its HF name ("model.layers.0.self_attn.q_proj.weight"), base
+  // weights first; a tied lm_head is not listed. LoRA weights are not listed here (lora.h).
+  std::vector<NamedParam> named_parameters();
+  // HF initialisation: normal(0, initializer_range) for linear/embedding weights,
+  // zero biases, unit norm weights. Deterministic for a seed on one device type.
+  void init_random(uint64_t seed);
+
+ private:
+  ModelConfig config_;
+  c10::ScalarType compute_dtype_;
+  bool training_ = false;
+  at::Tensor embed_tokens_;  // [V,C]
+  std::vector<DecoderLayer> layers_;
+  RmsNorm norm_;
+  at::Tensor lm_head_;  // [V,C]; undefined when tied
+  at::Tensor inv_freq_;  // [D/2] fp32, on the parameters' device
+};
+
+// The RoPE inverse frequencies, [head_dim/2] fp32, with llama3 scaling applied.
+at::Tensor rope_inv_freq(const ModelConfig& config);
+
+}  // namespace lf::model

@@ -1,0 +1,60 @@
+#pragma once
+// A decoder-only model's shape, read from a Hugging Face config.json. Torch-free.
+//
+// Understood: LlamaForCausalLM / model_type "llama" and Qwen2ForCausalLM / "qwen2";
+// rope as transformers 4 writes it (rope_theta + rope_scaling) and as transformers 5
+// does (rope_parameters); rope_type "default" and "llama3". Anything that would change
+// the function computed (other rope types, sliding-window attention, other
+// activations) is a ConfigError, never silently ignored.
+#include <cstdint>
+#include <filesystem>
+#include <string>
+
+namespace lf::model {
+
+enum class Architecture { kLlama, kQwen2 };
+
+struct RopeConfig {
+  double theta = 10000.0;
+  std::string type = "default";  // "default" | "llama3"
+  // llama3 only:
+  double factor = 1.0;
+  double low_freq_factor = 1.0;
+  double high_freq_factor = 4.0;
+  int64_t original_max_position_embeddings = 8192;
+};
+
+struct ModelConfig {
+  Architecture arch = Architecture::kLlama;
+  std::string architecture_name;  // "LlamaForCausalLM" | "Qwen2ForCausalLM"
+  std::string model_type;         // "llama" | "qwen2"
+  int64_t vocab_size = 0;
+  int64_t hidden_size = 0;
+  int64_t intermediate_size = 0;
+  int64_t num_layers = 0;
+  int64_t num_heads = 0;
+  int64_t num_kv_heads = 0;
+  int64_t head_dim = 0;
+  int64_t max_position_embeddings = 0;
+  double rms_norm_eps = 1e-6;
+  double initializer_range = 0.02;
+  bool tie_word_embeddings = false;
+  bool qkv_bias = false;  // Qwen2: always; Llama: attention_bias
+  bool o_bias = false;    // Llama: attention_bias
+  bool mlp_bias = false;  // Llama: mlp_bias
+  RopeConfig rope;
+  std::string torch_dtype = "float32";  // as written in the file ("dtype" in transformers 5)
+  std::string raw_json;                 // the file as read, rewritten on save
+};
+
+// `source` names the file in errors.
+ModelConfig parse_model_config(const std::string& json_text, const std::string& source);
+ModelConfig load_model_config(const std::filesystem::path& config_json);
+
+// config.json text for saving: raw_json with "architectures" set and torch_dtype/dtype
+// set to `dtype_name` ("bfloat16", "float32", ...).
+std::string model_config_json_for_save(const ModelConfig& config, const std::string& dtype_name);
+
+int64_t num_parameters(const ModelConfig& config);
+
+}  // namespace lf::model

@@ -1,0 +1,78 @@
+#pragma once
+// The building blocks of Llama/Qwen2 decoder layers as plain tensors (no nn::Module):
+// DDP/ZeRO wrappers reach every parameter through named_parameters() pointers and
+// may replace or re-point them; activation checkpointing wraps DecoderLayer::forward.
+//
+// Mixed precision is autocast-like: parameters keep their storage dtype (fp32 master
+// or bf16), each op casts its weight to the activation dtype. Norms compute in fp32.
+// Shapes: B batch, T sequence, C hidden, H heads, K kv heads, D head_dim.
+// Not thread-safe; single device.
+#include <ATen/core/Tensor.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace lf::model {
+
+// A parameter by its Hugging Face name; the pointer stays valid while the model lives.
+struct NamedParam {
+  std::string name;
+  at::Tensor* tensor;
+};
+
+// LoRA's low-rank update of one Linear: y += dropout(x) A^T B^T * scaling.
+struct LoraWeights {
+  at::Tensor a_;  // [r, in]
+  at::Tensor b_;  // [out, r]
+  double scaling_ = 1.0;
+  double dropout_ = 0.0;
+};
+
+struct Linear {
+  at::Tensor weight_;  // [out, in]
+  at::Tensor bias_;    // [out] or undefined
+  std::unique_ptr<LoraWeights> lora_;
+
+  at::Tensor forward(const at::Tensor& x, bool training) const;  // [.., in] -> [.., out]
+  void named_parameters(const std::string& prefix, std::vector<NamedParam>& out);
+};
+
+struct RmsNorm {
+  at::Tensor weight_;  // [C]
+  double eps_ = 1e-6;
+  at::Tensor forward(const at::Tensor& x) const;  // fp32 inside, result in x's dtype
+};
+
+// cos/sin tables of RoPE for the positions of one forward, already in compute dtype.
+struct RopeTables {
+  at::Tensor cos;  // [T, D] or [B, 1, T, D]
+  at::Tensor sin;
+};
+
+struct Attention {
+  Linear q_proj_, k_proj_, v_proj_, o_proj_;
+  int64_t num_heads_ = 0, num_kv_heads_ = 0, head_dim_ = 0;
+  at::Tensor forward(const at::Tensor& x, const RopeTables& rope, bool training) const;  // [B,T,C]
+};
+
+struct Mlp {
+  Linear gate_proj_, up_proj_, down_proj_;
+  at::Tensor forward(const at::Tensor& x, bool training) const;  // silu(gate) * up -> down
+};
+
+// One pre-norm decoder layer; the unit activation checkpointing and ZeRO-3 wrap.
+struct DecoderLayer {
+  RmsNorm input_layernorm_;
+  Attention self_attn_;
+  RmsNorm post_attention_layernorm_;
+  Mlp mlp_;
+
+  at::Tensor forward(const at::Tensor& x, const RopeTables& rope, bool training) const;  // [B,T,C]
+  // HF names below `prefix` ("model.layers.3."), in HF's order.
+  void named_parameters(const std::string& prefix, std::vector<NamedParam>& out);
+  // The layer's Linear modules by their HF short names (q_proj, ..., down_proj).
+  std::vector<std::pair<std::string, Linear*>> linears();
+};
+
+}  // namespace lf::model

@@ -1,0 +1,50 @@
+#pragma once
+// Building a CausalLM from a Hugging Face folder, and saving one so that
+// transformers / vLLM load it (config.json, safetensors, tokenizer files).
+//
+// Random weights for benchmarks: the trainer's YAML key `init_weights: random`
+// sets LoadOptions::random_init; then model_name_or_path may be a folder with only a
+// config.json, or a config.json file itself (configs/models/*.json).
+#include <c10/core/Device.h>
+#include <c10/core/ScalarType.h>
+
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "lf/model/causal_lm.h"
+#include "lf/model/safetensors.h"
+
+namespace lf::model {
+
+struct LoadOptions {
+  c10::ScalarType param_dtype = c10::ScalarType::Float;
+  c10::Device device = c10::Device(c10::DeviceType::CPU);
+  bool random_init = false;
+  uint64_t seed = 0;
+};
+
+// Errors (ConfigError): a path that is not local (with the download command to run),
+// no config.json, unknown architecture, no weights without random_init, any missing,
+// unexpected or mis-shaped tensor (named), a corrupt safetensors file.
+std::unique_ptr<CausalLM> load_causal_lm(const std::string& model_name_or_path, const LoadOptions& options);
+
+// Copies every parameter from `ckpt`, converting dtype and device. Checks every name
+// and shape before copying anything.
+void load_weights(CausalLM& model, const SafetensorsCheckpoint& ckpt);
+
+struct SaveOptions {
+  uint64_t max_shard_bytes = 5'000'000'000ull;  // HF's default "5GB"
+  std::optional<c10::ScalarType> dtype;         // default: the parameters' dtype
+  std::filesystem::path copy_files_from;        // tokenizer + generation_config source
+};
+
+// Writes config.json, model.safetensors (or shards + index, metadata {"format":"pt"}),
+// and copies tokenizer files and generation_config.json from copy_files_from.
+void save_causal_lm(CausalLM& model, const std::filesystem::path& dir, const SaveOptions& options);
+
+// Files copied from the source model folder on save (those that exist).
+extern const char* const kModelSideFiles[];
+
+}  // namespace lf::model

@@ -1,0 +1,19 @@
+#pragma once
+// scaled_dot_product_attention behind one function: the one place where torch
+// version differences in the SDPA API (enable_gqa, backend choice) are absorbed.
+#include <ATen/core/Tensor.h>
+
+#include <string>
+
+namespace lf::model {
+
+// q [B,H,T,D], k/v [B,K,T,D] with H % K == 0; causal, no mask, default scale 1/sqrt(D).
+// Uses SDPA's native grouped-query support when the fused kernel chosen for these
+// inputs accepts it, else repeats k/v (so the flash/efficient kernels still run).
+at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v);
+
+// Which SDPA kernel runs for these inputs: "flash_attention", "efficient_attention",
+// "cudnn_attention", "math", ... and whether GQA went native ("+gqa") or via repeat_kv.
+std::string sdpa_backend_name(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v);
+
+}  // namespace lf::model

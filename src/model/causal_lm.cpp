@@ -1,0 +1,126 @@
+#include "lf/model/causal_lm.h"
+
+#include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
+
+#include <cmath>
+#include <mutex>
+
+#include "lf/common/error.h"
+
+namespace lf::model {
+namespace {
+
+Linear make_linear(int64_t in, int64_t out, bool bias, const at::TensorOptions& o) {
+  Linear l;
+  l.weight_ = at::empty({out, in}, o);
+  if (bias) l.bias_ = at::empty({out}, o);
+  return l;
+}
+
+}  // namespace
+
+at::Tensor rope_inv_freq(const ModelConfig& c) {
+  // As transformers computes it: fp32 powers of theta over even dims.
+  const int64_t d = c.head_dim;
+  auto exponents = at::arange(0, d, 2, at::TensorOptions().dtype(at::kLong)).to(at::kFloat) / static_cast<double>(d);
+  auto inv_freq = 1.0 / at::pow(c.rope.theta, exponents);
+  if (c.rope.type == "llama3") {
+    const auto& r = c.rope;
+    const double old_len = static_cast<double>(r.original_max_position_embeddings);
+    const double low_freq_wavelen = old_len / r.low_freq_factor;
+    const double high_freq_wavelen = old_len / r.high_freq_factor;
+    auto wavelen = 2 * M_PI / inv_freq;
+    auto scaled = at::where(wavelen > low_freq_wavelen, inv_freq / r.factor, inv_freq);
+    auto smooth = (old_len / wavelen - r.low_freq_factor) / (r.high_freq_factor - r.low_freq_factor);
+    auto smoothed = (1 - smooth) * scaled / r.factor + smooth * scaled;
+    auto medium = at::logical_and(wavelen >= high_freq_wavelen, wavelen <= low_freq_wavelen);
+    inv_freq = at::where(medium, smoothed, scaled);
+  }
+  return inv_freq;
+}
+
+CausalLM::CausalLM(ModelConfig config, const at::TensorOptions& o)
+    : config_(std::move(config)), compute_dtype_(o.dtype().toScalarType()) {
+  const auto& c = config_;
+  const int64_t h = c.hidden_size, q = c.num_heads * c.head_dim, kv = c.num_kv_heads * c.head_dim;
+  embed_tokens_ = at::empty({c.vocab_size, h}, o);
+  layers_.resize(c.num_layers);
+  for (auto& l : layers_) {
+    l.input_layernorm_ = {at::empty({h}, o), c.rms_norm_eps};
+    l.post_attention_layernorm_ = {at::empty({h}, o), c.rms_norm_eps};
+    auto& a = l.self_attn_;
+    a.q_proj_ = make_linear(h, q, c.qkv_bias, o);
+    a.k_proj_ = make_linear(h, kv, c.qkv_bias, o);
+    a.v_proj_ = make_linear(h, kv, c.qkv_bias, o);
+    a.o_proj_ = make_linear(q, h, c.o_bias, o);
+    a.num_heads_ = c.num_heads;
+    a.num_kv_heads_ = c.num_kv_heads;
+    a.head_dim_ = c.head_dim;
+    l.mlp_.gate_proj_ = make_linear(h, c.intermediate_size, c.mlp_bias, o);
+    l.mlp_.up_proj_ = make_linear(h, c.intermediate_size, c.mlp_bias, o);
+    l.mlp_.down_proj_ = make_linear(c.intermediate_size, h, c.mlp_bias, o);
+  }
+  norm_ = {at::empty({h}, o), c.rms_norm_eps};
+  if (!c.tie_word_embeddings) lm_head_ = at::empty({c.vocab_size, h}, o);
+  inv_freq_ = rope_inv_freq(c).to(o.device());
+}
+
+at::Tensor CausalLM::embed(const at::Tensor& input_ids) const {
+  LF_CHECK(input_ids.dim() == 2, ConfigError, "input_ids must be [B,T], got {} dims", input_ids.dim());
+  auto x = at::embedding(embed_tokens_, input_ids);
+  return x.scalar_type() == compute_dtype_ ? x : x.to(compute_dtype_);
+}
+
+RopeTables CausalLM::rope(int64_t seq_len, const at::Tensor& position_ids) const {
+  // freqs [.., T, D/2] in fp32, duplicated to [.., T, D] (HF's cat(freqs, freqs)).
+  at::Tensor pos = position_ids.defined()
+                       ? position_ids.to(inv_freq_.device(), at::kFloat).unsqueeze(1).unsqueeze(-1)  // [B,1,T,1]
+                       : at::arange(seq_len, inv_freq_.options()).unsqueeze(-1);                    // [T,1]
+  auto freqs = pos * inv_freq_;
+  auto emb = at::cat({freqs, freqs}, -1);
+  return {emb.cos().to(compute_dtype_), emb.sin().to(compute_dtype_)};
+}
+
+at::Tensor CausalLM::final_norm(const at::Tensor& hidden) const { return norm_.forward(hidden); }
+
+at::Tensor CausalLM::head(const at::Tensor& hidden) const {
+  const auto& w = lm_head_weight();
+  auto x = norm_.forward(hidden);
+  return at::linear(x, w.scalar_type() == x.scalar_type() ? w : w.to(x.scalar_type()));
+}
+
+at::Tensor CausalLM::forward(const at::Tensor& input_ids, const at::Tensor& position_ids) const {
+  auto x = embed(input_ids);
+  const auto r = rope(input_ids.size(1), position_ids);
+  for (const auto& l : layers_) x = l.forward(x, r, training_);
+  return head(x);
+}
+
+std::vector<NamedParam> CausalLM::named_parameters() {
+  std::vector<NamedParam> out;
+  out.push_back({"model.embed_tokens.weight", &embed_tokens_});
+  for (size_t i = 0; i < layers_.size(); ++i)
+    layers_[i].named_parameters("model.layers." + std::to_string(i) + ".", out);
+  out.push_back({"model.norm.weight", &norm_.weight_});
+  if (lm_head_.defined()) out.push_back({"lm_head.weight", &lm_head_});
+  return out;
+}
+
+void CausalLM::init_random(uint64_t seed) {
+  c10::NoGradGuard no_grad;
+  auto gen = at::globalContext().defaultGenerator(embed_tokens_.device());
+  {
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    gen.set_current_seed(seed);
+  }
+  const double std = config_.initializer_range;
+  for (auto& p : named_parameters()) {
+    const auto& n = p.name;
+    if (n.size() >= 11 && n.compare(n.size() - 11, 11, "norm.weight") == 0) p.tensor->fill_(1.0);
+    else if (n.size() >= 4 && n.compare(n.size() - 4, 4, "bias") == 0) p.tensor->zero_();
+    else p.tensor->normal_(0.0, std, gen);
+  }
+}
+
+}  // namespace lf::model

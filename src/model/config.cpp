@@ -1,0 +1,140 @@
+#include "lf/model/config.h"
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "lf/common/error.h"
+
+namespace lf::model {
+using nlohmann::json;
+
+namespace {
+
+template <typename T>
+T get_or(const json& j, const char* key, T fallback) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return fallback;
+  return it->get<T>();
+}
+
+template <typename T>
+T require(const json& j, const char* key, const std::string& source) {
+  auto it = j.find(key);
+  LF_CHECK(it != j.end() && !it->is_null(), ConfigError, "{}: missing required key '{}'", source, key);
+  return it->get<T>();
+}
+
+void parse_rope(const json& j, ModelConfig& c, const std::string& source) {
+  // transformers 5 folds rope_theta into rope_parameters; 4.x has rope_theta + rope_scaling.
+  json params = json::object();
+  if (j.contains("rope_parameters") && j["rope_parameters"].is_object()) params = j["rope_parameters"];
+  else if (j.contains("rope_scaling") && j["rope_scaling"].is_object()) params = j["rope_scaling"];
+  c.rope.theta = get_or<double>(params, "rope_theta", get_or<double>(j, "rope_theta", 10000.0));
+  c.rope.type = get_or<std::string>(params, "rope_type", get_or<std::string>(params, "type", "default"));
+  if (c.rope.type == "llama3") {
+    c.rope.factor = require<double>(params, "factor", source + " rope llama3");
+    c.rope.low_freq_factor = require<double>(params, "low_freq_factor", source + " rope llama3");
+    c.rope.high_freq_factor = require<double>(params, "high_freq_factor", source + " rope llama3");
+    c.rope.original_max_position_embeddings =
+        require<int64_t>(params, "original_max_position_embeddings", source + " rope llama3");
+  } else {
+    LF_CHECK(c.rope.type == "default", ConfigError,
+             "{}: rope_type '{}' is not supported (supported: default, llama3)", source, c.rope.type);
+  }
+}
+
+}  // namespace
+
+ModelConfig parse_model_config(const std::string& json_text, const std::string& source) {
+  json j;
+  try {
+    j = json::parse(json_text);
+  } catch (const std::exception& e) {
+    LF_THROW(ConfigError, "{}: not valid JSON: {}", source, e.what());
+  }
+  LF_CHECK(j.is_object(), ConfigError, "{}: expected a JSON object", source);
+  ModelConfig c;
+  c.raw_json = json_text;
+  try {
+    std::string arch;
+    if (j.contains("architectures") && j["architectures"].is_array() && !j["architectures"].empty())
+      arch = j["architectures"][0].get<std::string>();
+    c.model_type = get_or<std::string>(j, "model_type", "");
+    if (arch == "LlamaForCausalLM" || (arch.empty() && c.model_type == "llama")) {
+      c.arch = Architecture::kLlama;
+      c.architecture_name = "LlamaForCausalLM";
+      c.model_type = "llama";
+    } else if (arch == "Qwen2ForCausalLM" || (arch.empty() && c.model_type == "qwen2")) {
+      c.arch = Architecture::kQwen2;
+      c.architecture_name = "Qwen2ForCausalLM";
+      c.model_type = "qwen2";
+    } else {
+      LF_THROW(ConfigError,
+               "{}: unknown architecture '{}' (model_type '{}'); supported: LlamaForCausalLM, Qwen2ForCausalLM",
+               source, arch, c.model_type);
+    }
+    c.vocab_size = require<int64_t>(j, "vocab_size", source);
+    c.hidden_size = require<int64_t>(j, "hidden_size", source);
+    c.intermediate_size = require<int64_t>(j, "intermediate_size", source);
+    c.num_layers = require<int64_t>(j, "num_hidden_layers", source);
+    c.num_heads = require<int64_t>(j, "num_attention_heads", source);
+    c.num_kv_heads = get_or<int64_t>(j, "num_key_value_heads", c.num_heads);
+    LF_CHECK(c.num_heads > 0 && c.hidden_size > 0, ConfigError, "{}: sizes must be positive", source);
+    c.head_dim = get_or<int64_t>(j, "head_dim", c.hidden_size / c.num_heads);
+    c.max_position_embeddings = get_or<int64_t>(j, "max_position_embeddings", 2048);
+    c.rms_norm_eps = get_or<double>(j, "rms_norm_eps", 1e-6);
+    c.initializer_range = get_or<double>(j, "initializer_range", 0.02);
+    c.tie_word_embeddings = get_or<bool>(j, "tie_word_embeddings", false);
+    c.torch_dtype = get_or<std::string>(j, "torch_dtype", get_or<std::string>(j, "dtype", "float32"));
+    const std::string act = get_or<std::string>(j, "hidden_act", "silu");
+    LF_CHECK(act == "silu", ConfigError, "{}: hidden_act '{}' is not supported (silu only)", source, act);
+    if (c.arch == Architecture::kQwen2) {
+      c.qkv_bias = true;
+      LF_CHECK(!get_or<bool>(j, "use_sliding_window", false), ConfigError,
+               "{}: use_sliding_window=true is not supported", source);
+    } else {
+      c.qkv_bias = c.o_bias = get_or<bool>(j, "attention_bias", false);
+      c.mlp_bias = get_or<bool>(j, "mlp_bias", false);
+    }
+    parse_rope(j, c, source);
+  } catch (const nlohmann::json::exception& e) {
+    LF_THROW(ConfigError, "{}: bad value: {}", source, e.what());
+  }
+  LF_CHECK(c.num_kv_heads > 0 && c.num_heads % c.num_kv_heads == 0, ConfigError,
+           "{}: num_attention_heads {} is not a multiple of num_key_value_heads {}", source, c.num_heads,
+           c.num_kv_heads);
+  LF_CHECK(c.head_dim % 2 == 0, ConfigError, "{}: head_dim {} must be even for RoPE", source, c.head_dim);
+  return c;
+}
+
+ModelConfig load_model_config(const std::filesystem::path& config_json) {
+  std::ifstream in(config_json);
+  LF_CHECK(in.good(), ConfigError, "cannot read model config {}", config_json.string());
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return parse_model_config(ss.str(), config_json.string());
+}
+
+std::string model_config_json_for_save(const ModelConfig& config, const std::string& dtype_name) {
+  nlohmann::ordered_json j = nlohmann::ordered_json::parse(config.raw_json);
+  j["architectures"] = {config.architecture_name};
+  j["model_type"] = config.model_type;
+  if (j.contains("dtype")) j["dtype"] = dtype_name;
+  else j["torch_dtype"] = dtype_name;
+  j.erase("init_weights");
+  return j.dump(2) + "\n";
+}
+
+int64_t num_parameters(const ModelConfig& c) {
+  const int64_t q = c.num_heads * c.head_dim, kv = c.num_kv_heads * c.head_dim, h = c.hidden_size;
+  int64_t layer = h * q + 2 * h * kv + q * h + 3 * h * c.intermediate_size + 2 * h;
+  if (c.qkv_bias) layer += q + 2 * kv;
+  if (c.o_bias) layer += h;
+  if (c.mlp_bias) layer += 2 * c.intermediate_size + h;
+  int64_t n = c.num_layers * layer + c.vocab_size * h + h;
+  if (!c.tie_word_embeddings) n += c.vocab_size * h;
+  return n;
+}
+
+}  // namespace lf::model

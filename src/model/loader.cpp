@@ -1,0 +1,129 @@
+#include "lf/model/loader.h"
+
+#include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
+
+#include <fstream>
+#include <regex>
+#include <set>
+
+#include <fmt/ranges.h>
+
+#include "lf/common/error.h"
+#include "lf/model/tensor_io.h"
+
+namespace lf::model {
+namespace fs = std::filesystem;
+
+const char* const kModelSideFiles[] = {
+    "tokenizer.json",  "tokenizer_config.json", "special_tokens_map.json", "vocab.json",
+    "merges.txt",      "tokenizer.model",       "added_tokens.json",       "chat_template.jinja",
+    "generation_config.json", nullptr};
+
+namespace {
+
+std::string list_some(const std::vector<std::string>& names) {
+  std::string s;
+  for (size_t i = 0; i < names.size() && i < 8; ++i) s += (i ? ", " : "") + names[i];
+  if (names.size() > 8) s += fmt::format(", ... ({} in all)", names.size());
+  return s;
+}
+
+std::string shape_str(const std::vector<int64_t>& s) { return fmt::format("[{}]", fmt::join(s, ", ")); }
+
+[[noreturn]] void throw_not_local(const std::string& p) {
+  static const std::regex kHubId(R"(^[A-Za-z0-9][\w.\-]*/[\w.\-]+$)");
+  if (std::regex_match(p, kHubId)) {
+    const std::string local = "models/" + p.substr(p.find('/') + 1);
+    LF_THROW(ConfigError,
+             "model_name_or_path '{}' is not a local folder, and lf-train never downloads from a hub. "
+             "Download it first: `huggingface-cli download {} --local-dir {}` (or `hf download ...`), "
+             "then set model_name_or_path: {}",
+             p, p, local, local);
+  }
+  LF_THROW(ConfigError, "model_name_or_path '{}' does not exist (expected a folder with config.json and "
+                        "model.safetensors)", p);
+}
+
+}  // namespace
+
+void load_weights(CausalLM& model, const SafetensorsCheckpoint& ckpt) {
+  auto params = model.named_parameters();
+  std::set<std::string> expected;
+  std::vector<std::string> missing, misshaped, unexpected;
+  for (const auto& p : params) {
+    expected.insert(p.name);
+    if (!ckpt.contains(p.name)) {
+      missing.push_back(p.name);
+      continue;
+    }
+    const auto& info = ckpt.info(p.name);
+    if (info.shape != p.tensor->sizes().vec())
+      misshaped.push_back(fmt::format("{} (file {}, model {})", p.name, shape_str(info.shape),
+                                      shape_str(p.tensor->sizes().vec())));
+  }
+  for (const auto& n : ckpt.names()) {
+    if (expected.count(n)) continue;
+    if (n == "lm_head.weight" && model.config().tie_word_embeddings) continue;  // tied: HF ignores it too
+    if (n.find("rotary_emb.inv_freq") != std::string::npos) continue;          // old checkpoints store it
+    unexpected.push_back(n);
+  }
+  LF_CHECK(missing.empty(), ConfigError, "checkpoint lacks {} tensor(s) the {} config needs: {}", missing.size(),
+           model.config().architecture_name, list_some(missing));
+  LF_CHECK(misshaped.empty(), ConfigError, "checkpoint tensor(s) of the wrong shape: {}", list_some(misshaped));
+  LF_CHECK(unexpected.empty(), ConfigError, "checkpoint has {} tensor(s) the {} config does not use: {}",
+           unexpected.size(), model.config().architecture_name, list_some(unexpected));
+  c10::NoGradGuard no_grad;
+  for (const auto& p : params) {
+    auto src = read_tensor(ckpt.info(p.name), ckpt.data(p.name));
+    p.tensor->copy_(src.to(p.tensor->scalar_type()));
+  }
+}
+
+std::unique_ptr<CausalLM> load_causal_lm(const std::string& path, const LoadOptions& o) {
+  const fs::path p(path);
+  if (!fs::exists(p)) throw_not_local(path);
+  fs::path config_path = p;
+  fs::path dir = p;
+  if (fs::is_directory(p)) {
+    config_path = p / "config.json";
+    LF_CHECK(fs::exists(config_path), ConfigError, "model folder {} has no config.json", path);
+  } else {
+    dir = p.parent_path();
+    LF_CHECK(o.random_init, ConfigError,
+             "model_name_or_path {} is a file; give the model folder (or set init_weights: random to start "
+             "from random weights with this config)",
+             path);
+  }
+  auto config = load_model_config(config_path);
+  auto options = at::TensorOptions().dtype(o.param_dtype).device(o.device);
+  auto model = std::make_unique<CausalLM>(std::move(config), options);
+  if (o.random_init) {
+    model->init_random(o.seed);
+    return model;
+  }
+  LF_CHECK(SafetensorsCheckpoint::exists_in(dir), ConfigError,
+           "model folder {} holds no model.safetensors or model.safetensors.index.json (only safetensors "
+           "weights are read; set init_weights: random for random weights)",
+           path);
+  SafetensorsCheckpoint ckpt(dir);
+  load_weights(*model, ckpt);
+  return model;
+}
+
+void save_causal_lm(CausalLM& model, const fs::path& dir, const SaveOptions& o) {
+  fs::create_directories(dir);
+  std::vector<std::pair<std::string, at::Tensor>> tensors;
+  for (const auto& p : model.named_parameters()) tensors.emplace_back(p.name, *p.tensor);
+  const auto dtype = o.dtype.value_or(tensors.front().second.scalar_type());
+  save_tensors(dir, tensors, o.max_shard_bytes, "model", dtype);
+  std::ofstream(dir / "config.json") << model_config_json_for_save(model.config(), scalar_type_name(dtype));
+  if (!o.copy_files_from.empty() && fs::is_directory(o.copy_files_from) &&
+      fs::weakly_canonical(o.copy_files_from) != fs::weakly_canonical(dir)) {
+    for (const char* const* f = kModelSideFiles; *f; ++f)
+      if (fs::exists(o.copy_files_from / *f))
+        fs::copy_file(o.copy_files_from / *f, dir / *f, fs::copy_options::overwrite_existing);
+  }
+}
+
+}  // namespace lf::model

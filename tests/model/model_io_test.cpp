@@ -1,0 +1,123 @@
+// Saving: our files load back here and in transformers / peft with the same logits.
+#include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "lf/model/loader.h"
+#include "lf/model/lora.h"
+#include "lf/model/tensor_io.h"
+#include "model_test_util.h"
+
+namespace lf::model {
+namespace {
+namespace fs = std::filesystem;
+using test::fixture;
+using test::load_ref;
+
+void perturb(at::Tensor& t, double scale, uint64_t seed) {
+  c10::NoGradGuard g;
+  auto gen = at::globalContext().defaultGenerator(at::kCPU);
+  gen.set_current_seed(seed);
+  t.add_(at::randn(t.sizes(), gen, t.options()) * scale);
+}
+
+// Writes input_ids + our logits for model_check_load.py.
+fs::path write_ours(const fs::path& dir, const at::Tensor& ids, const at::Tensor& logits) {
+  const fs::path p = dir / "ours.safetensors";
+  save_tensor_file(p, {{"input_ids", ids}, {"logits", logits.detach().to(at::kFloat).contiguous()}});
+  return p;
+}
+
+TEST(ModelIo, SavedFullModelReloadsAndLoadsInTransformers) {
+  test::TempDir tmp;
+  auto model = load_causal_lm(fixture("qwen2_tiny").string(), LoadOptions{});
+  perturb(*model->named_parameters()[3].tensor, 0.1, 1);  // not just a copy of the input
+  auto ids = load_ref("qwen2_ref.safetensors").at("input_ids");
+  auto logits = model->forward(ids);
+  SaveOptions so;
+  so.max_shard_bytes = 30'000;  // several shards + index
+  so.copy_files_from = fixture("qwen2_tiny");
+  const fs::path out = tmp.path() / "full";
+  save_causal_lm(*model, out, so);
+  EXPECT_TRUE(fs::exists(out / "model.safetensors.index.json"));
+  EXPECT_TRUE(fs::exists(out / "generation_config.json"));
+  EXPECT_FALSE(fs::exists(out / "model.safetensors"));
+  int shards = 0;
+  for (const auto& e : fs::directory_iterator(out))
+    if (e.path().extension() == ".safetensors") {
+      ++shards;
+      EXPECT_EQ(SafetensorsFile(e.path()).metadata().at("format"), "pt");
+    }
+  EXPECT_GE(shards, 2);
+  auto back = load_causal_lm(out.string(), LoadOptions{});
+  EXPECT_TRUE(at::equal(back->forward(ids), logits));
+
+  std::string log;
+  const fs::path ours = write_ours(tmp.path(), ids, logits);
+  const int rc = test::run_python("model_check_load.py", "--model " + out.string() + " --ours " + ours.string(), &log);
+  if (rc == -1) GTEST_SKIP() << "LF_PYTHON not configured: transformers check skipped (own reload passed)";
+  EXPECT_EQ(rc, 0) << log;
+}
+
+TEST(ModelIo, SavedAdapterLoadsInPeft) {
+  test::TempDir tmp;
+  auto model = load_causal_lm(fixture("qwen2_tiny").string(), LoadOptions{});
+  LoraConfig cfg;
+  cfg.rank = 4;
+  cfg.alpha = 8;
+  cfg.target = parse_lora_target("q_proj, v_proj,down_proj");
+  apply_lora(*model, cfg);
+  for (auto& p : lora_parameters(*model)) perturb(*p.tensor, 0.3, p.name.size());  // B != 0
+  auto ids = load_ref("qwen2_ref.safetensors").at("input_ids");
+  auto logits = model->forward(ids);
+  const fs::path out = tmp.path() / "adapter";
+  save_lora_adapter(*model, cfg, out, fixture("qwen2_tiny").string());
+  {
+    std::ifstream in(out / "adapter_config.json");
+    auto j = nlohmann::json::parse(in);
+    EXPECT_EQ(j.at("r"), 4);
+    EXPECT_EQ(j.at("peft_type"), "LORA");
+    EXPECT_EQ(j.at("target_modules").size(), 3u);
+  }
+  auto back = load_causal_lm(fixture("qwen2_tiny").string(), LoadOptions{});
+  load_lora_adapter(*back, out);
+  EXPECT_TRUE(at::allclose(back->forward(ids), logits, 0, 1e-6));
+
+  std::string log;
+  const fs::path ours = write_ours(tmp.path(), ids, logits);
+  const int rc = test::run_python(
+      "model_check_load.py",
+      "--model " + fixture("qwen2_tiny").string() + " --adapter " + out.string() + " --ours " + ours.string(), &log);
+  if (rc == -1) GTEST_SKIP() << "LF_PYTHON not configured: peft check skipped (own reload passed)";
+  EXPECT_EQ(rc, 0) << log;
+}
+
+TEST(ModelIo, LoraAlphaDefaultsToTwiceRank) {
+  LoraConfig c;
+  c.rank = 16;
+  EXPECT_DOUBLE_EQ(c.effective_alpha(), 32.0);
+  auto model = load_causal_lm(fixture("llama_tiny").string(), LoadOptions{});
+  apply_lora(*model, c);
+  EXPECT_DOUBLE_EQ(model->layers()[0].self_attn_.q_proj_.lora_->scaling_, 2.0);
+  EXPECT_FALSE(model->layers()[0].self_attn_.q_proj_.weight_.requires_grad());
+  EXPECT_TRUE(model->layers()[0].mlp_.down_proj_.lora_->a_.requires_grad());
+}
+
+TEST(ModelIo, MisalignedOffsetsReadCorrectly) {
+  test::TempDir tmp;
+  // One I8 tensor of 3 bytes first, so the F32 tensor after it starts at an odd offset.
+  const int8_t small[3] = {1, 2, 3};
+  const float values[4] = {1.5f, -2.25f, 3.0f, 1e-3f};
+  write_safetensors(tmp.path() / "m.safetensors", {{"a", StDtype::kI8, {3}, small, 3}, {"b", StDtype::kF32, {2, 2}, values, 16}});
+  auto t = load_tensor_file(tmp.path() / "m.safetensors");
+  SafetensorsFile f(tmp.path() / "m.safetensors");
+  EXPECT_NE(reinterpret_cast<uintptr_t>(f.data(*f.find("b"))) % 4, 0u) << "the test needs a misaligned tensor";
+  EXPECT_TRUE(at::equal(t.at("b"), at::tensor({1.5f, -2.25f, 3.0f, 1e-3f}).view({2, 2})));
+  EXPECT_EQ(t.at("a")[2].item<int>(), 3);
+}
+
+}  // namespace
+}  // namespace lf::model

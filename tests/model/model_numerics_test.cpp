@@ -1,0 +1,102 @@
+// Logits and gradients against transformers / peft references (fp32, CPU).
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include "lf/model/loader.h"
+#include "lf/model/lora.h"
+#include "lf/model/loss.h"
+#include "model_test_util.h"
+
+namespace lf::model {
+namespace {
+using test::fixture;
+using test::load_ref;
+using test::rel_err;
+
+constexpr double kLogitsTol = 1e-4;
+constexpr double kGradRelTol = 1e-4;
+
+void check_full(const std::string& arch) {
+  auto model = load_causal_lm(fixture(arch + "_tiny").string(), LoadOptions{});
+  auto ref = load_ref(arch + "_ref.safetensors");
+  for (auto& p : model->named_parameters()) p.tensor->set_requires_grad(true);
+  auto logits = model->forward(ref.at("input_ids"));
+  EXPECT_LE(test::max_abs_diff(logits, ref.at("logits")), kLogitsTol);
+  auto loss = causal_lm_loss(logits, ref.at("labels"));
+  EXPECT_NEAR(loss.item<double>(), ref.at("loss").item<double>(), 1e-5);
+  loss.backward();
+  int checked = 0;
+  for (auto& p : model->named_parameters()) {
+    auto it = ref.find("grad." + p.name);
+    ASSERT_NE(it, ref.end()) << "no reference gradient for " << p.name;
+    ASSERT_TRUE(p.tensor->grad().defined()) << p.name;
+    EXPECT_LE(rel_err(p.tensor->grad(), it->second), kGradRelTol) << p.name;
+    ++checked;
+  }
+  int ref_grads = 0;
+  for (const auto& [k, _] : ref) ref_grads += k.rfind("grad.", 0) == 0;
+  EXPECT_EQ(checked, ref_grads) << "every parameter of the reference is ours too";
+}
+
+TEST(ModelNumerics, Qwen2LogitsAndEveryGradient) { check_full("qwen2"); }
+TEST(ModelNumerics, LlamaLlama3RopeLogitsAndEveryGradient) { check_full("llama"); }
+
+void check_lora(const std::string& arch, size_t expected_modules_per_layer) {
+  auto model = load_causal_lm(fixture(arch + "_tiny").string(), LoadOptions{});
+  auto cfg = load_lora_adapter(*model, fixture(arch + "_lora_init"));
+  auto ref = load_ref(arch + "_lora_ref.safetensors");
+  auto lora = lora_parameters(*model);
+  ASSERT_EQ(lora.size(), 2 * expected_modules_per_layer * model->num_layers());
+  auto logits = model->forward(ref.at("input_ids"));
+  EXPECT_LE(test::max_abs_diff(logits, ref.at("logits")), kLogitsTol);
+  auto loss = causal_lm_loss(logits, ref.at("labels"));
+  EXPECT_NEAR(loss.item<double>(), ref.at("loss").item<double>(), 1e-5);
+  loss.backward();
+  for (auto& p : lora) {
+    auto it = ref.find("grad." + p.name);
+    ASSERT_NE(it, ref.end()) << "no reference gradient for " << p.name;
+    EXPECT_EQ(p.tensor->scalar_type(), at::kFloat);
+    EXPECT_LE(rel_err(p.tensor->grad(), it->second), kGradRelTol) << p.name;
+  }
+  for (auto& p : model->named_parameters()) EXPECT_FALSE(p.tensor->grad().defined()) << p.name << " is frozen";
+}
+
+TEST(ModelNumerics, Qwen2LoraAllTargetsMatchesPeft) { check_lora("qwen2", 7); }
+TEST(ModelNumerics, LlamaLoraListedTargetsMatchesPeft) { check_lora("llama", 2); }
+
+TEST(ModelNumerics, ShardedBf16CheckpointLoads) {
+  auto ref = load_ref("qwen2_sharded_ref.safetensors");
+  auto model = load_causal_lm(fixture("qwen2_tiny_sharded_bf16").string(), LoadOptions{});
+  EXPECT_LE(test::max_abs_diff(model->forward(ref.at("input_ids")), ref.at("logits")), kLogitsTol);
+  LoadOptions bf16;
+  bf16.param_dtype = at::kBFloat16;
+  auto model16 = load_causal_lm(fixture("qwen2_tiny_sharded_bf16").string(), bf16);
+  EXPECT_EQ(model16->named_parameters().front().tensor->scalar_type(), at::kBFloat16);
+}
+
+TEST(ModelNumerics, MixedPrecisionComputeStaysClose) {
+  // fp32 parameters, bf16 activations: the autocast-like path runs and stays near fp32.
+  auto model = load_causal_lm(fixture("qwen2_tiny").string(), LoadOptions{});
+  auto ref = load_ref("qwen2_ref.safetensors");
+  model->set_compute_dtype(at::kBFloat16);
+  auto logits = model->forward(ref.at("input_ids"));
+  EXPECT_EQ(logits.scalar_type(), at::kBFloat16);
+  EXPECT_LE(rel_err(logits.to(at::kFloat), ref.at("logits")), 5e-2);
+}
+
+TEST(ModelNumerics, RandomInitFollowsHf) {
+  LoadOptions o;
+  o.random_init = true;
+  o.seed = 7;
+  auto model = load_causal_lm(fixture("qwen2_tiny/config.json").string(), o);
+  for (auto& p : model->named_parameters()) {
+    if (p.name.find("norm.weight") != std::string::npos) EXPECT_EQ(p.tensor->min().item<float>(), 1.0f) << p.name;
+    else if (p.name.find("bias") != std::string::npos) EXPECT_EQ(p.tensor->abs().max().item<float>(), 0.0f) << p.name;
+    else EXPECT_NEAR(p.tensor->std().item<double>(), 0.02, 0.004) << p.name;
+  }
+  auto again = load_causal_lm(fixture("qwen2_tiny/config.json").string(), o);
+  EXPECT_TRUE(at::equal(*model->named_parameters()[1].tensor, *again->named_parameters()[1].tensor));
+}
+
+}  // namespace
+}  // namespace lf::model
