@@ -473,6 +473,13 @@ struct RendezvousServer::Impl : std::enable_shared_from_this<Impl> {
     });
   }
 
+  // close() calls back into on_close(), which edits peers: iterate a copy.
+  void close_all() {
+    auto all = std::move(peers);
+    peers.clear();
+    for (auto& [id, p] : all) p->conn->close();
+  }
+
   void finish(int code, const std::string& reason) {
     if (phase == Phase::kFinished) return;
     phase = Phase::kFinished;
@@ -497,7 +504,7 @@ RendezvousServer::~RendezvousServer() {
   impl_->join_timer.cancel();
   impl_->last_call_timer.cancel();
   impl_->stop_timer.cancel();
-  for (auto& [id, p] : impl_->peers) p->conn->close();
+  impl_->close_all();
 }
 
 void RendezvousServer::start(FinishedHandler on_finished) {
@@ -520,7 +527,7 @@ void RendezvousServer::shutdown(double timeout_s, std::function<void()> done) {
     for (auto& [id, p] : impl->peers)
       if (p->conn->is_open() && p->conn->queued_bytes() > 0) pending = true;
     if (!pending || Clock::now() > deadline) {
-      for (auto& [id, p] : impl->peers) p->conn->close();
+      impl->close_all();
       impl->heartbeat_timer.cancel();
       auto finish = done;
       *check = nullptr;  // break the self-reference
