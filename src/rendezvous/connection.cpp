@@ -1,5 +1,6 @@
 #include "lf/rendezvous/connection.h"
 
+#include <boost/asio/post.hpp>
 #include <boost/asio/write.hpp>
 #include <fmt/format.h>
 
@@ -95,10 +96,9 @@ void Connection::finish(const std::string& why) {
   socket_.close(ignored);
   write_queue_.clear();
   queued_bytes_ = 0;
-  if (on_close_) {
-    auto handler = std::move(on_close_);
-    handler(why);
-  }
+  // Deferred, never from inside close(): callers may be iterating their peer tables.
+  if (on_close_) asio::post(socket_.get_executor(), [handler = std::move(on_close_), why] { handler(why); });
+  on_close_ = nullptr;
   on_message_ = nullptr;
 }
 

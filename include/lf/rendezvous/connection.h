@@ -19,7 +19,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
  public:
   using MessageHandler = std::function<void(Message&&)>;
   // Called once, when the connection ends for any reason (peer closed, error,
-  // protocol violation, close()). `why` is empty for a local close().
+  // protocol violation, close()), always from a fresh io handler (never from
+  // inside close()). `why` is empty for a local close().
   using CloseHandler = std::function<void(const std::string& why)>;
 
   Connection(boost::asio::ip::tcp::socket socket, uint32_t max_payload);

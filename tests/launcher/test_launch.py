@@ -1,0 +1,238 @@
+"""lf-train launch across processes on loopback: environment, failures, signals, restarts."""
+import os, signal, socket, time
+
+import pytest
+
+from harness import (Agent, PY, WORKER, events, free_port, live_pids_with, unique_marker, wait_no_survivors,
+                     wait_until)
+
+EXIT_CONFIG, EXIT_RDZV, EXIT_NETWORK, EXIT_ABORTED, EXIT_WORKER_FAILED = 2, 10, 11, 13, 14
+
+
+def two_nodes(tmp_path, worker_args, nproc=2, extra=(), env=None, node1_extra=()):
+    port = free_port()
+    base = ["launch", "--nnodes", "2", "--nproc-per-node", str(nproc), "--master-port", str(port),
+            "--join-timeout", "30", *extra]
+    node0 = Agent(base + ["--node-rank", "0", "--event-log", str(tmp_path / "events.jsonl"), "--",
+                          PY, WORKER, *worker_args], env=env, tmp=str(tmp_path))
+    node1 = Agent(base + ["--node-rank", "1", *node1_extra, "--", PY, WORKER, *worker_args], env=env,
+                  tmp=str(tmp_path))
+    return port, node0, node1
+
+
+@pytest.fixture
+def agents():
+    started = []
+    yield started
+    for a in started:
+        a.cleanup()
+
+
+def test_two_nodes_two_workers_get_the_torchrun_environment(tmp_path, agents):
+    env = {"CUDA_VISIBLE_DEVICES": "0,1", "NCCL_DEBUG": "INFO", "RDZV_ID": "envjob"}
+    env.pop("OMP_NUM_THREADS", None)
+    os.environ.pop("OMP_NUM_THREADS", None)
+    port, n0, n1 = two_nodes(tmp_path, [], env=env, extra=("--max-restarts", "2"))
+    agents += [n0, n1]
+    assert n0.wait(30) == 0, n0.err
+    assert n1.wait(30) == 0, n1.err
+    envs = {**n0.envs(), **n1.envs()}
+    assert sorted(envs) == [0, 1, 2, 3]
+    store_ports = {e["MASTER_PORT"] for e in envs.values()}
+    assert len(store_ports) == 1 and store_ports != {str(port)}, "workers' store port must differ from rendezvous"
+    for rank, e in envs.items():
+        node = rank // 2
+        assert e["RANK"] == str(rank)
+        assert e["LOCAL_RANK"] == str(rank % 2)
+        assert e["WORLD_SIZE"] == "4"
+        assert e["LOCAL_WORLD_SIZE"] == "2"
+        assert e["GROUP_RANK"] == str(node)
+        assert e["GROUP_WORLD_SIZE"] == "2"
+        assert e["ROLE_RANK"] == str(rank)
+        assert e["ROLE_WORLD_SIZE"] == "4"
+        assert e["MASTER_ADDR"] == "127.0.0.1"
+        assert e["TORCHELASTIC_RESTART_COUNT"] == "0"
+        assert e["TORCHELASTIC_MAX_RESTARTS"] == "2"
+        assert e["TORCHELASTIC_RUN_ID"] == "envjob"
+        assert e["OMP_NUM_THREADS"] == "1"
+        assert e["CUDA_VISIBLE_DEVICES"] == "0,1"
+        assert e["NCCL_DEBUG"] == "INFO"
+        assert e["LF_RDZV_PORT"] == str(port)
+        assert e["LF_HEARTBEAT_FD"] == "3"
+
+
+def test_worker_exit_code_3_stops_every_worker_on_both_nodes(tmp_path, agents):
+    marker = unique_marker("exit3")
+    _, n0, n1 = two_nodes(tmp_path, ["--marker", marker, "--sleep", "120", "--fail-rank", "3", "--code", "3",
+                                     "--fail-after", "1"])
+    agents += [n0, n1]
+    assert n1.wait(30) == EXIT_WORKER_FAILED, n1.err
+    assert n0.wait(30) == EXIT_ABORTED, n0.err
+    assert "worker rank 3 exited with code 3" in n1.err
+    assert "worker rank 3" in n0.err and "exited with code 3" in n0.err
+    assert wait_no_survivors(marker), live_pids_with(marker)
+
+
+def test_worker_killed_by_signal_is_named(tmp_path, agents):
+    marker = unique_marker("sig")
+    _, n0, n1 = two_nodes(tmp_path, ["--marker", marker, "--sleep", "120", "--fail-rank", "0", "--kill-self"])
+    agents += [n0, n1]
+    assert n0.wait(30) == EXIT_WORKER_FAILED
+    assert n1.wait(30) == EXIT_ABORTED
+    assert "killed by signal 9" in n0.err
+    assert wait_no_survivors(marker)
+
+
+def test_sigkill_of_one_agent_aborts_the_other_node(tmp_path, agents):
+    marker = unique_marker("agentkill")
+    _, n0, n1 = two_nodes(tmp_path, ["--marker", marker, "--sleep", "120"])
+    agents += [n0, n1]
+    assert wait_until(lambda: len(live_pids_with(marker)) == 4, 20)
+    n1.kill(signal.SIGKILL)
+    assert n0.wait(15) == EXIT_ABORTED, n0.err
+    assert "lost the agent of node 1" in n0.err
+    assert wait_no_survivors(marker), "workers of the killed agent must die with it (PR_SET_PDEATHSIG)"
+
+
+def test_sigstop_of_one_agent_is_detected_by_missed_heartbeats(tmp_path, agents):
+    marker = unique_marker("agentstop")
+    _, n0, n1 = two_nodes(tmp_path, ["--marker", marker, "--sleep", "120"])
+    agents += [n0, n1]
+    assert wait_until(lambda: len(live_pids_with(marker)) == 4, 20)
+    t_stop = time.time()
+    n1.kill(signal.SIGSTOP)
+    assert n0.wait(15) == EXIT_ABORTED, n0.err
+    ev = events(tmp_path / "events.jsonl")
+    missed = [e for e in ev if e["event"] == "heartbeat_missed"]
+    stopped = [e for e in ev if e["event"] == "all_stopped"]
+    assert missed and stopped, ev
+    detection = missed[0]["t"] - t_stop
+    assert detection <= 15, f"detection took {detection:.1f}s"
+    # node 0's workers are gone; the frozen agent's come down as soon as it runs again.
+    n1.kill(signal.SIGCONT)
+    assert n1.wait(15) in (EXIT_NETWORK, EXIT_ABORTED), n1.err
+    assert wait_no_survivors(marker), live_pids_with(marker)
+
+
+def test_max_restarts_recovers_from_one_failure(tmp_path, agents):
+    marker = unique_marker("restart")
+    _, n0, n1 = two_nodes(tmp_path, ["--marker", marker, "--fail-rank", "1", "--code", "1",
+                                     "--fail-generation", "0"], extra=("--max-restarts", "2"))
+    agents += [n0, n1]
+    assert n0.wait(40) == 0, n0.err
+    assert n1.wait(40) == 0, n1.err
+    gens = {e["TORCHELASTIC_RESTART_COUNT"] for e in n0.envs().values()}
+    assert "1" in n0.out and gens == {"1"}, n0.out
+    assert "restarting" in n0.err
+
+
+def test_restarted_agent_rejoins_after_its_predecessor_died(tmp_path, agents):
+    marker = unique_marker("rejoin")
+    port, n0, n1 = two_nodes(tmp_path, ["--marker", marker, "--sleep", "3"], extra=("--max-restarts", "1"))
+    agents += [n0, n1]
+    assert wait_until(lambda: len(live_pids_with(marker)) == 4, 20)
+    n1.kill(signal.SIGKILL)
+    # The scheduler's retry: the same command on the same node.
+    again = Agent(["launch", "--nnodes", "2", "--nproc-per-node", "2", "--master-port", str(port), "--node-rank", "1",
+                   "--join-timeout", "30", "--max-restarts", "1", "--", PY, WORKER, "--marker", marker, "--sleep", "3"],
+                  tmp=str(tmp_path))
+    agents.append(again)
+    assert again.wait(40) == 0, again.err
+    assert n0.wait(40) == 0, n0.err
+    assert {e["TORCHELASTIC_RESTART_COUNT"] for e in again.envs().values()} == {"1"}
+
+
+def test_second_live_agent_claiming_a_live_rank_is_refused(tmp_path, agents):
+    marker = unique_marker("dupe-live")
+    port, n0, n1 = two_nodes(tmp_path, ["--marker", marker, "--sleep", "4"])
+    agents += [n0, n1]
+    assert wait_until(lambda: len(live_pids_with(marker)) == 4, 20)
+    intruder = Agent(["launch", "--nnodes", "2", "--nproc-per-node", "2", "--master-port", str(port), "--node-rank",
+                      "1", "--", PY, WORKER], tmp=str(tmp_path))
+    agents.append(intruder)
+    assert intruder.wait(20) == EXIT_RDZV
+    assert "node rank 1 is held by a live agent" in intruder.err
+    assert n0.wait(30) == 0 and n1.wait(30) == 0
+
+
+def test_sigint_stops_workers_and_grandchildren(tmp_path, agents):
+    marker = unique_marker("sigint")
+    port = free_port()
+    a = Agent(["launch", "--nproc-per-node", "2", "--master-port", str(port), "--", PY, WORKER, "--marker", marker,
+               "--sleep", "120", "--grandchild"], tmp=str(tmp_path))
+    agents.append(a)
+    assert wait_until(lambda: len(live_pids_with(marker)) == 4, 20)  # 2 workers + 2 grandchildren
+    a.kill(signal.SIGINT)
+    assert a.wait(20) == 130
+    assert wait_no_survivors(marker), live_pids_with(marker)
+
+
+def test_sigterm_then_sigkill_after_grace(tmp_path, agents):
+    marker = unique_marker("grace")
+    a = Agent(["launch", "--master-port", str(free_port()), "--stop-grace", "1", "--", PY, WORKER, "--marker", marker,
+               "--sleep", "120", "--ignore-sigterm"], tmp=str(tmp_path))
+    agents.append(a)
+    assert wait_until(lambda: len(live_pids_with(marker)) == 1, 20)
+    time.sleep(0.3)  # let the worker install its SIGTERM handler
+    a.kill(signal.SIGTERM)
+    assert a.wait(20) == 143
+    assert "SIGKILL" in a.err
+    assert wait_no_survivors(marker)
+
+
+def test_output_is_whole_prefixed_lines_and_log_files(tmp_path, agents):
+    log_dir = tmp_path / "logs"
+    a = Agent(["launch", "--nproc-per-node", "2", "--master-port", str(free_port()), "--rdzv-id", "lines",
+               "--log-dir", str(log_dir), "--", PY, WORKER, "--lines", "3000"], tmp=str(tmp_path))
+    agents.append(a)
+    assert a.wait(30) == 0, a.err
+    import re
+    lines = [l for l in a.out.splitlines() if "line-" in l]
+    assert len(lines) == 6000
+    assert all(re.fullmatch(r"\[rank [01]\] line-\d{5} x{50}", l) for l in lines)
+    for rank in (0, 1):
+        f = log_dir / "lines" / "attempt_0" / str(rank) / "stdout.log"
+        assert sum(1 for l in open(f) if l.startswith("line-")) == 3000
+
+
+def test_redirect_sends_output_only_to_files(tmp_path, agents):
+    log_dir = tmp_path / "logs"
+    a = Agent(["launch", "--master-port", str(free_port()), "--redirect", "--log-dir", str(log_dir), "--", PY, WORKER,
+               "--lines", "5"], tmp=str(tmp_path))
+    agents.append(a)
+    assert a.wait(30) == 0, a.err
+    assert "line-" not in a.out
+    assert "line-00004" in open(log_dir / "none" / "attempt_0" / "0" / "stdout.log").read()
+
+
+def test_worker_heartbeat_timeout_counts_as_failure(tmp_path, agents):
+    marker = unique_marker("hb")
+    a = Agent(["launch", "--master-port", str(free_port()), "--worker-heartbeat-timeout", "1", "--", PY, WORKER,
+               "--marker", marker, "--heartbeat-then-hang"], tmp=str(tmp_path))
+    agents.append(a)
+    assert a.wait(20) == EXIT_WORKER_FAILED
+    assert "no heartbeat" in a.err
+    assert wait_no_survivors(marker)
+
+
+def test_elastic_min_max_starts_with_the_nodes_present(tmp_path, agents):
+    port = free_port()
+    args = ["launch", "--nnodes", "1:3", "--nproc-per-node", "1", "--master-port", str(port), "--last-call", "1"]
+    n0 = Agent(args + ["--node-rank", "0", "--", PY, WORKER], tmp=str(tmp_path))
+    n1 = Agent(args + ["--master-addr", "127.0.0.1", "--", PY, WORKER], tmp=str(tmp_path))
+    agents += [n0, n1]
+    assert n0.wait(30) == 0 and n1.wait(30) == 0, n0.err + n1.err
+    envs = {**n0.envs(), **n1.envs()}
+    assert sorted(envs) == [0, 1] and {e["WORLD_SIZE"] for e in envs.values()} == {"2"}
+
+
+def test_standalone_rdzv_server_and_rankless_agents(tmp_path, agents):
+    port = free_port()
+    server = Agent(["rdzv-server", "--nnodes", "2", "--port", str(port)], tmp=str(tmp_path))
+    agents.append(server)
+    args = ["launch", "--nnodes", "2", "--master-port", str(port), "--", PY, WORKER]
+    a, b = Agent(args, tmp=str(tmp_path)), Agent(args, tmp=str(tmp_path))
+    agents += [a, b]
+    assert a.wait(30) == 0 and b.wait(30) == 0, a.err + b.err
+    assert server.wait(10) == 0, server.err
+    assert sorted({**a.envs(), **b.envs()}) == [0, 1]
