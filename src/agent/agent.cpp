@@ -146,6 +146,8 @@ class Agent {
     j.version = kVersion;
     j.config_hash = opt_.config_hash;
     j.pid = ::getpid();
+    j.min_nodes = opt_.min_nodes;
+    j.max_nodes = opt_.max_nodes;
     j.worker_store_port = worker_store_port_ = pick_free_port(io_);
     conn_->send(j);
   }

@@ -10,11 +10,13 @@ namespace {
 // One function per direction and message keeps encode and decode side by side.
 void put(WireWriter& w, const JoinMsg& m) {
   w.str(m.job_id); w.str(m.token); w.i64(m.node_rank); w.i64(m.nproc); w.str(m.hostname);
-  w.str(m.version); w.str(m.config_hash); w.i64(m.worker_store_port); w.i64(m.pid);
+  w.str(m.version); w.str(m.config_hash); w.i64(m.worker_store_port); w.i64(m.pid); w.i64(m.min_nodes);
+  w.i64(m.max_nodes);
 }
 void get(WireReader& r, JoinMsg& m) {
   m.job_id = r.str(); m.token = r.str(); m.node_rank = r.i64(); m.nproc = r.i64(); m.hostname = r.str();
-  m.version = r.str(); m.config_hash = r.str(); m.worker_store_port = r.i64(); m.pid = r.i64();
+  m.version = r.str(); m.config_hash = r.str(); m.worker_store_port = r.i64(); m.pid = r.i64(); m.min_nodes = r.i64();
+  m.max_nodes = r.i64();
 }
 void put(WireWriter& w, const LayoutMsg& m) {
   w.i64(m.node_rank); w.i64(m.nnodes); w.i64(m.rank_base); w.i64(m.world_size); w.i64(m.nproc);

@@ -37,6 +37,10 @@ bool tokens_equal(const std::string& a, const std::string& b) {
   return diff == 0;
 }
 
+std::string nnodes_text(int64_t lo, int64_t hi) {
+  return lo == hi ? std::to_string(lo) : fmt::format("{}:{}", lo, hi);
+}
+
 std::string describe(const JoinMsg& j) {
   return j.node_rank >= 0 ? fmt::format("node rank {} (host {}, pid {})", j.node_rank, j.hostname, j.pid)
                           : fmt::format("host {} (pid {})", j.hostname, j.pid);
@@ -237,9 +241,13 @@ struct RendezvousServer::Impl : std::enable_shared_from_this<Impl> {
       }
     }
     if (phase != Phase::kJoining) {
-      if (phase == Phase::kRunning)
-        return refuse(peer, fmt::format("join refused: the job is running with {} nodes and none is missing",
-                                        nodes.size()));
+      if (phase == Phase::kRunning) {
+        // Nothing is missing, so this is a node too many: the job's node count is wrong somewhere.
+        std::vector<uint64_t> members;
+        for (auto& [rank, id] : nodes) members.push_back(id);
+        return fail_all(fmt::format("more nodes than --nnodes {}: {} arrived while {} were running", opt.max_nodes,
+                                    describe(jm), fmt::join(member_names(members), ", ")));
+      }
       // kStopping: park it; it joins the next round when that opens.
     }
     event("join", jm.node_rank, fmt::format("{} from {}", describe(jm), peer->conn->peer()));
@@ -251,6 +259,9 @@ struct RendezvousServer::Impl : std::enable_shared_from_this<Impl> {
   // nproc/version/hash must agree; node ranks must be unique and in range.
   std::optional<std::string> check_compatible(const Peer& p) {
     const JoinMsg& a = p.join;
+    if (a.min_nodes != opt.min_nodes || a.max_nodes != opt.max_nodes)
+      return fmt::format("nnodes mismatch: {} was started with --nnodes {}, the rendezvous server (node 0) with {}",
+                         describe(a), nnodes_text(a.min_nodes, a.max_nodes), nnodes_text(opt.min_nodes, opt.max_nodes));
     std::vector<uint64_t> members = joiners;
     for (auto& [rank, id] : nodes) members.push_back(id);
     for (uint64_t id : members) {

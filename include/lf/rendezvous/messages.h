@@ -22,6 +22,8 @@ struct JoinMsg {
   std::string config_hash;
   int64_t worker_store_port = 0;  // port the node's rank-0 worker will listen on (node 0 only)
   int64_t pid = 0;
+  int64_t min_nodes = 1;  // the agent's NNODES: must match the server's
+  int64_t max_nodes = 1;
 };
 
 // server -> agent: the world of this generation.
