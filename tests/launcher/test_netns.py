@@ -1,0 +1,79 @@
+"""Two hosts with their own addresses (network namespaces joined by a veth pair): the job runs
+across them with MASTER_ADDR = host A's address, and a cut link stops both sides by themselves."""
+import os, shutil, subprocess, time
+
+import pytest
+
+from harness import Agent, PY, WORKER, live_pids_with, unique_marker, wait_no_survivors, wait_until
+
+EXIT_ABORTED, EXIT_NETWORK = 13, 11
+
+
+def sh(*cmd):
+    subprocess.run(cmd, check=True, capture_output=True)
+
+
+@pytest.fixture
+def hosts():
+    if os.geteuid() != 0 or not shutil.which("ip"):
+        pytest.skip("needs root and iproute2 to create network namespaces")
+    tag = f"{os.getpid() % 10000}"
+    subnet = f"10.213.{os.getpid() % 250}"
+    a, b = f"lfA{tag}", f"lfB{tag}"
+    va, vb = f"lfa{tag}", f"lfb{tag}"
+    try:
+        sh("ip", "netns", "add", a)
+        sh("ip", "netns", "add", b)
+        sh("ip", "link", "add", va, "type", "veth", "peer", "name", vb)
+        sh("ip", "link", "set", va, "netns", a)
+        sh("ip", "link", "set", vb, "netns", b)
+        for ns, dev, addr in ((a, va, f"{subnet}.1"), (b, vb, f"{subnet}.2")):
+            sh("ip", "netns", "exec", ns, "ip", "addr", "add", f"{addr}/24", "dev", dev)
+            sh("ip", "netns", "exec", ns, "ip", "link", "set", dev, "up")
+            sh("ip", "netns", "exec", ns, "ip", "link", "set", "lo", "up")
+    except subprocess.CalledProcessError as e:
+        pytest.skip(f"cannot create network namespaces here: {e.stderr.decode().strip()}")
+    yield dict(a=a, b=b, va=va, vb=vb, addr_a=f"{subnet}.1", addr_b=f"{subnet}.2")
+    for ns in (a, b):
+        subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+
+
+def start_pair(hosts, tmp_path, worker_args, extra=()):
+    args = ["launch", "--nnodes", "2", "--nproc-per-node", "2", "--master-addr", hosts["addr_a"], "--master-port",
+            "29400", "--join-timeout", "20", *extra]
+    n0 = Agent(args + ["--node-rank", "0", "--", PY, WORKER, *worker_args], netns=hosts["a"], tmp=str(tmp_path))
+    n1 = Agent(args + ["--node-rank", "1", "--", PY, WORKER, *worker_args], netns=hosts["b"], tmp=str(tmp_path))
+    return n0, n1
+
+
+def test_job_runs_across_two_hosts(hosts, tmp_path):
+    n0, n1 = start_pair(hosts, tmp_path, [])
+    try:
+        assert n0.wait(30) == 0, n0.err
+        assert n1.wait(30) == 0, n1.err
+        envs = {**n0.envs(), **n1.envs()}
+        assert sorted(envs) == [0, 1, 2, 3]
+        # Host B's workers reach the workers' store on host A by its address.
+        assert {e["MASTER_ADDR"] for e in envs.values()} == {hosts["addr_a"]}
+        assert {e["LF_RDZV_ADDR"] for e in envs.values()} == {hosts["addr_a"]}
+    finally:
+        n0.cleanup()
+        n1.cleanup()
+
+
+def test_link_cut_stops_both_sides_by_themselves(hosts, tmp_path):
+    marker = unique_marker("linkcut")
+    n0, n1 = start_pair(hosts, tmp_path, ["--marker", marker, "--sleep", "120"])
+    try:
+        assert wait_until(lambda: len(live_pids_with(marker)) == 4, 20)
+        t0 = time.time()
+        sh("ip", "netns", "exec", hosts["a"], "ip", "link", "set", hosts["va"], "down")
+        assert n0.wait(15) == EXIT_ABORTED, n0.err
+        assert n1.wait(15) == EXIT_NETWORK, n1.err
+        assert time.time() - t0 <= 15
+        assert "lost the agent of node 1" in n0.err
+        assert "no message from the rendezvous server" in n1.err
+        assert wait_no_survivors(marker), live_pids_with(marker)
+    finally:
+        n0.cleanup()
+        n1.cleanup()
