@@ -2,7 +2,8 @@
 # Run HERE (Debian 12, network): downloads the Debian .debs the GPU machine needs
 # into .deps/debs (git-ignored; pass `.deps` in the device tool's `carry`).
 # The GPU image (Ubuntu 24.04) has no apt and no network; scripts/device/build.sh
-# unpacks these with `dpkg -x` into /tmp/lfdeps. Idempotent.
+# unpacks these with `dpkg -x` into /tmp/lfdeps. Also copies ../shared/bench/*.py
+# (the peer baselines) into .deps/bench. Idempotent.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 DEBS=(
@@ -10,11 +11,15 @@ DEBS=(
   libcli11-dev libboost1.74-dev libboost-dev libgtest-dev libgmock-dev googletest
   libpcre2-dev libpcre2-8-0 libpcre2-16-0 libpcre2-32-0 libpcre2-posix3
   libicu-dev libicu72 nlohmann-json3-dev
+  pkgconf-bin libpkgconf3
 )
 mkdir -p .deps/debs
 cd .deps/debs
 for p in "${DEBS[@]}"; do
-  ls "${p}"_*.deb >/dev/null 2>&1 || apt-get download "$p" >/dev/null
+  ls "${p}"_*.deb >/dev/null 2>&1 || apt-get download "$p" 2>&1 | grep -v "unsandboxed" || true
 done
+# The peer baselines (../shared does not travel to the GPU machine).
+mkdir -p ../bench
+cp ../../../shared/bench/*.py ../bench/ 2>/dev/null || echo "fetch_debs: ../shared/bench not found; peer baselines unavailable"
 ls -1 | wc -l | xargs echo "fetch_debs: .debs in .deps/debs:"
 du -sh . | cut -f1 | xargs echo "fetch_debs: size"

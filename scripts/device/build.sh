@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Run ON the GPU machine (device tool), from anywhere in the repo, with `.deps` carried
+# (scripts/device/fetch_debs.sh made it here):
+#   scripts/device/build.sh            # unpack .debs, configure, build all, ctest
+#   LF_DEVICE_TARGETS="lf-worker model_test" scripts/device/build.sh   # just these
+# Builds against the image's torch (CUDA, sm_90a) into build-device/ (git-ignored, so a
+# warm machine keeps it between calls). If the whole tree does not build (another
+# component mid-change), it still builds lf-worker + model_test and says so.
+# Source it (`. scripts/device/env.sh`) for the run-time environment only.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+. scripts/device/env.sh
+
+if [[ ! -f $LF_DEPS/.unpacked ]]; then
+  ls .deps/debs/*.deb >/dev/null 2>&1 || { echo "device/build: no .deps/debs (run scripts/device/fetch_debs.sh here and carry .deps)"; exit 2; }
+  mkdir -p "$LF_DEPS"
+  for d in .deps/debs/*.deb; do dpkg -x "$d" "$LF_DEPS"; done
+  touch "$LF_DEPS/.unpacked"
+fi
+
+BUILD_DIR=${BUILD_DIR:-build-device}
+TP=$(python3 -c 'import torch;print(torch.utils.cmake_prefix_path)')
+t0=$(date +%s)
+cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  -DLF_WITH_TORCH=ON -DLF_WITH_CUDA=ON -DTORCH_CUDA_ARCH_LIST=9.0a -DCMAKE_CUDA_ARCHITECTURES=90a \
+  "-DCMAKE_PREFIX_PATH=$TP;$LF_DEPS/usr;$LF_DEPS/usr/lib/x86_64-linux-gnu/cmake" \
+  "-DCMAKE_CXX_FLAGS=-I$LF_DEPS/usr/include" "-DLF_PYTHON=$(command -v python3)" > "$BUILD_DIR.configure.log" 2>&1
+rc=$?
+if [[ $rc != 0 ]]; then
+  tail -40 "$BUILD_DIR.configure.log"; echo "device/build: configure failed"; exit $rc
+fi
+echo "device/build: configured in $(( $(date +%s) - t0 )) s"
+status=full
+if [[ -n "${LF_DEVICE_TARGETS:-}" ]]; then
+  ninja -C "$BUILD_DIR" -j16 $LF_DEVICE_TARGETS || exit 1
+  status=targets
+elif ! ninja -C "$BUILD_DIR" -j16 -k 0 > "$BUILD_DIR.build.log" 2>&1; then
+  grep -E "FAILED|error:" "$BUILD_DIR.build.log" | head -20
+  echo "device/build: the full tree failed to build; building lf-worker and model_test only"
+  ninja -C "$BUILD_DIR" -j16 lf-worker model_test || exit 1
+  status=partial
+fi
+echo "device/build: built ($status) in $(( $(date +%s) - t0 )) s"
+if [[ "${LF_DEVICE_SKIP_TESTS:-0}" != 1 ]]; then
+  if [[ $status == full ]]; then
+    (cd "$BUILD_DIR" && ctest --output-on-failure -j8 --timeout 600)
+  else
+    (cd "$BUILD_DIR" && ctest --output-on-failure -R model_test --timeout 600)
+  fi
+  echo "device/build: ctest rc=$?"
+fi
