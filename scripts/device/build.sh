@@ -43,9 +43,9 @@ fi
 echo "device/build: built ($status) in $(( $(date +%s) - t0 )) s"
 if [[ "${LF_DEVICE_SKIP_TESTS:-0}" != 1 ]]; then
   if [[ $status == full ]]; then
-    (cd "$BUILD_DIR" && ctest --output-on-failure -j8 --timeout 600)
+    (cd "$BUILD_DIR" && ctest --output-on-failure -j8 --timeout ${LF_CTEST_TIMEOUT:-600})
   else
     (cd "$BUILD_DIR" && ctest --output-on-failure -R model_test --timeout 600)
   fi
-  echo "device/build: ctest rc=$?"
+  echo "device/build: ctest rc=$? ($(( $(date +%s) - t0 )) s since configure)"
 fi
