@@ -10,10 +10,9 @@ target_include_directories(lf_torch SYSTEM INTERFACE ${TORCH_INCLUDE_DIRS})
 # shadow the fmt that lf_common and spdlog are built against (Debian's fmt 9) and
 # leave undefined fmt::v12 symbols at link time. A shim folder holding only a link
 # to our fmt goes first on torch targets' include path.
-find_path(LF_FMT_INCLUDE fmt/format.h HINTS $<TARGET_PROPERTY:fmt::fmt,INTERFACE_INCLUDE_DIRECTORIES>)
-get_target_property(LF_FMT_TARGET_INCLUDE fmt::fmt INTERFACE_INCLUDE_DIRECTORIES)
-if(LF_FMT_TARGET_INCLUDE)
-  list(GET LF_FMT_TARGET_INCLUDE 0 LF_FMT_INCLUDE)
+get_target_property(LF_FMT_INCLUDE fmt::fmt INTERFACE_INCLUDE_DIRECTORIES)
+if(LF_FMT_INCLUDE)
+  list(GET LF_FMT_INCLUDE 0 LF_FMT_INCLUDE)
 endif()
 if(EXISTS ${LF_FMT_INCLUDE}/fmt/format.h)
   set(LF_FMT_SHIM ${CMAKE_BINARY_DIR}/lf_fmt_shim)
