@@ -222,6 +222,26 @@ void load_tokenizer_config(const std::filesystem::path& file, Tokenizer::Impl& i
   impl.eos_id = resolve("eos_token");
   impl.pad_id = resolve("pad_token");
   impl.add_bos_token = cfg.value("add_bos_token", false);
+  if (cfg.contains("tokenizer_class") && cfg.at("tokenizer_class").is_string())
+    impl.tokenizer_class = cfg.at("tokenizer_class").get<std::string>();
+  if (cfg.contains("legacy") && cfg.at("legacy").is_boolean()) impl.legacy = cfg.at("legacy").get<bool>();
+  if (cfg.contains("add_prefix_space") && cfg.at("add_prefix_space").is_boolean())
+    impl.add_prefix_space = cfg.at("add_prefix_space").get<bool>();
+}
+
+void apply_transformers_flavor(Tokenizer::Impl& impl) {
+  const std::string& cls = impl.tokenizer_class;
+  if (cls != "LlamaTokenizer" && cls != "LlamaTokenizerFast") return;
+  if (impl.model->options().byte_level) return;  // Llama-3 style files keep their pipeline
+  // transformers 5 LlamaTokenizer.__init__: normalizer None, Metaspace(split=False)
+  // with prepend_scheme "always" (legacy) or "first"; "never" without prefix space.
+  std::string scheme = impl.legacy ? "always" : "first";
+  if (impl.add_prefix_space.has_value() && !*impl.add_prefix_space) scheme = "never";
+  json meta = {{"type", "Metaspace"}, {"replacement", "\xE2\x96\x81"}, {"prepend_scheme", scheme},
+               {"split", false}};
+  PreTokenizerInfo info;
+  impl.normalizer.reset();
+  impl.pre_tokenizer = make_pre_tokenizer(meta, info);
 }
 
 }  // namespace lf

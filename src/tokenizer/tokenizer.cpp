@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "lf/common/error.h"
+#include "lf/common/hash.h"
 #include "tokenizer_impl.h"
 #include "utf8.h"
 
@@ -64,7 +65,7 @@ std::optional<int32_t> Tokenizer::Impl::token_to_id(std::string_view token) cons
   return std::nullopt;
 }
 
-Tokenizer Tokenizer::load(const fs::path& path) {
+Tokenizer Tokenizer::load(const fs::path& path, TokenizerFlavor flavor) {
   std::shared_ptr<Impl> impl;
   fs::path dir = path;
   if (fs::is_regular_file(path)) {
@@ -83,6 +84,10 @@ Tokenizer Tokenizer::load(const fs::path& path) {
   }
   if (fs::is_regular_file(dir / "tokenizer_config.json"))
     load_tokenizer_config(dir / "tokenizer_config.json", *impl);
+  if (flavor == TokenizerFlavor::kTransformers) {
+    apply_transformers_flavor(*impl);
+    impl->fingerprint = fnv1a64("transformers-flavor", impl->fingerprint);
+  }
   return Tokenizer(std::move(impl));
 }
 

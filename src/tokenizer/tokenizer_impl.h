@@ -33,6 +33,10 @@ struct Tokenizer::Impl {
   std::vector<uint8_t> special;          // per id
   std::optional<int32_t> bos_id, eos_id, pad_id;
   bool add_bos_token = false;
+  // From tokenizer_config.json, for TokenizerFlavor::kTransformers.
+  std::string tokenizer_class;
+  bool legacy = true;
+  std::optional<bool> add_prefix_space;
 
   void encode_into(std::string_view text, std::vector<int32_t>& ids) const;
   std::optional<int32_t> token_to_id(std::string_view token) const;
@@ -42,5 +46,6 @@ struct Tokenizer::Impl {
 std::shared_ptr<Tokenizer::Impl> load_tokenizer_json(const std::filesystem::path& file);
 std::shared_ptr<Tokenizer::Impl> load_gpt2_files(const std::filesystem::path& dir);
 void load_tokenizer_config(const std::filesystem::path& file, Tokenizer::Impl& impl);
+void apply_transformers_flavor(Tokenizer::Impl& impl);
 
 }  // namespace lf

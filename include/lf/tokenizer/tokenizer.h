@@ -16,13 +16,23 @@
 
 namespace lf {
 
+// Which Python stack's ids to reproduce. They differ for Llama-2/Mistral-style
+// tokenizers: transformers 5 (what LLaMA-Factory 0.9.5 installs) rebuilds
+// LlamaTokenizer without tokenizer.json's normalizer and with a Metaspace
+// pre-tokenizer, so spaces next to special tokens encode differently.
+enum class TokenizerFlavor {
+  kTokenizers,    // tokenizer.json exactly as HF `tokenizers` runs it
+  kTransformers,  // as transformers 5's AutoTokenizer runs it (data pipeline)
+};
+
 class Tokenizer {
  public:
   // `path` is a folder holding tokenizer.json (+ optional tokenizer_config.json
   // for bos/eos/pad), a folder holding encoder.json + vocab.bpe, or a
   // tokenizer.json file. Throws ConfigError naming the missing file or the
   // unsupported component.
-  static Tokenizer load(const std::filesystem::path& path);
+  static Tokenizer load(const std::filesystem::path& path,
+                        TokenizerFlavor flavor = TokenizerFlavor::kTokenizers);
 
   // `add_special` applies the post-processor (e.g. Mistral's leading <s>).
   // Added/special tokens written in the text are always matched, as HF does.

@@ -1,0 +1,50 @@
+#pragma once
+// The LLaMA-Factory data arguments lf-train's data pipeline reads (same YAML
+// keys, same defaults as llamafactory 0.9.5's DataArguments). The trainer's
+// full config parser fills this; parse_data_args() reads it straight from a
+// YAML node for tools (preview) and tests, ignoring keys it does not own.
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace YAML {
+class Node;
+}
+
+namespace lf {
+
+struct DataArgs {
+  std::vector<std::string> dataset;       // `dataset: a,b` (names in dataset_info.json)
+  std::vector<std::string> eval_dataset;  // `eval_dataset:` (mutually exclusive with val_size)
+  std::string dataset_dir = "data";
+  std::string template_name;              // `template:`; empty -> "empty" (as LLaMA-Factory
+                                          // does for tokenizers without a chat template)
+  int64_t cutoff_len = 2048;
+  bool train_on_prompt = false;
+  bool mask_history = false;
+  bool packing = false;
+  std::optional<int64_t> max_samples;
+  double val_size = 0.0;                  // fraction (< 1) or count (>= 1)
+  std::string mix_strategy = "concat";
+  std::optional<std::string> default_system;
+  std::string tokenized_path;             // empty: no cache
+  std::string model_name_or_path;         // folder with tokenizer.json
+  std::string stage = "sft";
+  uint64_t seed = 42;
+  int preprocessing_num_workers = 0;      // 0: all cores
+  // Where relative paths in the YAML resolve from (the YAML's folder is NOT
+  // used: LLaMA-Factory resolves against the working directory).
+  std::filesystem::path base_dir = ".";
+
+  std::filesystem::path resolve(const std::string& p) const;
+};
+
+// Reads the keys above from a LLaMA-Factory YAML mapping. `where` names the
+// file in errors. Throws ConfigError with the key and value on bad types.
+DataArgs parse_data_args(const YAML::Node& root, const std::string& where);
+DataArgs load_data_args(const std::filesystem::path& yaml_file,
+                        const std::vector<std::string>& overrides = {});
+
+}  // namespace lf

@@ -1,0 +1,51 @@
+#pragma once
+// Tokenized examples (input_ids + labels) in one flat buffer, and the cache
+// file format shared by re-runs and all ranks:
+//
+//   header (64 bytes): magic "LFTOKDS1", version, cache key, n, total tokens
+//   offsets  uint64[n + 1]   token offset of each example
+//   ids      int32[total]
+//   labels   int32[total]    (-100 where not trained)
+//
+// Files are written to a temp name and renamed, so a reader never sees a
+// partial file; load() maps the file read-only (mmap) and shares it.
+// Threading: immutable after construction; safe to read from many threads.
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "lf/data/supervised.h"
+
+namespace lf {
+
+class TokenizedDataset {
+ public:
+  TokenizedDataset() = default;
+  static TokenizedDataset from_examples(const std::vector<EncodedExample>& examples);
+
+  size_t size() const { return size_; }
+  size_t num_tokens() const { return size_ == 0 ? 0 : offsets_[size_]; }
+  std::span<const int32_t> input_ids(size_t i) const {
+    return {ids_ + offsets_[i], static_cast<size_t>(offsets_[i + 1] - offsets_[i])};
+  }
+  std::span<const int32_t> labels(size_t i) const {
+    return {labels_ + offsets_[i], static_cast<size_t>(offsets_[i + 1] - offsets_[i])};
+  }
+
+  void save(const std::filesystem::path& file, uint64_t key) const;
+  // nullopt when the file is absent or was written under another key.
+  // Throws ConfigError for a truncated or foreign file.
+  static std::optional<TokenizedDataset> load(const std::filesystem::path& file, uint64_t key);
+
+ private:
+  std::shared_ptr<const void> storage_;  // owned vectors or the mapping
+  const uint64_t* offsets_ = nullptr;
+  const int32_t* ids_ = nullptr;
+  const int32_t* labels_ = nullptr;
+  size_t size_ = 0;
+};
+
+}  // namespace lf

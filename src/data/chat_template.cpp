@@ -1,0 +1,216 @@
+#include "lf/data/chat_template.h"
+
+#include <fmt/format.h>
+
+#include <map>
+
+#include "lf/common/error.h"
+
+namespace lf {
+namespace {
+
+Slot text(std::string s) { return Slot{Slot::Kind::kText, std::move(s)}; }
+Slot bos() { return Slot{Slot::Kind::kBos, ""}; }
+Slot eos() { return Slot{Slot::Kind::kEos, ""}; }
+
+// register_template's defaults: user/system "{{content}}", assistant
+// "{{content}}" + eos (no eos with efficient_eos), observation = user.
+TemplateSpec make(std::string name, Slots user, Slots assistant, Slots system, Slots observation,
+                  Slots prefix, std::string default_system, std::vector<std::string> stop_words,
+                  bool efficient_eos, bool replace_eos, bool fuse_system) {
+  TemplateSpec t;
+  t.name = std::move(name);
+  const bool has_user = !user.empty();
+  t.format_user = has_user ? user : Slots{text("{{content}}")};
+  t.format_assistant = !assistant.empty() ? assistant
+                       : efficient_eos     ? Slots{text("{{content}}")}
+                                           : Slots{text("{{content}}"), eos()};
+  t.format_system = !system.empty() ? system : Slots{text("{{content}}")};
+  t.format_observation = !observation.empty() ? observation : t.format_user;
+  t.format_prefix = std::move(prefix);
+  t.default_system = std::move(default_system);
+  t.stop_words = std::move(stop_words);
+  t.efficient_eos = efficient_eos;
+  t.replace_eos = replace_eos;
+  t.fuse_system_into_user = fuse_system;
+  return t;
+}
+
+const std::map<std::string, TemplateSpec>& registry() {
+  static const std::map<std::string, TemplateSpec> templates = [] {
+    std::map<std::string, TemplateSpec> m;
+    auto add = [&](TemplateSpec t) { m.emplace(t.name, std::move(t)); };
+    add(make("alpaca", {text("### Instruction:\n{{content}}\n\n### Response:\n")},
+             {text("{{content}}"), eos(), text("\n\n")}, {}, {}, {},
+             "Below is an instruction that describes a task. Write a response that appropriately "
+             "completes the request.\n\n",
+             {}, false, false, false));
+    add(make("chatml", {text("<|im_start|>user\n{{content}}<|im_end|>\n<|im_start|>assistant\n")},
+             {text("{{content}}<|im_end|>\n")}, {text("<|im_start|>system\n{{content}}<|im_end|>\n")},
+             {text("<|im_start|>tool\n{{content}}<|im_end|>\n<|im_start|>assistant\n")}, {}, "",
+             {"<|im_end|>", "<|im_start|>"}, false, true, false));
+    add(make("default", {text("Human: {{content}}"), eos(), text("\nAssistant:")},
+             {text("{{content}}"), eos(), text("\n")}, {text("System: {{content}}"), eos(), text("\n")},
+             {}, {}, "", {}, false, false, false));
+    add(make("empty", {}, {text("{{content}}")}, {}, {}, {}, "", {}, false, false, false));
+    add(make("llama2", {bos(), text("[INST] {{content}} [/INST]")}, {},
+             {text("<<SYS>>\n{{content}}\n<</SYS>>\n\n")}, {}, {}, "", {}, false, false, true));
+    add(make("llama3",
+             {text("<|start_header_id|>user<|end_header_id|>\n\n{{content}}<|eot_id|>"
+                   "<|start_header_id|>assistant<|end_header_id|>\n\n")},
+             {text("{{content}}<|eot_id|>")},
+             {text("<|start_header_id|>system<|end_header_id|>\n\n{{content}}<|eot_id|>")},
+             {text("<|start_header_id|>ipython<|end_header_id|>\n\n{{content}}<|eot_id|>"
+                   "<|start_header_id|>assistant<|end_header_id|>\n\n")},
+             {bos()}, "", {"<|eot_id|>", "<|eom_id|>"}, false, true, false));
+    add(make("mistral", {text("[INST] {{content}}[/INST]")}, {text(" {{content}}"), eos()},
+             {text("{{content}}\n\n")},
+             {text("[TOOL_RESULTS] {\"content\": {{content}}}[/TOOL_RESULTS]")}, {bos()}, "", {},
+             false, false, true));
+    add(make("qwen", {text("<|im_start|>user\n{{content}}<|im_end|>\n<|im_start|>assistant\n")},
+             {text("{{content}}<|im_end|>\n")}, {text("<|im_start|>system\n{{content}}<|im_end|>\n")},
+             {text("<|im_start|>user\n<tool_response>\n{{content}}\n</tool_response><|im_end|>\n"
+                   "<|im_start|>assistant\n")},
+             {}, "You are Qwen, created by Alibaba Cloud. You are a helpful assistant.",
+             {"<|im_end|>"}, false, true, false));
+    return m;
+  }();
+  return templates;
+}
+
+// StringFormatter.apply: each placeholder replaced once, in keyword order.
+Slots apply(const Slots& slots, const std::vector<std::pair<std::string, std::string>>& kwargs) {
+  Slots out = slots;
+  for (Slot& s : out) {
+    if (s.kind != Slot::Kind::kText) continue;
+    for (const auto& [name, value] : kwargs) {
+      const std::string key = "{{" + name + "}}";
+      if (size_t at = s.text.find(key); at != std::string::npos) s.text.replace(at, key.size(), value);
+    }
+  }
+  return out;
+}
+
+std::string join_names() {
+  std::string s;
+  for (const auto& [name, t] : registry()) s += (s.empty() ? "" : ", ") + name;
+  return s;
+}
+
+}  // namespace
+
+std::vector<std::string> ChatTemplate::names() {
+  std::vector<std::string> v;
+  for (const auto& [name, t] : registry()) v.push_back(name);
+  return v;
+}
+
+ChatTemplate::ChatTemplate(const std::string& name, const Tokenizer& tokenizer,
+                           const std::optional<std::string>& default_system)
+    : tokenizer_(tokenizer) {
+  auto it = registry().find(name);
+  LF_CHECK(it != registry().end(), ConfigError,
+           "template '{}' is not known to lf-train (known: {}); set `template:` to one of them",
+           name, join_names());
+  spec_ = it->second;
+  if (default_system) spec_.default_system = *default_system;
+
+  // Template.fix_special_tokens.
+  std::optional<int32_t> eos = tokenizer.eos_id();
+  if (spec_.replace_eos) {
+    auto id = tokenizer.token_to_id(spec_.stop_words.at(0));
+    LF_CHECK(id.has_value(), ConfigError,
+             "template '{}' uses '{}' as its end-of-turn token, but the tokenizer at {} has no "
+             "such token; use the template that matches the model",
+             name, spec_.stop_words[0], tokenizer.source().string());
+    eos = id;
+  }
+  if (!eos) {
+    eos = tokenizer.token_to_id("<|endoftext|>");
+    LF_CHECK(eos.has_value(), ConfigError,
+             "the tokenizer at {} defines no eos_token and has no <|endoftext|>; set eos_token in "
+             "tokenizer_config.json",
+             tokenizer.source().string());
+  }
+  eos_id_ = *eos;
+  pad_id_ = tokenizer.pad_id().value_or(eos_id_);
+  bos_id_ = tokenizer.bos_id();
+}
+
+std::vector<int32_t> ChatTemplate::to_ids(const Slots& slots) const {
+  std::vector<int32_t> ids;
+  for (const Slot& s : slots) {
+    switch (s.kind) {
+      case Slot::Kind::kText:
+        if (!s.text.empty()) {
+          auto part = tokenizer_.encode(s.text, false);
+          ids.insert(ids.end(), part.begin(), part.end());
+        }
+        break;
+      case Slot::Kind::kBos:
+        if (bos_id_) ids.push_back(*bos_id_);
+        break;
+      case Slot::Kind::kEos:
+        ids.push_back(eos_id_);
+        break;
+      case Slot::Kind::kToken: {
+        auto id = tokenizer_.token_to_id(s.text);
+        LF_CHECK(id.has_value(), ConfigError, "template token '{}' is not in the vocabulary", s.text);
+        ids.push_back(*id);
+        break;
+      }
+    }
+  }
+  return ids;
+}
+
+std::vector<std::pair<std::vector<int32_t>, std::vector<int32_t>>> ChatTemplate::encode_multiturn(
+    const std::vector<Message>& messages, const std::string& system_in) const {
+  const std::string system = system_in.empty() ? spec_.default_system : system_in;
+  std::vector<std::vector<int32_t>> encoded;
+  encoded.reserve(messages.size());
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const Message& m = messages[i];
+    Slots elements;
+    std::string system_text;
+    if (i == 0) {
+      elements = spec_.format_prefix;
+      if (!system.empty()) {
+        Slots sys = apply(spec_.format_system, {{"content", system}});
+        if (spec_.fuse_system_into_user) {
+          // Llama2Template keeps only the first slot of the system formatter.
+          system_text = sys.empty() ? "" : sys[0].text;
+        } else {
+          elements.insert(elements.end(), sys.begin(), sys.end());
+        }
+      }
+    }
+    Slots turn;
+    switch (m.role) {
+      case Role::kUser:
+        turn = spec_.fuse_system_into_user
+                   ? apply(spec_.format_user, {{"content", system_text + m.content}})
+                   : apply(spec_.format_user, {{"content", m.content}, {"idx", std::to_string(i / 2)}});
+        break;
+      case Role::kAssistant:
+        turn = apply(spec_.format_assistant, {{"content", m.content}});
+        break;
+      case Role::kObservation:
+        turn = apply(spec_.format_observation, {{"content", m.content}});
+        break;
+      default:
+        LF_THROW(ConfigError,
+                 "function_call/system turns inside a conversation are not supported by lf-train's "
+                 "'{}' template yet; remove tool calls from the dataset",
+                 spec_.name);
+    }
+    elements.insert(elements.end(), turn.begin(), turn.end());
+    encoded.push_back(to_ids(elements));
+  }
+  std::vector<std::pair<std::vector<int32_t>, std::vector<int32_t>>> pairs;
+  for (size_t i = 0; i + 1 < encoded.size(); i += 2)
+    pairs.emplace_back(std::move(encoded[i]), std::move(encoded[i + 1]));
+  return pairs;
+}
+
+}  // namespace lf

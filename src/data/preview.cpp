@@ -1,0 +1,64 @@
+#include "preview.h"
+
+#include <fmt/format.h>
+
+#include <ostream>
+
+#include "lf/data/chat_template.h"
+#include "lf/data/data_args.h"
+#include "lf/data/sft_dataset.h"
+
+namespace lf {
+
+std::string render_masked(const Tokenizer& tok, const EncodedExample& ex, const std::string& mask_open,
+                          const std::string& mask_close) {
+  std::string out;
+  size_t i = 0;
+  const size_t n = ex.input_ids.size();
+  while (i < n) {
+    const bool masked = ex.labels[i] == kIgnoreIndex;
+    size_t j = i;
+    while (j < n && (ex.labels[j] == kIgnoreIndex) == masked) ++j;
+    std::string text = tok.decode(std::span<const int32_t>(ex.input_ids.data() + i, j - i));
+    out += masked ? mask_open + text + mask_close : text;
+    i = j;
+  }
+  return out;
+}
+
+void run_preview(const std::filesystem::path& config, int n, const std::vector<std::string>& overrides,
+                 std::ostream& out, bool color) {
+  DataArgs args = load_data_args(config, overrides);
+  Tokenizer tok = load_tokenizer_for(args);
+  const std::string tmpl_name = args.template_name.empty() ? "empty" : args.template_name;
+  ChatTemplate tmpl(tmpl_name, tok, args.default_system);
+  DataArgs small = args;
+  small.max_samples = std::max<int64_t>(n, 0);
+  small.packing = false;  // show examples, not packs
+  auto examples = load_examples(small, args.dataset);
+  const std::string open = color ? "\x1b[2;9m" : "[[MASKED]]";
+  const std::string close = color ? "\x1b[0m" : "[[/MASKED]]";
+  out << fmt::format("template '{}', cutoff_len {}, train_on_prompt {}, mask_history {}\n", tmpl_name,
+                     args.cutoff_len, args.train_on_prompt, args.mask_history);
+  out << (color ? "struck-through dim text is masked (label -100): the model is not trained on it\n"
+                : "text inside [[MASKED]]...[[/MASKED]] has label -100: the model is not trained on it\n");
+  SupervisedOptions opts{args.cutoff_len, args.train_on_prompt, args.mask_history};
+  for (size_t k = 0; k < examples.size(); ++k) {
+    EncodedExample ex;
+    if (!encode_supervised(examples[k], tmpl, opts, ex)) {
+      out << fmt::format("\n=== sample {} ({}) dropped: not a prompt/response pair ===\n", k,
+                         examples[k].origin);
+      continue;
+    }
+    size_t trained = 0;
+    for (int32_t l : ex.labels) trained += l != kIgnoreIndex;
+    out << fmt::format("\n=== sample {} ({}): {} tokens, {} trained{} ===\n", k, examples[k].origin,
+                       ex.input_ids.size(), trained,
+                       static_cast<int64_t>(ex.input_ids.size()) >= args.cutoff_len
+                           ? fmt::format(", truncated to cutoff_len {}", args.cutoff_len)
+                           : "");
+    out << render_masked(tok, ex, open, close) << "\n";
+  }
+}
+
+}  // namespace lf

@@ -1,0 +1,21 @@
+#pragma once
+// `lf-train preview`: decoded training samples with untrained (label -100)
+// spans marked, so a user sees exactly what the loss is computed on.
+#include <filesystem>
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+#include "lf/data/supervised.h"
+#include "lf/tokenizer/tokenizer.h"
+
+namespace lf {
+
+// Text of one sample; masked spans wrapped in `mask_open`/`mask_close`.
+std::string render_masked(const Tokenizer& tok, const EncodedExample& ex, const std::string& mask_open,
+                          const std::string& mask_close);
+
+void run_preview(const std::filesystem::path& config, int n, const std::vector<std::string>& overrides,
+                 std::ostream& out, bool color);
+
+}  // namespace lf

@@ -1,0 +1,191 @@
+#include "lf/data/sft_dataset.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <numeric>
+#include <random>
+
+#include "converter.h"
+#include "lf/common/error.h"
+#include "lf/common/hash.h"
+#include "lf/common/log.h"
+#include "lf/data/chat_template.h"
+#include "lf/data/dataset_info.h"
+#include "parallel.h"
+#include "record_reader.h"
+
+namespace lf {
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr uint64_t kCacheFormat = 1;
+// LLaMA-Factory maps in batches of preprocessing_batch_size (1000); packing
+// happens within each batch, so pack boundaries follow it.
+constexpr size_t kPackBatch = 1000;
+
+std::string template_of(const DataArgs& args) {
+  return args.template_name.empty() ? "empty" : args.template_name;
+}
+
+std::vector<Example> read_dataset(const DatasetAttr& attr, const DataArgs& args) {
+  std::vector<Example> out;
+  for (const fs::path& file : list_data_files(attr.path)) {
+    DataFile df = read_data_file(file);
+    std::vector<size_t> order(df.records.size());
+    std::iota(order.begin(), order.end(), 0);
+    if (attr.num_samples) {
+      // LLaMA-Factory samples with numpy's global RNG (not reproducible);
+      // here: a seeded permutation, repeated when num_samples > records.
+      std::mt19937_64 rng(args.seed);
+      std::shuffle(order.begin(), order.end(), rng);
+      std::vector<size_t> picked;
+      while (picked.size() < static_cast<size_t>(*attr.num_samples) && !order.empty())
+        for (size_t i = 0; i < order.size() && picked.size() < static_cast<size_t>(*attr.num_samples); ++i)
+          picked.push_back(order[i]);
+      order = std::move(picked);
+    }
+    size_t base = out.size();
+    out.resize(base + order.size());
+    parallel_for(order.size(), args.preprocessing_num_workers, [&](size_t k) {
+      const RecordSpan& span = df.records[order[k]];
+      const std::string origin = fmt::format("{}:{}", file.string(), span.line);
+      nlohmann::json rec;
+      try {
+        rec = nlohmann::json::parse(std::string_view(df.text).substr(span.begin, span.end - span.begin));
+      } catch (const nlohmann::json::parse_error& e) {
+        LF_THROW(ConfigError, "{}: malformed JSON record: {}", origin, e.what());
+      }
+      convert_record(rec, attr, origin, out[base + k]);
+    });
+  }
+  if (args.max_samples && out.size() > static_cast<size_t>(*args.max_samples))
+    out.resize(static_cast<size_t>(*args.max_samples));
+  return out;
+}
+
+}  // namespace
+
+Tokenizer load_tokenizer_for(const DataArgs& args) {
+  LF_CHECK(!args.model_name_or_path.empty(), ConfigError,
+           "model_name_or_path is not set; it must name a local folder with tokenizer.json");
+  return Tokenizer::load(args.resolve(args.model_name_or_path), TokenizerFlavor::kTransformers);
+}
+
+std::vector<Example> load_examples(const DataArgs& args, const std::vector<std::string>& names) {
+  LF_CHECK(!names.empty(), ConfigError, "no dataset given; set `dataset:` to names from {}",
+           (args.resolve(args.dataset_dir) / "dataset_info.json").string());
+  std::vector<Example> all;
+  for (const DatasetAttr& attr : load_dataset_list(names, args.resolve(args.dataset_dir))) {
+    LF_CHECK(!attr.ranking, ConfigError,
+             "dataset '{}' is a ranking (preference) dataset; stage sft needs a supervised one",
+             attr.name);
+    auto part = read_dataset(attr, args);
+    all.insert(all.end(), std::make_move_iterator(part.begin()), std::make_move_iterator(part.end()));
+  }
+  return all;
+}
+
+uint64_t sft_cache_key(const DataArgs& args, const Tokenizer& tokenizer) {
+  uint64_t h = fnv1a64(fmt::format(
+      "v{}|tok:{:x}|tpl:{}|sys:{}|cut:{}|top:{}|mh:{}|pack:{}|max:{}|val:{}|seed:{}", kCacheFormat,
+      tokenizer.fingerprint(), template_of(args), args.default_system.value_or("\x01"),
+      args.cutoff_len, args.train_on_prompt, args.mask_history, args.packing,
+      args.max_samples.value_or(-1), args.val_size, args.seed));
+  for (const auto* names : {&args.dataset, &args.eval_dataset}) {
+    h = fnv1a64("|set", h);
+    for (const DatasetAttr& attr : load_dataset_list(*names, args.resolve(args.dataset_dir))) {
+      h = fnv1a64(attr.name, h);
+      h = hash_data_files(attr.path, h);
+    }
+  }
+  return h;
+}
+
+std::vector<EncodedExample> encode_examples(const std::vector<Example>& examples,
+                                            const ChatTemplate& tmpl, const DataArgs& args) {
+  SupervisedOptions opts{args.cutoff_len, args.train_on_prompt, args.mask_history};
+  std::vector<EncodedExample> encoded(examples.size());
+  std::vector<uint8_t> valid(examples.size(), 0);
+  parallel_for(examples.size(), args.preprocessing_num_workers, [&](size_t i) {
+    valid[i] = encode_supervised(examples[i], tmpl, opts, encoded[i]) ? 1 : 0;
+  }, 64);
+  std::vector<EncodedExample> out;
+  if (!args.packing) {
+    out.reserve(examples.size());
+    for (size_t i = 0; i < encoded.size(); ++i)
+      if (valid[i]) out.push_back(std::move(encoded[i]));
+    return out;
+  }
+  for (size_t b = 0; b < encoded.size(); b += kPackBatch) {
+    std::vector<EncodedExample> batch;
+    for (size_t i = b; i < std::min(encoded.size(), b + kPackBatch); ++i)
+      if (valid[i]) batch.push_back(std::move(encoded[i]));
+    auto packs = pack_examples(std::move(batch), args.cutoff_len, tmpl.pad_id());
+    out.insert(out.end(), std::make_move_iterator(packs.begin()), std::make_move_iterator(packs.end()));
+  }
+  return out;
+}
+
+SftData load_sft_data(const DataArgs& args, const Tokenizer& tokenizer) {
+  SftData data;
+  const fs::path cache_dir = args.tokenized_path.empty() ? fs::path() : args.resolve(args.tokenized_path);
+  data.cache_key = sft_cache_key(args, tokenizer);
+  const bool want_eval = args.val_size > 1e-6 || !args.eval_dataset.empty();
+  if (!cache_dir.empty()) {
+    auto train = TokenizedDataset::load(cache_dir / "train.lftok", data.cache_key);
+    auto eval = want_eval ? TokenizedDataset::load(cache_dir / "eval.lftok", data.cache_key)
+                          : std::optional<TokenizedDataset>(TokenizedDataset());
+    if (train && eval) {
+      spdlog::info("loaded tokenized dataset from {} ({} train examples, {} tokens)",
+                   cache_dir.string(), train->size(), train->num_tokens());
+      data.train = std::move(*train);
+      data.eval = std::move(*eval);
+      data.from_cache = true;
+      return data;
+    }
+    if (fs::exists(cache_dir / "train.lftok"))
+      spdlog::warn("tokenized cache {} was made with other data, tokenizer or arguments; "
+                   "re-tokenizing", cache_dir.string());
+  }
+
+  ChatTemplate tmpl(template_of(args), tokenizer, args.default_system);
+  std::vector<Example> train = load_examples(args, args.dataset);
+  const size_t read = train.size();
+  std::vector<Example> eval;
+  if (!args.eval_dataset.empty()) {
+    eval = load_examples(args, args.eval_dataset);
+  } else if (args.val_size > 1e-6) {
+    // HF train_test_split: n_test = ceil(val_size * n) for a fraction; both
+    // parts shuffled. Membership follows our seeded permutation, not numpy's.
+    const size_t n = train.size();
+    size_t n_test = args.val_size < 1 ? static_cast<size_t>(std::ceil(args.val_size * n))
+                                      : static_cast<size_t>(args.val_size);
+    LF_CHECK(n_test < n, ConfigError, "val_size {} leaves no training examples out of {}",
+             args.val_size, n);
+    std::vector<size_t> perm(n);
+    std::iota(perm.begin(), perm.end(), 0);
+    std::mt19937_64 rng(args.seed);
+    std::shuffle(perm.begin(), perm.end(), rng);
+    std::vector<Example> tr;
+    for (size_t k = 0; k < n; ++k) (k < n_test ? eval : tr).push_back(std::move(train[perm[k]]));
+    train = std::move(tr);
+  }
+  auto train_enc = encode_examples(train, tmpl, args);
+  LF_CHECK(!train_enc.empty(), ConfigError,
+           "dataset {} has no usable training example after filtering ({} records read); "
+           "alpaca records need a string output, sharegpt ones must end with an assistant turn",
+           fmt::join(args.dataset, ","), read);
+  data.train = TokenizedDataset::from_examples(train_enc);
+  if (want_eval) data.eval = TokenizedDataset::from_examples(encode_examples(eval, tmpl, args));
+  if (!cache_dir.empty()) {
+    if (want_eval) data.eval.save(cache_dir / "eval.lftok", data.cache_key);
+    data.train.save(cache_dir / "train.lftok", data.cache_key);
+    spdlog::info("tokenized dataset saved to {}", cache_dir.string());
+  }
+  return data;
+}
+
+}  // namespace lf

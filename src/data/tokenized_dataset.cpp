@@ -1,0 +1,125 @@
+#include "lf/data/tokenized_dataset.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <fstream>
+
+#include "lf/common/error.h"
+
+namespace lf {
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr char kMagic[8] = {'L', 'F', 'T', 'O', 'K', 'D', 'S', '1'};
+constexpr uint32_t kVersion = 1;
+
+struct Header {
+  char magic[8];
+  uint32_t version;
+  uint32_t reserved;
+  uint64_t key;
+  uint64_t size;
+  uint64_t tokens;
+  uint64_t pad[3];
+};
+static_assert(sizeof(Header) == 64);
+
+struct Owned {
+  std::vector<uint64_t> offsets;
+  std::vector<int32_t> ids;
+  std::vector<int32_t> labels;
+};
+
+struct Mapping {
+  void* addr = MAP_FAILED;
+  size_t len = 0;
+  ~Mapping() {
+    if (addr != MAP_FAILED) munmap(addr, len);
+  }
+};
+
+}  // namespace
+
+TokenizedDataset TokenizedDataset::from_examples(const std::vector<EncodedExample>& examples) {
+  auto owned = std::make_shared<Owned>();
+  owned->offsets.reserve(examples.size() + 1);
+  owned->offsets.push_back(0);
+  size_t total = 0;
+  for (const auto& e : examples) total += e.input_ids.size();
+  owned->ids.reserve(total);
+  owned->labels.reserve(total);
+  for (const auto& e : examples) {
+    owned->ids.insert(owned->ids.end(), e.input_ids.begin(), e.input_ids.end());
+    owned->labels.insert(owned->labels.end(), e.labels.begin(), e.labels.end());
+    owned->offsets.push_back(owned->ids.size());
+  }
+  TokenizedDataset d;
+  d.offsets_ = owned->offsets.data();
+  d.ids_ = owned->ids.data();
+  d.labels_ = owned->labels.data();
+  d.size_ = examples.size();
+  d.storage_ = std::move(owned);
+  return d;
+}
+
+void TokenizedDataset::save(const fs::path& file, uint64_t key) const {
+  fs::create_directories(file.parent_path());
+  const fs::path tmp = file.string() + ".tmp." + std::to_string(::getpid());
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    LF_CHECK(out.good(), ConfigError, "cannot write tokenized cache {}: {}", tmp.string(),
+             std::strerror(errno));
+    Header h{};
+    std::memcpy(h.magic, kMagic, 8);
+    h.version = kVersion;
+    h.key = key;
+    h.size = size_;
+    h.tokens = num_tokens();
+    out.write(reinterpret_cast<const char*>(&h), sizeof(h));
+    static const uint64_t kZero = 0;
+    const uint64_t* offsets = size_ == 0 ? &kZero : offsets_;
+    out.write(reinterpret_cast<const char*>(offsets), static_cast<std::streamsize>((size_ + 1) * 8));
+    out.write(reinterpret_cast<const char*>(ids_), static_cast<std::streamsize>(h.tokens * 4));
+    out.write(reinterpret_cast<const char*>(labels_), static_cast<std::streamsize>(h.tokens * 4));
+    out.flush();
+    LF_CHECK(out.good(), ConfigError, "writing tokenized cache {} failed (disk full?)", tmp.string());
+  }
+  fs::rename(tmp, file);  // atomic: readers see the old file or the whole new one
+}
+
+std::optional<TokenizedDataset> TokenizedDataset::load(const fs::path& file, uint64_t key) {
+  int fd = ::open(file.c_str(), O_RDONLY);
+  if (fd < 0) return std::nullopt;
+  struct stat st {};
+  ::fstat(fd, &st);
+  auto map = std::make_shared<Mapping>();
+  map->len = static_cast<size_t>(st.st_size);
+  if (map->len >= sizeof(Header)) map->addr = ::mmap(nullptr, map->len, PROT_READ, MAP_SHARED, fd, 0);
+  ::close(fd);
+  LF_CHECK(map->addr != MAP_FAILED, ConfigError,
+           "tokenized cache {} is truncated or unreadable; delete it to re-tokenize", file.string());
+  const auto* h = static_cast<const Header*>(map->addr);
+  LF_CHECK(std::memcmp(h->magic, kMagic, 8) == 0 && h->version == kVersion, ConfigError,
+           "{} is not an lf-train tokenized cache (version {}); delete it or change tokenized_path",
+           file.string(), kVersion);
+  if (h->key != key) return std::nullopt;
+  const size_t need = sizeof(Header) + (h->size + 1) * 8 + h->tokens * 8;
+  LF_CHECK(map->len >= need, ConfigError,
+           "tokenized cache {} is truncated ({} of {} bytes); delete it to re-tokenize",
+           file.string(), map->len, need);
+  const char* base = static_cast<const char*>(map->addr) + sizeof(Header);
+  TokenizedDataset d;
+  d.size_ = h->size;
+  d.offsets_ = reinterpret_cast<const uint64_t*>(base);
+  d.ids_ = reinterpret_cast<const int32_t*>(base + (h->size + 1) * 8);
+  d.labels_ = d.ids_ + h->tokens;
+  d.storage_ = std::move(map);
+  return d;
+}
+
+}  // namespace lf
