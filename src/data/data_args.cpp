@@ -51,32 +51,36 @@ fs::path DataArgs::resolve(const std::string& p) const {
 DataArgs parse_data_args(const YAML::Node& root, const std::string& where) {
   DataArgs a;
   LF_CHECK(root.IsMap(), ConfigError, "{}: expected a YAML mapping of LLaMA-Factory keys", where);
-  auto get = [&](const char* key) -> YAML::Node { return root[key]; };
-  auto set = [&](const char* key) { YAML::Node n = get(key); return n && !n.IsNull() ? n : YAML::Node(); };
-  if (auto n = set("dataset")) a.dataset = name_list(n, "dataset", where);
-  if (auto n = set("eval_dataset")) a.eval_dataset = name_list(n, "eval_dataset", where);
-  if (auto n = set("dataset_dir")) a.dataset_dir = scalar<std::string>(n, "dataset_dir", where, "a path");
-  if (auto n = set("template")) a.template_name = scalar<std::string>(n, "template", where, "a name");
-  if (auto n = set("cutoff_len")) a.cutoff_len = scalar<int64_t>(n, "cutoff_len", where, "an integer");
-  if (auto n = set("train_on_prompt")) a.train_on_prompt = scalar<bool>(n, "train_on_prompt", where, "true/false");
-  if (auto n = set("mask_history")) a.mask_history = scalar<bool>(n, "mask_history", where, "true/false");
-  if (auto n = set("packing")) a.packing = scalar<bool>(n, "packing", where, "true/false");
-  if (auto n = set("max_samples")) a.max_samples = scalar<int64_t>(n, "max_samples", where, "an integer");
-  if (auto n = set("val_size")) a.val_size = scalar<double>(n, "val_size", where, "a number");
-  if (auto n = set("mix_strategy")) a.mix_strategy = scalar<std::string>(n, "mix_strategy", where, "a name");
-  if (auto n = set("default_system")) a.default_system = scalar<std::string>(n, "default_system", where, "a string");
-  if (auto n = set("tokenized_path")) a.tokenized_path = scalar<std::string>(n, "tokenized_path", where, "a path");
+  const YAML::Node& croot = root;  // const access never inserts keys
+  auto set = [&](const char* key) -> std::optional<YAML::Node> {
+    YAML::Node n = croot[key];
+    if (!n.IsDefined() || n.IsNull()) return std::nullopt;
+    return n;
+  };
+  if (auto n = set("dataset")) a.dataset = name_list(*n, "dataset", where);
+  if (auto n = set("eval_dataset")) a.eval_dataset = name_list(*n, "eval_dataset", where);
+  if (auto n = set("dataset_dir")) a.dataset_dir = scalar<std::string>(*n, "dataset_dir", where, "a path");
+  if (auto n = set("template")) a.template_name = scalar<std::string>(*n, "template", where, "a name");
+  if (auto n = set("cutoff_len")) a.cutoff_len = scalar<int64_t>(*n, "cutoff_len", where, "an integer");
+  if (auto n = set("train_on_prompt")) a.train_on_prompt = scalar<bool>(*n, "train_on_prompt", where, "true/false");
+  if (auto n = set("mask_history")) a.mask_history = scalar<bool>(*n, "mask_history", where, "true/false");
+  if (auto n = set("packing")) a.packing = scalar<bool>(*n, "packing", where, "true/false");
+  if (auto n = set("max_samples")) a.max_samples = scalar<int64_t>(*n, "max_samples", where, "an integer");
+  if (auto n = set("val_size")) a.val_size = scalar<double>(*n, "val_size", where, "a number");
+  if (auto n = set("mix_strategy")) a.mix_strategy = scalar<std::string>(*n, "mix_strategy", where, "a name");
+  if (auto n = set("default_system")) a.default_system = scalar<std::string>(*n, "default_system", where, "a string");
+  if (auto n = set("tokenized_path")) a.tokenized_path = scalar<std::string>(*n, "tokenized_path", where, "a path");
   if (auto n = set("model_name_or_path"))
-    a.model_name_or_path = scalar<std::string>(n, "model_name_or_path", where, "a path");
-  if (auto n = set("stage")) a.stage = scalar<std::string>(n, "stage", where, "a name");
-  if (auto n = set("seed")) a.seed = scalar<uint64_t>(n, "seed", where, "an integer");
+    a.model_name_or_path = scalar<std::string>(*n, "model_name_or_path", where, "a path");
+  if (auto n = set("stage")) a.stage = scalar<std::string>(*n, "stage", where, "a name");
+  if (auto n = set("seed")) a.seed = scalar<uint64_t>(*n, "seed", where, "an integer");
   if (auto n = set("preprocessing_num_workers"))
-    a.preprocessing_num_workers = scalar<int>(n, "preprocessing_num_workers", where, "an integer");
+    a.preprocessing_num_workers = scalar<int>(*n, "preprocessing_num_workers", where, "an integer");
   if (auto n = set("neat_packing"))
-    LF_CHECK(!scalar<bool>(n, "neat_packing", where, "true/false"), ConfigError,
+    LF_CHECK(!scalar<bool>(*n, "neat_packing", where, "true/false"), ConfigError,
              "{}: neat_packing is not supported by lf-train; use packing: true", where);
   if (auto n = set("streaming"))
-    LF_CHECK(!scalar<bool>(n, "streaming", where, "true/false"), ConfigError,
+    LF_CHECK(!scalar<bool>(*n, "streaming", where, "true/false"), ConfigError,
              "{}: streaming is not supported; lf-train tokenizes up front (and caches with "
              "tokenized_path)", where);
 

@@ -1,1 +1,131 @@
+// Bad input: each is a ConfigError naming where (file:line) and what to try.
+#include "data_test_util.h"
+#include "lf/common/error.h"
+#include "lf/data/chat_template.h"
+#include "lf/data/data_args.h"
+#include "lf/data/sft_dataset.h"
 
+namespace lf {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct BadData : ::testing::Test {
+  fs::path dir;
+  DataArgs args;
+  void SetUp() override {
+    dir = test::temp_dir(::testing::UnitTest::GetInstance()->current_test_info()->name());
+    test::write_file(dir / "dataset_info.json", R"({
+      "alp": {"file_name": "alp.jsonl"},
+      "sg": {"file_name": "sg.jsonl", "formatting": "sharegpt"},
+      "pq": {"file_name": "shards"},
+      "hub": {"hf_hub_url": "someone/data"}
+    })");
+    args.dataset_dir = dir.string();
+    args.template_name = "qwen";
+  }
+  std::string error_of(const std::vector<std::string>& names) {
+    try {
+      load_examples(args, names);
+    } catch (const ConfigError& e) {
+      return e.what();
+    }
+    return "";
+  }
+};
+
+TEST_F(BadData, UnknownDatasetListsKnownOnes) {
+  std::string msg = error_of({"alpaca_en"});
+  EXPECT_NE(msg.find("'alpaca_en' is not defined"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("alp, hub, pq, sg"), std::string::npos) << msg;
+}
+
+TEST_F(BadData, HubDatasetsAreRefusedOffline) {
+  EXPECT_NE(error_of({"hub"}).find("hf_hub_url"), std::string::npos);
+}
+
+TEST_F(BadData, MalformedJsonLineGivesFileLineAndParseError) {
+  test::write_file(dir / "alp.jsonl", "{\"instruction\": \"a\", \"output\": \"b\"}\n\n{\"instruction\": \"a\", \"output\": }\n");
+  std::string msg = error_of({"alp"});
+  EXPECT_NE(msg.find("alp.jsonl:3"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("malformed JSON"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("parse error"), std::string::npos) << msg;
+}
+
+TEST_F(BadData, RecordMissingRequiredColumn) {
+  test::write_file(dir / "alp.jsonl", "{\"instruction\": \"a\", \"output\": \"b\"}\n{\"instruction\": \"a\"}\n");
+  std::string msg = error_of({"alp"});
+  EXPECT_NE(msg.find("alp.jsonl:2"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("no 'output' column"), std::string::npos) << msg;
+}
+
+TEST_F(BadData, EmptyDatasetAfterFiltering) {
+  test::write_file(dir / "alp.jsonl", "{\"instruction\": \"a\", \"output\": null}\n");
+  args.dataset = {"alp"};
+  args.model_name_or_path = (test::assets_dir() / "qwen2").string();
+  LF_REQUIRE_ASSETS();
+  try {
+    load_sft_data(args, load_tokenizer_for(args));
+    FAIL() << "expected ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("no usable training example"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(BadData, SharegptRolesOutOfOrder) {
+  test::write_file(dir / "sg.jsonl",
+                   R"({"conversations": [{"from": "human", "value": "a"}, {"from": "human", "value": "b"}]})"
+                   "\n");
+  std::string msg = error_of({"sg"});
+  EXPECT_NE(msg.find("sg.jsonl:1"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("role 'human' where an assistant turn was expected"), std::string::npos) << msg;
+}
+
+TEST_F(BadData, SharegptConversationEndingWithUser) {
+  test::write_file(dir / "sg.jsonl", R"({"conversations": [{"from": "human", "value": "a"}]})" "\n");
+  EXPECT_NE(error_of({"sg"}).find("must end with an assistant turn"), std::string::npos);
+}
+
+TEST_F(BadData, ParquetNeedsTheBuildOption) {
+  fs::create_directories(dir / "shards");
+  test::write_file(dir / "shards" / "part-00000.parquet", "PAR1");
+  std::string msg = error_of({"pq"});
+  EXPECT_NE(msg.find("LF_WITH_PARQUET"), std::string::npos) << msg;
+}
+
+TEST_F(BadData, MissingDataFile) {
+  EXPECT_NE(error_of({"alp"}).find("not found"), std::string::npos);
+}
+
+TEST(BadConfig, WrongTypeNamesKeyAndLine) {
+  fs::path dir = test::temp_dir("badyaml");
+  test::write_file(dir / "c.yaml", "dataset: a\ncutoff_len: lots\n");
+  try {
+    load_data_args(dir / "c.yaml");
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("c.yaml:2: `cutoff_len` must be an integer, got 'lots'"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(BadConfig, UnknownTemplateListsKnownOnes) {
+  LF_REQUIRE_ASSETS();
+  try {
+    ChatTemplate("qwen9", test::cached_tokenizer("qwen2"));
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("known: alpaca, chatml, default, empty"), std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(BadConfig, MissingTokenizerFolder) {
+  DataArgs a;
+  a.model_name_or_path = test::temp_dir("notok").string();
+  EXPECT_THROW(load_tokenizer_for(a), ConfigError);
+}
+
+}  // namespace
+}  // namespace lf

@@ -1,1 +1,140 @@
+// The SFT data path end to end: dataset mixing, max_samples, val_size, the
+// tokenized cache (hit, and miss when an argument or file changes), YAML keys.
+#include <yaml-cpp/yaml.h>
 
+#include "data_test_util.h"
+#include "lf/data/chat_template.h"
+#include "lf/data/data_args.h"
+#include "lf/data/sft_dataset.h"
+#include "record_reader.h"
+
+namespace lf {
+namespace {
+
+namespace fs = std::filesystem;
+
+DataArgs fixture_args(const std::string& datasets) {
+  DataArgs a = parse_data_args(YAML::Load("dataset: " + datasets + "\ntemplate: qwen\ncutoff_len: 256\n"),
+                               "test.yaml");
+  a.dataset_dir = (test::fixtures_dir() / "data").string();
+  a.model_name_or_path = (test::assets_dir() / "qwen2").string();
+  return a;
+}
+
+TEST(DataPipeline, DatasetListIsConcatenatedInOrder) {
+  LF_REQUIRE_ASSETS();
+  DataArgs a = fixture_args("alpaca_samples, sharegpt_samples");
+  ASSERT_EQ(a.dataset, (std::vector<std::string>{"alpaca_samples", "sharegpt_samples"}));
+  auto examples = load_examples(a, a.dataset);
+  ASSERT_EQ(examples.size(), 16u);
+  EXPECT_NE(examples[0].origin.find("alpaca_samples.json:2"), std::string::npos) << examples[0].origin;
+  EXPECT_NE(examples[10].origin.find("sharegpt_samples.jsonl:1"), std::string::npos);
+  EXPECT_EQ(examples[11].system, "You are a pirate.");
+  EXPECT_EQ(examples[12].prompt.size(), 5u);
+}
+
+TEST(DataPipeline, MaxSamplesAppliesPerDataset) {
+  LF_REQUIRE_ASSETS();
+  DataArgs a = fixture_args("alpaca_samples,sharegpt_samples");
+  a.max_samples = 3;
+  EXPECT_EQ(load_examples(a, a.dataset).size(), 6u);
+}
+
+TEST(DataPipeline, ValSizeSplitsAndCacheIsReusedUntilInputsChange) {
+  LF_REQUIRE_ASSETS();
+  fs::path dir = test::temp_dir("cache");
+  DataArgs a = fixture_args("alpaca_samples");
+  a.val_size = 0.2;
+  a.tokenized_path = (dir / "tok").string();
+  Tokenizer tok = load_tokenizer_for(a);
+  SftData first = load_sft_data(a, tok);
+  EXPECT_FALSE(first.from_cache);
+  EXPECT_EQ(first.train.size(), 8u);
+  EXPECT_EQ(first.eval.size(), 2u);
+  ASSERT_TRUE(fs::exists(dir / "tok" / "train.lftok"));
+
+  SftData second = load_sft_data(a, tok);
+  EXPECT_TRUE(second.from_cache);
+  ASSERT_EQ(second.train.size(), first.train.size());
+  EXPECT_EQ(second.train.num_tokens(), first.train.num_tokens());
+  for (size_t i = 0; i < first.train.size(); ++i) {
+    auto x = first.train.input_ids(i), y = second.train.input_ids(i);
+    ASSERT_TRUE(std::equal(x.begin(), x.end(), y.begin(), y.end())) << i;
+    auto lx = first.train.labels(i), ly = second.train.labels(i);
+    ASSERT_TRUE(std::equal(lx.begin(), lx.end(), ly.begin(), ly.end())) << i;
+  }
+  a.cutoff_len = 64;  // another cutoff_len is another key
+  SftData third = load_sft_data(a, tok);
+  EXPECT_FALSE(third.from_cache);
+  for (size_t i = 0; i < third.train.size(); ++i) EXPECT_LE(third.train.input_ids(i).size(), 64u);
+  EXPECT_TRUE(load_sft_data(a, tok).from_cache);
+}
+
+TEST(DataPipeline, CacheKeyCoversFileContents) {
+  LF_REQUIRE_ASSETS();
+  fs::path dir = test::temp_dir("filekey");
+  fs::copy(test::fixtures_dir() / "data", dir / "data");
+  DataArgs a = fixture_args("sharegpt_samples");
+  a.dataset_dir = (dir / "data").string();
+  Tokenizer tok = load_tokenizer_for(a);
+  uint64_t k1 = sft_cache_key(a, tok);
+  std::ofstream(dir / "data" / "sharegpt_samples.jsonl", std::ios::app)
+      << R"({"conversations": [{"from": "human", "value": "x"}, {"from": "gpt", "value": "y"}]})" << "\n";
+  EXPECT_NE(k1, sft_cache_key(a, tok));
+  a.template_name = "default";
+  EXPECT_NE(sft_cache_key(a, tok), k1);
+}
+
+TEST(DataPipeline, PackingFillsCutoffPlusOne) {
+  LF_REQUIRE_ASSETS();
+  DataArgs a = fixture_args("alpaca_samples,sharegpt_samples");
+  a.packing = true;
+  a.cutoff_len = 512;
+  Tokenizer tok = load_tokenizer_for(a);
+  SftData d = load_sft_data(a, tok);
+  ASSERT_GT(d.train.size(), 0u);
+  ASSERT_LT(d.train.size(), 16u);
+  for (size_t i = 0; i < d.train.size(); ++i) EXPECT_EQ(d.train.input_ids(i).size(), 513u);
+}
+
+TEST(DataPipeline, JsonArraySplitterKeepsLinesAndNesting) {
+  fs::path dir = test::temp_dir("split");
+  test::write_file(dir / "a.json",
+                   "[\n  {\"a\": \"x, ] } [\", \"b\": [1, {\"c\": 2}]},\n\n  {\"a\": \"\\\"q\\\"\"}\n]\n");
+  DataFile df = read_data_file(dir / "a.json");
+  ASSERT_EQ(df.records.size(), 2u);
+  EXPECT_EQ(df.records[0].line, 2);
+  EXPECT_EQ(df.records[1].line, 4);
+  EXPECT_EQ(df.text.substr(df.records[1].begin, df.records[1].end - df.records[1].begin),
+            "{\"a\": \"\\\"q\\\"\"}");
+}
+
+TEST(DataPipeline, YamlKeysAndOverrides) {
+  fs::path dir = test::temp_dir("yaml");
+  test::write_file(dir / "c.yaml",
+                   "model_name_or_path: /m\nstage: sft\ndataset: a,b\ntemplate: llama3\ncutoff_len: 1024\n"
+                   "train_on_prompt: true\nmax_samples: 100\nval_size: 0.1\nlearning_rate: 1.0e-4\n");
+  DataArgs a = load_data_args(dir / "c.yaml", {"cutoff_len=77", "packing=true"});
+  EXPECT_EQ(a.dataset, (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(a.template_name, "llama3");
+  EXPECT_EQ(a.cutoff_len, 77);
+  EXPECT_TRUE(a.packing);
+  EXPECT_TRUE(a.train_on_prompt);
+  EXPECT_EQ(a.max_samples, 100);
+  EXPECT_DOUBLE_EQ(a.val_size, 0.1);
+  EXPECT_EQ(a.model_name_or_path, "/m");
+}
+
+TEST(DataPipeline, TemplatesResolveSpecialTokensLikeLlamaFactory) {
+  LF_REQUIRE_ASSETS();
+  ChatTemplate llama3("llama3", test::cached_tokenizer("llama3"));
+  EXPECT_EQ(llama3.eos_id(), 128009);  // replace_eos -> <|eot_id|>
+  ChatTemplate empty("empty", test::cached_tokenizer("llama3"));
+  EXPECT_EQ(empty.eos_id(), 128001);
+  EXPECT_EQ(empty.pad_id(), 128001);  // pad falls back to eos
+  ChatTemplate qwen("qwen", test::cached_tokenizer("qwen2"));
+  EXPECT_EQ(qwen.pad_id(), 151643);
+}
+
+}  // namespace
+}  // namespace lf

@@ -99,3 +99,25 @@ TEST(TokenizerGpt2, EncoderJsonAndVocabBpeLoad) {
 
 }  // namespace
 }  // namespace lf
+
+namespace lf {
+namespace {
+
+TEST(TokenizerFlavor, TransformersRebuildsLlamaTokenizerWithMetaspace) {
+  LF_REQUIRE_ASSETS();
+  // Reference ids from transformers 5.6 AutoTokenizer (what LLaMA-Factory 0.9.5
+  // installs) and from `tokenizers` on the raw tokenizer.json.
+  Tokenizer hf = Tokenizer::load(test::assets_dir() / "mistral", TokenizerFlavor::kTransformers);
+  const Tokenizer& raw = test::cached_tokenizer("mistral");
+  EXPECT_EQ(hf.encode("a </s> and"), (std::vector<int32_t>{264, 28705, 2, 304}));
+  EXPECT_EQ(raw.encode("a </s> and"), (std::vector<int32_t>{264, 28705, 2, 28705, 304}));
+  EXPECT_EQ(hf.encode(" and"), (std::vector<int32_t>{304}));
+  EXPECT_EQ(hf.encode("Hello"), raw.encode("Hello"));
+  EXPECT_NE(hf.fingerprint(), raw.fingerprint());
+  // Byte-level tokenizers are unchanged.
+  Tokenizer q = Tokenizer::load(test::assets_dir() / "qwen2", TokenizerFlavor::kTransformers);
+  EXPECT_EQ(q.encode(" a </s> and"), test::cached_tokenizer("qwen2").encode(" a </s> and"));
+}
+
+}  // namespace
+}  // namespace lf
