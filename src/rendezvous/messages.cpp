@@ -21,12 +21,10 @@ void get(WireReader& r, JoinMsg& m) {
 void put(WireWriter& w, const LayoutMsg& m) {
   w.i64(m.node_rank); w.i64(m.nnodes); w.i64(m.rank_base); w.i64(m.world_size); w.i64(m.nproc);
   w.i64(m.generation); w.i64(m.max_restarts); w.str(m.worker_master_addr); w.i64(m.worker_master_port);
-  w.str_list(m.hostnames);
 }
 void get(WireReader& r, LayoutMsg& m) {
   m.node_rank = r.i64(); m.nnodes = r.i64(); m.rank_base = r.i64(); m.world_size = r.i64(); m.nproc = r.i64();
   m.generation = r.i64(); m.max_restarts = r.i64(); m.worker_master_addr = r.str(); m.worker_master_port = r.i64();
-  m.hostnames = r.str_list();
 }
 void put(WireWriter& w, const RefusedMsg& m) { w.str(m.reason); }
 void get(WireReader& r, RefusedMsg& m) { m.reason = r.str(); }

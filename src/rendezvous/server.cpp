@@ -262,11 +262,12 @@ struct RendezvousServer::Impl : std::enable_shared_from_this<Impl> {
     if (a.min_nodes != opt.min_nodes || a.max_nodes != opt.max_nodes)
       return fmt::format("nnodes mismatch: {} was started with --nnodes {}, the rendezvous server (node 0) with {}",
                          describe(a), nnodes_text(a.min_nodes, a.max_nodes), nnodes_text(opt.min_nodes, opt.max_nodes));
-    std::vector<uint64_t> members = joiners;
-    for (auto& [rank, id] : nodes) members.push_back(id);
-    for (uint64_t id : members) {
-      if (id == p.id) continue;
-      const JoinMsg& b = peers.at(id)->join;
+    // Members agree with each other already, so one reference member is enough: O(1) per join.
+    std::optional<uint64_t> reference;
+    if (!nodes.empty()) reference = nodes.begin()->second;
+    else if (!joiners.empty()) reference = joiners.front();
+    if (reference) {
+      const JoinMsg& b = peers.at(*reference)->join;
       if (a.version != b.version)
         return fmt::format("lf-train version mismatch: {} runs {}, {} runs {}", describe(b), b.version, describe(a), a.version);
       if (a.nproc != b.nproc)
@@ -274,14 +275,22 @@ struct RendezvousServer::Impl : std::enable_shared_from_this<Impl> {
       if (a.config_hash != b.config_hash)
         return fmt::format("command/config mismatch: {} runs hash {}, {} runs hash {}: every node must run the same "
                            "command and config", describe(b), b.config_hash, describe(a), a.config_hash);
-      if (a.node_rank >= 0 && a.node_rank == b.node_rank && generation == 0)
-        return fmt::format("duplicate node rank {}: claimed by {} and by {}", a.node_rank, describe(b), describe(a));
+    }
+    if (a.node_rank >= 0 && generation == 0) {
+      for (uint64_t id : joiners) {
+        const JoinMsg& b = peers.at(id)->join;
+        if (b.node_rank == a.node_rank)
+          return fmt::format("duplicate node rank {}: claimed by {} and by {}", a.node_rank, describe(b), describe(a));
+      }
     }
     if (a.node_rank >= opt.max_nodes)
       return fmt::format("node rank {} of {} is out of range for --nnodes {}", a.node_rank, describe(a), opt.max_nodes);
-    if (static_cast<int64_t>(members.size() + 1) > opt.max_nodes)
+    if (joined_count() + 1 > opt.max_nodes) {
+      std::vector<uint64_t> members = joiners;
+      for (auto& [rank, id] : nodes) members.push_back(id);
       return fmt::format("more nodes than --nnodes {}: {} arrived after {}", opt.max_nodes, describe(a),
                          fmt::join(member_names(members), ", "));
+    }
     return std::nullopt;
   }
 
@@ -341,8 +350,6 @@ struct RendezvousServer::Impl : std::enable_shared_from_this<Impl> {
     auto& node0 = peers.at(nodes.at(0));
     std::string worker_addr = node0->conn->peer_ip();
     if (worker_addr.rfind("127.", 0) == 0 || worker_addr == "::1") worker_addr.clear();
-    std::vector<std::string> hostnames;
-    for (auto& [rank, id] : nodes) hostnames.push_back(peers.at(id)->join.hostname);
     int64_t rank_base = 0;
     int64_t world = 0;
     for (auto& [rank, id] : nodes) world += peers.at(id)->join.nproc;
@@ -360,7 +367,6 @@ struct RendezvousServer::Impl : std::enable_shared_from_this<Impl> {
       l.max_restarts = opt.max_restarts;
       l.worker_master_addr = worker_addr;
       l.worker_master_port = node0->join.worker_store_port;
-      l.hostnames = hostnames;
       p->conn->send(l);
       rank_base += p->join.nproc;
     }

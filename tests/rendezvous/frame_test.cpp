@@ -26,7 +26,7 @@ JoinMsg sample_join() {
 std::vector<Message> every_message() {
   LayoutMsg l;
   l.node_rank = 1; l.nnodes = 2; l.rank_base = 8; l.world_size = 16; l.nproc = 8; l.generation = 2;
-  l.max_restarts = 3; l.worker_master_addr = "10.0.0.1"; l.worker_master_port = 29501; l.hostnames = {"a", "b"};
+  l.max_restarts = 3; l.worker_master_addr = "10.0.0.1"; l.worker_master_port = 29501;
   StoreRequestMsg r;
   r.request_id = 9; r.op = StoreOp::kCompareSet; r.keys = {"k1", "k2"}; r.value = std::string("v\0v", 3);
   r.expected = "e"; r.number = -5; r.timeout_ms = 1000;
@@ -123,10 +123,11 @@ TEST(Frame, TruncatedOrPaddedPayloadIsAnErrorNotACrash) {
 }
 
 TEST(Frame, HostileListCountDoesNotAllocate) {
-  // A Layout whose hostnames list claims 2^32-1 entries in a few bytes.
-  std::string bytes = encode_message(LayoutMsg{});
-  Frame f{2, bytes.substr(kFrameHeaderSize)};
-  size_t list_at = f.payload.size() - 4;
+  // A StoreRequest whose key list claims 2^32-1 entries in a few bytes.
+  StoreRequestMsg req;
+  std::string bytes = encode_message(req);
+  Frame f{11, bytes.substr(kFrameHeaderSize)};
+  size_t list_at = 8 + 1;  // after request_id and op
   f.payload[list_at] = f.payload[list_at + 1] = f.payload[list_at + 2] = f.payload[list_at + 3] = '\xff';
   EXPECT_THROW(decode_message(f), lf::ProtocolError);
 }

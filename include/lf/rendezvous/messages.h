@@ -37,7 +37,6 @@ struct LayoutMsg {
   int64_t max_restarts = 0;
   std::string worker_master_addr;  // empty: use the MASTER_ADDR the agent was given
   int64_t worker_master_port = 0;
-  std::vector<std::string> hostnames;  // by node rank
 };
 
 // server -> agent: refused (wrong token, mismatch, timeout...). The server closes after it.
