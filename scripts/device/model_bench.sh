@@ -26,7 +26,7 @@ run() {
   "$@" > "$OUTD/cur.log" 2>&1; local rc=$?
   cat "$OUTD/cur.log" >> "$LOG"
   grep -E "^(RESULT|CHECK|CHECK_LOGITS) " "$OUTD/cur.log" | sed "s/^\([A-Z_]*\) /{\"label\": \"$label\", \"kind\": \"\1\", \"rc\": $rc, \"data\": /; s/\$/}/" >> "$RES"
-  grep -q -E "^(RESULT|CHECK) " "$OUTD/cur.log" || { echo "{\"label\": \"$label\", \"rc\": $rc, \"data\": null}" >> "$RES"; tail -5 "$OUTD/cur.log"; }
+  grep -q -E "^(RESULT|CHECK|CHECK_LOGITS) " "$OUTD/cur.log" || { echo "{\"label\": \"$label\", \"rc\": $rc, \"data\": null}" >> "$RES"; tail -5 "$OUTD/cur.log"; }
   echo "    rc=$rc $(( $(date +%s) - t0 )) s" | tee -a "$LOG"
 }
 
