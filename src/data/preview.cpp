@@ -36,6 +36,7 @@ void run_preview(const std::filesystem::path& config, int n, const std::vector<s
   small.max_samples = std::max<int64_t>(n, 0);
   small.packing = false;  // show examples, not packs
   auto examples = load_examples(small, args.dataset);
+  if (examples.size() > static_cast<size_t>(std::max(n, 0))) examples.resize(static_cast<size_t>(std::max(n, 0)));
   const std::string open = color ? "\x1b[2;9m" : "[[MASKED]]";
   const std::string close = color ? "\x1b[0m" : "[[/MASKED]]";
   out << fmt::format("template '{}', cutoff_len {}, train_on_prompt {}, mask_history {}\n", tmpl_name,
