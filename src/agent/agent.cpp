@@ -13,6 +13,7 @@
 
 #include <csignal>
 #include <filesystem>
+#include <optional>
 
 #include "lf/agent/worker_env.h"
 #include "lf/agent/worker_group.h"
@@ -174,8 +175,7 @@ class Agent {
           using T = std::decay_t<decltype(msg)>;
           if constexpr (std::is_same_v<T, rdzv::LayoutMsg>) on_layout(msg);
           else if constexpr (std::is_same_v<T, rdzv::AbortMsg>) on_abort(msg);
-          else if constexpr (std::is_same_v<T, rdzv::RefusedMsg>)
-            exit_with(kExitRendezvous, fmt::format("rendezvous refused: {}", msg.reason));
+          else if constexpr (std::is_same_v<T, rdzv::RefusedMsg>) on_refused(msg);
           else if constexpr (std::is_same_v<T, rdzv::FinishedMsg>) {
             finished_ = true;
             exit_with(kExitOk, "");
@@ -184,8 +184,30 @@ class Agent {
         m);
   }
 
+  // A rank held by a dying agent clears once the server sees it die (at most its heartbeat
+  // timeout): retry until then; a rank held by a healthy agent stays refused.
+  void on_refused(const rdzv::RefusedMsg& msg) {
+    auto now = Clock::now();
+    if (msg.retry_after_ms > 0 && state_ == State::kJoining) {
+      if (!first_retryable_refusal_) first_retryable_refusal_ = now;
+      if (now - *first_retryable_refusal_ < to_ms(opt_.heartbeat_timeout_s + 2 * opt_.heartbeat_interval_s)) {
+        spdlog::info("{}; retrying in {} ms", msg.reason, msg.retry_after_ms);
+        retrying_join_ = true;
+        conn_->close();
+        heartbeat_timer_.cancel();
+        connect_timer_.expires_after(std::chrono::milliseconds(msg.retry_after_ms));
+        connect_timer_.async_wait([this](boost::system::error_code ec) {
+          retrying_join_ = false;
+          if (!ec) connect();
+        });
+        return;
+      }
+    }
+    exit_with(kExitRendezvous, fmt::format("rendezvous refused: {}", msg.reason));
+  }
+
   void on_connection_lost(const std::string& why) {
-    if (state_ == State::kExiting || finished_) return;
+    if (state_ == State::kExiting || finished_ || retrying_join_) return;
     lost_server(fmt::format("lost the connection to the rendezvous server at {}:{}: {}", opt_.master_addr,
                             opt_.master_port, why.empty() ? "closed" : why));
   }
@@ -414,7 +436,8 @@ class Agent {
   int64_t exited_ok_ = 0;
   uint16_t worker_store_port_ = 0;
   bool abort_received_ = false, abort_restart_ = false, local_failure_ = false, finished_ = false;
-  bool server_finished_ = false, exit_timer_armed_ = false;
+  bool server_finished_ = false, exit_timer_armed_ = false, retrying_join_ = false;
+  std::optional<Clock::time_point> first_retryable_refusal_;
   int interrupted_by_ = 0;
   std::string abort_reason_, failure_message_;
   Clock::time_point join_deadline_, last_server_message_;

@@ -26,8 +26,8 @@ void get(WireReader& r, LayoutMsg& m) {
   m.node_rank = r.i64(); m.nnodes = r.i64(); m.rank_base = r.i64(); m.world_size = r.i64(); m.nproc = r.i64();
   m.generation = r.i64(); m.max_restarts = r.i64(); m.worker_master_addr = r.str(); m.worker_master_port = r.i64();
 }
-void put(WireWriter& w, const RefusedMsg& m) { w.str(m.reason); }
-void get(WireReader& r, RefusedMsg& m) { m.reason = r.str(); }
+void put(WireWriter& w, const RefusedMsg& m) { w.str(m.reason); w.i64(m.retry_after_ms); }
+void get(WireReader& r, RefusedMsg& m) { m.reason = r.str(); m.retry_after_ms = r.i64(); }
 void put(WireWriter& w, const HeartbeatMsg& m) { w.i64(m.generation); }
 void get(WireReader& r, HeartbeatMsg& m) { m.generation = r.i64(); }
 void put(WireWriter& w, const FailureMsg& m) {

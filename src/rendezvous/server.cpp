@@ -175,10 +175,10 @@ struct RendezvousServer::Impl : std::enable_shared_from_this<Impl> {
     refuse(peer, fmt::format("unexpected {} from an agent", message_name(m)));
   }
 
-  void refuse(const std::shared_ptr<Peer>& peer, const std::string& reason) {
+  void refuse(const std::shared_ptr<Peer>& peer, const std::string& reason, int64_t retry_after_ms = 0) {
     event("refused", peer->node_rank, fmt::format("{}: {}", peer->conn->peer(), reason));
     spdlog::warn("rendezvous: refusing {}: {}", peer->conn->peer(), reason);
-    peer->conn->send(RefusedMsg{reason});
+    peer->conn->send(RefusedMsg{reason, retry_after_ms});
     peer->conn->close_after_flush();
     forget(peer->id);
   }
@@ -235,9 +235,13 @@ struct RendezvousServer::Impl : std::enable_shared_from_this<Impl> {
         if (peers.at(id)->join.node_rank == jm.node_rank) holder_id = id;
       if (holder_id) {
         auto& holder = peers.at(*holder_id);
-        return refuse(peer, fmt::format("join refused: node rank {} is held by a live agent (host {}, pid {}, {}); "
-                                        "stop it first or use another NODE_RANK",
-                                        jm.node_rank, holder->join.hostname, holder->join.pid, holder->conn->peer()));
+        // The holder may be dying right now (killed, its EOF not yet read, or silent and about
+        // to miss its heartbeats): the claimant may retry until the heartbeat timeout settles it.
+        return refuse(peer,
+                      fmt::format("join refused: node rank {} is held by a live agent (host {}, pid {}, {}); "
+                                  "stop it first or use another NODE_RANK",
+                                  jm.node_rank, holder->join.hostname, holder->join.pid, holder->conn->peer()),
+                      static_cast<int64_t>(opt.heartbeat_interval_s * 1000));
       }
     }
     if (phase != Phase::kJoining) {

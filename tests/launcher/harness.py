@@ -31,6 +31,9 @@ class Agent:
     def wait(self, timeout):
         return self.proc.wait(timeout=timeout)
 
+    def poll(self):
+        return self.proc.poll()
+
     @property
     def out(self):
         return open(self.out_path).read()

@@ -144,7 +144,7 @@ def test_restarted_agent_rejoins_after_its_predecessor_died(tmp_path, agents):
 
 def test_second_live_agent_claiming_a_live_rank_is_refused(tmp_path, agents):
     marker = unique_marker("dupe-live")
-    port, n0, n1 = two_nodes(tmp_path, ["--marker", marker, "--sleep", "4"])
+    port, n0, n1 = two_nodes(tmp_path, ["--marker", marker, "--sleep", "10"])
     agents += [n0, n1]
     assert wait_until(lambda: len(live_pids_with(marker)) == 4, 20)
     intruder = Agent(["launch", "--nnodes", "2", "--nproc-per-node", "2", "--master-port", str(port), "--node-rank",
@@ -152,6 +152,7 @@ def test_second_live_agent_claiming_a_live_rank_is_refused(tmp_path, agents):
     agents.append(intruder)
     assert intruder.wait(20) == EXIT_RDZV
     assert "node rank 1 is held by a live agent" in intruder.err
+    assert n0.poll() is None and n1.poll() is None, "the running job must not notice the intruder"
     assert n0.wait(30) == 0 and n1.wait(30) == 0
 
 

@@ -42,6 +42,9 @@ struct LayoutMsg {
 // server -> agent: refused (wrong token, mismatch, timeout...). The server closes after it.
 struct RefusedMsg {
   std::string reason;
+  // > 0: the refusal may clear by itself (the rank's holder may be dying);
+  // the agent may try again after this many ms, within the heartbeat timeout.
+  int64_t retry_after_ms = 0;
 };
 
 struct HeartbeatMsg {
