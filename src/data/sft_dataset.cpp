@@ -13,6 +13,7 @@
 #include "lf/common/log.h"
 #include "lf/data/chat_template.h"
 #include "lf/data/dataset_info.h"
+#include "numpy_random.h"
 #include "parallel.h"
 #include "record_reader.h"
 
@@ -158,18 +159,17 @@ SftData load_sft_data(const DataArgs& args, const Tokenizer& tokenizer) {
   if (!args.eval_dataset.empty()) {
     eval = load_examples(args, args.eval_dataset);
   } else if (args.val_size > 1e-6) {
-    // HF train_test_split: n_test = ceil(val_size * n) for a fraction; both
-    // parts shuffled. Membership follows our seeded permutation, not numpy's.
+    // LLaMA-Factory: train_test_split(test_size=int(val_size) if val_size > 1 else
+    // val_size, seed=seed); n_test = ceil(fraction * n); numpy's permutation
+    // picks the members (and the order of both parts).
     const size_t n = train.size();
-    size_t n_test = args.val_size < 1 ? static_cast<size_t>(std::ceil(args.val_size * n))
-                                      : static_cast<size_t>(args.val_size);
+    const size_t n_test = args.val_size > 1 ? static_cast<size_t>(args.val_size)
+                                            : static_cast<size_t>(std::ceil(args.val_size * n));
     LF_CHECK(n_test < n, ConfigError, "val_size {} leaves no training examples out of {}",
              args.val_size, n);
-    std::vector<size_t> perm(n);
-    std::iota(perm.begin(), perm.end(), 0);
-    std::mt19937_64 rng(args.seed);
-    std::shuffle(perm.begin(), perm.end(), rng);
+    const std::vector<size_t> perm = numpy_permutation(args.seed, n);
     std::vector<Example> tr;
+    tr.reserve(n - n_test);
     for (size_t k = 0; k < n; ++k) (k < n_test ? eval : tr).push_back(std::move(train[perm[k]]));
     train = std::move(tr);
   }

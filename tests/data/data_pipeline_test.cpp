@@ -138,3 +138,41 @@ TEST(DataPipeline, TemplatesResolveSpecialTokensLikeLlamaFactory) {
 
 }  // namespace
 }  // namespace lf
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "numpy_random.h"
+
+namespace lf {
+namespace {
+
+// numpy_permutation.json: np.random.default_rng(seed).permutation(n)[:20] from numpy 2.4.
+TEST(DataPipeline, NumpyPermutationIsBitExact) {
+  std::ifstream in(test::fixtures_dir() / "data" / "numpy_permutation.json");
+  auto cases = nlohmann::json::parse(in);
+  ASSERT_GE(cases.size(), 4u);
+  for (const auto& c : cases) {
+    auto perm = numpy_permutation(c["seed"].get<uint64_t>(), c["n"].get<size_t>());
+    auto head = c["head"].get<std::vector<size_t>>();
+    EXPECT_TRUE(std::equal(head.begin(), head.end(), perm.begin())) << c.dump();
+  }
+}
+
+TEST(DataPipeline, ValSizeTakesNumpysFirstIndicesAsEval) {
+  LF_REQUIRE_ASSETS();
+  DataArgs a = fixture_args("alpaca_samples");
+  a.val_size = 0.3;  // ceil(0.3 * 10) = 3
+  auto all = load_examples(a, a.dataset);
+  SftData d = load_sft_data(a, load_tokenizer_for(a));
+  ASSERT_EQ(d.eval.size(), 3u);
+  ASSERT_EQ(d.train.size(), 7u);
+  auto perm = numpy_permutation(42, 10);
+  ChatTemplate tmpl("qwen", load_tokenizer_for(a));
+  auto enc = encode_examples({all[perm[0]]}, tmpl, a);
+  auto got = d.eval.input_ids(0);
+  EXPECT_TRUE(std::equal(got.begin(), got.end(), enc[0].input_ids.begin(), enc[0].input_ids.end()));
+}
+
+}  // namespace
+}  // namespace lf

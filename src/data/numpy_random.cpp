@@ -1,0 +1,121 @@
+#include "numpy_random.h"
+
+#include <array>
+
+namespace lf {
+namespace {
+
+constexpr uint32_t kInitA = 0x43b0d7e5, kMultA = 0x931e8875, kInitB = 0x8b51f9dd,
+                   kMultB = 0x58f38ded, kMixMultL = 0xca01f9dd, kMixMultR = 0x4973f715;
+constexpr int kXShift = 16;
+constexpr size_t kPoolSize = 4;
+
+uint32_t hashmix(uint32_t value, uint32_t& hash_const) {
+  value ^= hash_const;
+  hash_const *= kMultA;
+  value *= hash_const;
+  value ^= value >> kXShift;
+  return value;
+}
+
+uint32_t mix(uint32_t x, uint32_t y) {
+  uint32_t r = kMixMultL * x - kMixMultR * y;
+  r ^= r >> kXShift;
+  return r;
+}
+
+// SeedSequence(seed).generate_state(4, uint64).
+std::array<uint64_t, 4> seed_sequence_state(uint64_t seed) {
+  std::vector<uint32_t> entropy;
+  if (seed == 0) entropy.push_back(0);
+  for (uint64_t s = seed; s > 0; s >>= 32) entropy.push_back(static_cast<uint32_t>(s & 0xFFFFFFFFu));
+  std::array<uint32_t, kPoolSize> pool{};
+  uint32_t hash_const = kInitA;
+  for (size_t i = 0; i < kPoolSize; ++i)
+    pool[i] = hashmix(i < entropy.size() ? entropy[i] : 0, hash_const);
+  for (size_t src = 0; src < kPoolSize; ++src)
+    for (size_t dst = 0; dst < kPoolSize; ++dst)
+      if (src != dst) pool[dst] = mix(pool[dst], hashmix(pool[src], hash_const));
+  for (size_t src = kPoolSize; src < entropy.size(); ++src)
+    for (size_t dst = 0; dst < kPoolSize; ++dst) pool[dst] = mix(pool[dst], hashmix(entropy[src], hash_const));
+  std::array<uint32_t, 8> words{};
+  uint32_t hb = kInitB;
+  for (size_t i = 0; i < words.size(); ++i) {
+    uint32_t v = pool[i % kPoolSize];
+    v ^= hb;
+    hb *= kMultB;
+    v *= hb;
+    v ^= v >> kXShift;
+    words[i] = v;
+  }
+  std::array<uint64_t, 4> out{};
+  for (size_t i = 0; i < 4; ++i) out[i] = static_cast<uint64_t>(words[2 * i]) | (static_cast<uint64_t>(words[2 * i + 1]) << 32);
+  return out;
+}
+
+constexpr unsigned __int128 kMultiplier =
+    (static_cast<unsigned __int128>(2549297995355413924ull) << 64) + 4865540595714422341ull;
+
+}  // namespace
+
+NumpyPcg64::NumpyPcg64(uint64_t seed) {
+  auto s = seed_sequence_state(seed);
+  unsigned __int128 init_state = (static_cast<unsigned __int128>(s[0]) << 64) + s[1];
+  unsigned __int128 init_seq = (static_cast<unsigned __int128>(s[2]) << 64) + s[3];
+  state_ = 0;
+  inc_ = (init_seq << 1u) | 1u;
+  state_ = state_ * kMultiplier + inc_;
+  state_ += init_state;
+  state_ = state_ * kMultiplier + inc_;
+}
+
+uint64_t NumpyPcg64::next64() {
+  state_ = state_ * kMultiplier + inc_;
+  uint64_t x = static_cast<uint64_t>(state_ >> 64) ^ static_cast<uint64_t>(state_);
+  unsigned rot = static_cast<unsigned>(state_ >> 122);
+  return (x >> rot) | (x << ((64 - rot) & 63));
+}
+
+uint32_t NumpyPcg64::next32() {
+  if (has32_) {
+    has32_ = false;
+    return uint32_;
+  }
+  uint64_t next = next64();
+  has32_ = true;
+  uint32_ = static_cast<uint32_t>(next >> 32);
+  return static_cast<uint32_t>(next & 0xFFFFFFFFu);
+}
+
+uint64_t NumpyPcg64::interval(uint64_t max) {
+  if (max == 0) return 0;
+  uint64_t mask = max;
+  mask |= mask >> 1;
+  mask |= mask >> 2;
+  mask |= mask >> 4;
+  mask |= mask >> 8;
+  mask |= mask >> 16;
+  mask |= mask >> 32;
+  uint64_t value;
+  if (max <= 0xFFFFFFFFull) {
+    while ((value = (next32() & mask)) > max) {
+    }
+  } else {
+    while ((value = (next64() & mask)) > max) {
+    }
+  }
+  return value;
+}
+
+std::vector<size_t> numpy_permutation(uint64_t seed, size_t n) {
+  std::vector<size_t> perm(n);
+  for (size_t i = 0; i < n; ++i) perm[i] = i;
+  NumpyPcg64 rng(seed);
+  for (size_t i = n; i-- > 1;) {
+    size_t j = static_cast<size_t>(rng.interval(i));
+    std::swap(perm[i], perm[j]);
+  }
+  return perm;
+}
+
+}  // namespace lf
