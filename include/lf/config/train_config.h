@@ -1,0 +1,92 @@
+#pragma once
+// The training config: a LLaMA-Factory YAML (+ `key=value` overrides) parsed
+// into typed fields with LLaMA-Factory's defaults and validated before
+// anything heavy starts. Every key LLaMA-Factory / HF TrainingArguments
+// accepts is known (src/config/llamafactory_keys.tsv, generated): implemented
+// here, accepted with a warning when it has no effect, or refused with a
+// ConfigError when ignoring it would change the result. Unknown keys are a
+// ConfigError with a did-you-mean. Torch-free: used by lf-train and lf-worker.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace lf::config {
+
+struct TrainConfig {
+  // ---- model
+  std::string model_name_or_path;
+  std::string init_weights = "pretrained";  // lf-train: "random" initialises from config.json alone (benchmarks)
+  // ---- method
+  std::string stage = "sft";
+  std::string finetuning_type = "lora";  // lora | full
+  int64_t lora_rank = 8;
+  double lora_alpha = 0;  // 0 in the YAML means unset: resolved to 2 x lora_rank
+  double lora_dropout = 0;
+  std::vector<std::string> lora_target = {"all"};
+  // ---- data
+  std::vector<std::string> dataset;
+  std::vector<std::string> eval_dataset;
+  std::string dataset_dir = "data";
+  std::string template_name;  // YAML key `template`
+  int64_t cutoff_len = 2048;
+  std::optional<int64_t> max_samples;
+  double val_size = 0;
+  bool train_on_prompt = false;
+  bool mask_history = false;
+  bool packing = false;
+  std::string tokenized_path;
+  // ---- optimisation
+  int64_t per_device_train_batch_size = 8;
+  int64_t per_device_eval_batch_size = 8;
+  int64_t gradient_accumulation_steps = 1;
+  double learning_rate = 5e-5;
+  std::string lr_scheduler_type = "linear";  // linear | cosine | constant | constant_with_warmup
+  double warmup_ratio = 0;
+  int64_t warmup_steps = 0;  // > 0 wins over warmup_ratio (HF)
+  double num_train_epochs = 3;
+  int64_t max_steps = -1;  // > 0 wins over num_train_epochs (HF)
+  double weight_decay = 0;
+  double adam_beta1 = 0.9;
+  double adam_beta2 = 0.999;
+  double adam_epsilon = 1e-8;
+  double max_grad_norm = 1.0;
+  bool bf16 = false;
+  bool fp16 = false;
+  int64_t seed = 42;
+  bool gradient_checkpointing = false;
+  // ---- evaluation
+  std::string eval_strategy = "no";  // no | steps | epoch
+  std::optional<double> eval_steps;  // unset: logging_steps (HF)
+  // ---- logging and saving
+  double logging_steps = 500;  // < 1: a fraction of total steps (HF)
+  std::string save_strategy = "steps";  // no | steps | epoch
+  double save_steps = 500;
+  std::optional<int64_t> save_total_limit;
+  bool plot_loss = false;
+  std::string output_dir = "trainer_output";
+  bool overwrite_output_dir = false;
+  std::string resume_from_checkpoint;
+  bool do_train = true;
+  // ---- lf-train's own keys (documented in README)
+  double ddp_bucket_cap_mb = 25;
+};
+
+struct LoadedConfig {
+  TrainConfig config;
+  // One line per key accepted without effect here ("report_to: wandb has no effect in lf-train ...").
+  std::vector<std::string> warnings;
+  // The effective key/value pairs, sorted: hashed to check that every node runs the same config.
+  std::string canonical;
+};
+
+// Parses YAML text (source_name is used in messages) plus `key=value` overrides.
+LoadedConfig parse_train_config(const std::string& yaml_text, const std::vector<std::string>& overrides,
+                                const std::string& source_name);
+// Reads the file (ConfigError when missing/unreadable) and parses it.
+LoadedConfig load_train_config(const std::string& path, const std::vector<std::string>& overrides);
+
+// Every key lf-train knows (LLaMA-Factory's + its own), for did-you-mean and docs.
+const std::vector<std::string>& known_keys();
+
+}  // namespace lf::config
