@@ -43,7 +43,7 @@ struct TrainConfig {
   double learning_rate = 5e-5;
   std::string lr_scheduler_type = "linear";  // linear | cosine | constant | constant_with_warmup
   double warmup_ratio = 0;
-  int64_t warmup_steps = 0;  // > 0 wins over warmup_ratio (HF)
+  double warmup_steps = 0;  // >= 1: steps, wins over warmup_ratio; in (0, 1): a ratio (transformers >= 4.5x)
   double num_train_epochs = 3;
   int64_t max_steps = -1;  // > 0 wins over num_train_epochs (HF)
   double weight_decay = 0;
@@ -54,7 +54,8 @@ struct TrainConfig {
   bool bf16 = false;
   bool fp16 = false;
   int64_t seed = 42;
-  bool gradient_checkpointing = false;
+  // LLaMA-Factory checkpoints every decoder layer unless disable_gradient_checkpointing: true.
+  bool gradient_checkpointing = true;
   // ---- evaluation
   std::string eval_strategy = "no";  // no | steps | epoch
   std::optional<double> eval_steps;  // unset: logging_steps (HF)
@@ -67,9 +68,8 @@ struct TrainConfig {
   std::string output_dir = "trainer_output";
   bool overwrite_output_dir = false;
   std::string resume_from_checkpoint;
-  bool do_train = true;
   // ---- lf-train's own keys (documented in README)
-  double ddp_bucket_cap_mb = 25;
+  double ddp_bucket_cap_mb = 25;  // HF's key; unset (None) means 25 as in torch DDP
 };
 
 struct LoadedConfig {
