@@ -1,6 +1,7 @@
 #include "model_test_util.h"
 
 #include <ATen/ATen.h>
+#include <ftw.h>
 #include <unistd.h>
 
 #include <array>
@@ -25,17 +26,27 @@ double rel_err(const at::Tensor& a, const at::Tensor& ref) {
   return max_abs_diff(a, ref) / std::max(scale, 1e-30);
 }
 
+namespace {
+
+// Not std::filesystem::remove_all: the CUDA torch wheel's libtorch.so (2.11) exports
+// its own copy of that symbol, which binds first and crashes (null call) when a
+// program linked against it calls it. nftw does the same job without libstdc++.
+void remove_tree(const fs::path& p) {
+  ::nftw(
+      p.c_str(), [](const char* path, const struct stat*, int, struct FTW*) { return ::remove(path); }, 16,
+      FTW_DEPTH | FTW_PHYS);
+}
+
+}  // namespace
+
 TempDir::TempDir() {
   static std::atomic<int> counter{0};
   path_ = fs::temp_directory_path() / ("lf_model_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-  fs::remove_all(path_);
+  remove_tree(path_);
   fs::create_directories(path_);
 }
 
-TempDir::~TempDir() {
-  std::error_code ec;
-  fs::remove_all(path_, ec);
-}
+TempDir::~TempDir() { remove_tree(path_); }
 
 int run_python(const std::string& script, const std::string& args, std::string* output) {
   const std::string python = LF_PYTHON_EXE;
