@@ -106,6 +106,34 @@ TEST(ModelIo, LoraAlphaDefaultsToTwiceRank) {
   EXPECT_TRUE(model->layers()[0].mlp_.down_proj_.lora_->a_.requires_grad());
 }
 
+TEST(ModelIo, Fp16RoundTripKeepsHalfPrecisionValues) {
+  test::TempDir tmp;
+  auto model = load_causal_lm(fixture("llama_tiny").string(), LoadOptions{});
+  SaveOptions so;
+  so.dtype = at::kHalf;
+  save_causal_lm(*model, tmp.path(), so);
+  EXPECT_EQ(SafetensorsFile(tmp.path() / "model.safetensors").tensors().front().dtype, StDtype::kF16);
+  auto back = load_causal_lm(tmp.path().string(), LoadOptions{});
+  auto a = model->named_parameters(), b = back->named_parameters();
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i)
+    EXPECT_TRUE(at::equal(a[i].tensor->to(at::kHalf).to(at::kFloat), *b[i].tensor)) << a[i].name;
+}
+
+TEST(ModelIo, LoraDropoutOnlyWhileTraining) {
+  auto model = load_causal_lm(fixture("qwen2_tiny").string(), LoadOptions{});
+  LoraConfig cfg;
+  cfg.rank = 4;
+  cfg.dropout = 0.5;
+  apply_lora(*model, cfg);
+  for (auto& p : lora_parameters(*model)) perturb(*p.tensor, 0.3, 3);
+  auto ids = load_ref("qwen2_ref.safetensors").at("input_ids");
+  auto eval1 = model->forward(ids), eval2 = model->forward(ids);
+  EXPECT_TRUE(at::equal(eval1, eval2));
+  model->set_training(true);
+  EXPECT_FALSE(at::allclose(model->forward(ids), eval1));
+}
+
 TEST(ModelIo, MisalignedOffsetsReadCorrectly) {
   test::TempDir tmp;
   // One I8 tensor of 3 bytes first, so the F32 tensor after it starts at an odd offset.
