@@ -7,6 +7,7 @@
 
 #include "lf/common/error.h"
 #include "lf/common/hash.h"
+#include "parquet_reader.h"
 
 namespace lf {
 namespace fs = std::filesystem;
@@ -129,15 +130,7 @@ std::vector<fs::path> list_data_files(const fs::path& path) {
     LF_CHECK(e == ext, ConfigError,
              "dataset folder {} mixes file types ({} and {}); LLaMA-Factory requires one type",
              path.string(), ext, e);
-    if (e == "parquet") {
-#ifndef LF_WITH_PARQUET
-      LF_THROW(ConfigError,
-               "{} is a Parquet file, but this lf-train was built without Parquet support; "
-               "rebuild with -DLF_WITH_PARQUET=ON (needs Apache Arrow/Parquet C++), or convert "
-               "the data to JSON Lines",
-               f.string());
-#endif
-    }
+    if (e == "parquet" && !parquet_supported()) read_parquet_records(f);  // throws, naming the option
     LF_CHECK(e == "json" || e == "jsonl" || e == "parquet", ConfigError,
              "dataset file {} has type '{}'; lf-train reads json, jsonl and parquet", f.string(), e);
   }
@@ -148,7 +141,7 @@ DataFile read_data_file(const fs::path& file) {
   DataFile df;
   df.path = file;
   LF_CHECK(extension(file) != "parquet", ConfigError,
-           "{}: Parquet reading is not implemented in this build (LF_WITH_PARQUET)", file.string());
+           "{}: Parquet files are read with read_parquet_records, not as text", file.string());
   df.text = read_all(file);
   size_t first = 0;
   while (first < df.text.size() && is_ws(df.text[first])) ++first;

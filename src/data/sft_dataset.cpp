@@ -15,6 +15,7 @@
 #include "lf/data/dataset_info.h"
 #include "numpy_random.h"
 #include "parallel.h"
+#include "parquet_reader.h"
 #include "record_reader.h"
 
 namespace lf {
@@ -31,24 +32,38 @@ std::string template_of(const DataArgs& args) {
   return args.template_name.empty() ? "empty" : args.template_name;
 }
 
+// Record order after num_samples: LLaMA-Factory samples with numpy's global
+// RNG (not reproducible); here a seeded permutation, repeated when
+// num_samples exceeds the record count.
+std::vector<size_t> record_order(size_t n, const DatasetAttr& attr, const DataArgs& args) {
+  std::vector<size_t> order(n);
+  std::iota(order.begin(), order.end(), 0);
+  if (!attr.num_samples) return order;
+  std::mt19937_64 rng(args.seed);
+  std::shuffle(order.begin(), order.end(), rng);
+  const size_t want = static_cast<size_t>(*attr.num_samples);
+  std::vector<size_t> picked;
+  while (picked.size() < want && !order.empty())
+    for (size_t i = 0; i < order.size() && picked.size() < want; ++i) picked.push_back(order[i]);
+  return picked;
+}
+
 std::vector<Example> read_dataset(const DatasetAttr& attr, const DataArgs& args) {
   std::vector<Example> out;
   for (const fs::path& file : list_data_files(attr.path)) {
-    DataFile df = read_data_file(file);
-    std::vector<size_t> order(df.records.size());
-    std::iota(order.begin(), order.end(), 0);
-    if (attr.num_samples) {
-      // LLaMA-Factory samples with numpy's global RNG (not reproducible);
-      // here: a seeded permutation, repeated when num_samples > records.
-      std::mt19937_64 rng(args.seed);
-      std::shuffle(order.begin(), order.end(), rng);
-      std::vector<size_t> picked;
-      while (picked.size() < static_cast<size_t>(*attr.num_samples) && !order.empty())
-        for (size_t i = 0; i < order.size() && picked.size() < static_cast<size_t>(*attr.num_samples); ++i)
-          picked.push_back(order[i]);
-      order = std::move(picked);
+    const size_t base = out.size();
+    if (file.extension() == ".parquet") {
+      std::vector<nlohmann::json> rows = read_parquet_records(file);
+      const std::vector<size_t> order = record_order(rows.size(), attr, args);
+      out.resize(base + order.size());
+      parallel_for(order.size(), args.preprocessing_num_workers, [&](size_t k) {
+        convert_record(rows[order[k]], attr, fmt::format("{}:row {}", file.string(), order[k] + 1),
+                       out[base + k]);
+      });
+      continue;
     }
-    size_t base = out.size();
+    DataFile df = read_data_file(file);
+    const std::vector<size_t> order = record_order(df.records.size(), attr, args);
     out.resize(base + order.size());
     parallel_for(order.size(), args.preprocessing_num_workers, [&](size_t k) {
       const RecordSpan& span = df.records[order[k]];

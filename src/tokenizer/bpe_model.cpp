@@ -136,7 +136,9 @@ void BpeModel::initial_symbols(std::string_view piece, std::vector<Symbol>& symb
     spelled_storage = byte_level::map(piece);
     s = spelled_storage;
   }
-  std::optional<std::pair<int32_t, int32_t>> unk;  // (id, len) pending, for fuse_unk
+  // A pending unk (id, byte length), held back so fuse_unk can extend it.
+  bool unk_pending = false;
+  int32_t unk_len = 0;
   std::string key;
   size_t i = 0;
   while (i < s.size()) {
@@ -153,9 +155,9 @@ void BpeModel::initial_symbols(std::string_view piece, std::vector<Symbol>& symb
     }
     int32_t byte_len = static_cast<int32_t>(ch.size());
     if (auto it = vocab_.find(lookup); it != vocab_.end()) {
-      if (unk) {
-        add(unk->first, unk->second);
-        unk.reset();
+      if (unk_pending) {
+        add(*unk_id_, unk_len);
+        unk_pending = false;
       }
       add(it->second, byte_len);
       continue;
@@ -171,15 +173,16 @@ void BpeModel::initial_symbols(std::string_view piece, std::vector<Symbol>& symb
       }
     }
     if (unk_id_) {
-      if (unk && options_.fuse_unk) {
-        unk->second += byte_len;
+      if (unk_pending && options_.fuse_unk) {
+        unk_len += byte_len;
       } else {
-        if (unk) add(unk->first, unk->second);
-        unk = std::make_pair(*unk_id_, byte_len);
+        if (unk_pending) add(*unk_id_, unk_len);
+        unk_pending = true;
+        unk_len = byte_len;
       }
     }
   }
-  if (unk) add(unk->first, unk->second);
+  if (unk_pending) add(*unk_id_, unk_len);
   if (!symbols.empty()) symbols.back().next = -1;
 }
 

@@ -86,12 +86,22 @@ TEST_F(BadData, SharegptConversationEndingWithUser) {
   EXPECT_NE(error_of({"sg"}).find("must end with an assistant turn"), std::string::npos);
 }
 
+#ifndef LF_HAVE_PARQUET
 TEST_F(BadData, ParquetNeedsTheBuildOption) {
   fs::create_directories(dir / "shards");
   test::write_file(dir / "shards" / "part-00000.parquet", "PAR1");
   std::string msg = error_of({"pq"});
   EXPECT_NE(msg.find("LF_WITH_PARQUET"), std::string::npos) << msg;
 }
+#else
+TEST_F(BadData, CorruptParquetShardIsNamed) {
+  fs::create_directories(dir / "shards");
+  test::write_file(dir / "shards" / "part-00000.parquet", "PAR1 not really");
+  std::string msg = error_of({"pq"});
+  EXPECT_NE(msg.find("part-00000.parquet"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("Parquet"), std::string::npos) << msg;
+}
+#endif
 
 TEST_F(BadData, MissingDataFile) {
   EXPECT_NE(error_of({"alp"}).find("not found"), std::string::npos);

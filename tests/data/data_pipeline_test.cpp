@@ -176,3 +176,39 @@ TEST(DataPipeline, ValSizeTakesNumpysFirstIndicesAsEval) {
 
 }  // namespace
 }  // namespace lf
+
+#ifdef LF_HAVE_PARQUET
+namespace lf {
+namespace {
+
+void expect_same_examples(const std::vector<Example>& a, const std::vector<Example>& b) {
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].system, b[i].system) << i;
+    ASSERT_EQ(a[i].prompt.size(), b[i].prompt.size()) << i;
+    for (size_t k = 0; k < a[i].prompt.size(); ++k) {
+      EXPECT_EQ(a[i].prompt[k].content, b[i].prompt[k].content) << i;
+      EXPECT_EQ(a[i].prompt[k].role, b[i].prompt[k].role) << i;
+    }
+    ASSERT_EQ(a[i].response.size(), b[i].response.size()) << i;
+    if (!a[i].response.empty()) {
+      EXPECT_EQ(a[i].response[0].content, b[i].response[0].content) << i;
+    }
+  }
+}
+
+// Parquet shards (folder of part-*.parquet) and single files read to the same
+// examples as their JSON twins.
+TEST(DataParquet, ShardsAndFilesMatchJson) {
+  LF_REQUIRE_ASSETS();
+  DataArgs a = fixture_args("alpaca_samples");
+  expect_same_examples(load_examples(a, {"alpaca_samples_parquet"}), load_examples(a, {"alpaca_samples"}));
+  expect_same_examples(load_examples(a, {"sharegpt_samples_parquet"}),
+                       load_examples(a, {"sharegpt_samples"}));
+  auto ex = load_examples(a, {"alpaca_samples_parquet"});
+  EXPECT_NE(ex[6].origin.find("part-00001.parquet:row 1"), std::string::npos) << ex[6].origin;
+}
+
+}  // namespace
+}  // namespace lf
+#endif
