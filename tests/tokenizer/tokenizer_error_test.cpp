@@ -79,3 +79,30 @@ TEST(TokenizerErrors, InvalidUtf8TextIsRejected) {
 
 }  // namespace
 }  // namespace lf
+
+namespace lf {
+namespace {
+
+// Reference ids from PyPI `tokenizers` 0.22 for the same tokenizer.json:
+// unknown chars, fuse_unk, and byte_fallback interleaving (HF emits a pending
+// unk only when the next known char arrives, even across byte-fallback bytes).
+TEST(TokenizerUnk, FuseUnkAndByteFallbackOrderMatchHf) {
+  for (bool fuse : {true, false}) {
+    fs::path d = temp_dir(fuse ? "unk_fuse" : "unk_nofuse");
+    write(d / "tokenizer.json",
+          std::string(R"({"model": {"type": "BPE", "vocab": {"<unk>": 0, "a": 1, "b": 2, "ab": 3, "<0x78>": 4},
+              "merges": ["a b"], "unk_token": "<unk>", "byte_fallback": true, "fuse_unk": )") +
+              (fuse ? "true" : "false") + "}}");
+    Tokenizer tok = Tokenizer::load(d);
+    if (fuse) {
+      EXPECT_EQ(tok.encode("axyzbab"), (std::vector<int32_t>{1, 4, 0, 2, 3}));
+      EXPECT_EQ(tok.encode("yyxyab"), (std::vector<int32_t>{4, 0, 3}));
+    } else {
+      EXPECT_EQ(tok.encode("axyzbab"), (std::vector<int32_t>{1, 4, 0, 0, 2, 3}));
+      EXPECT_EQ(tok.encode("yyxyab"), (std::vector<int32_t>{0, 4, 0, 0, 3}));
+    }
+  }
+}
+
+}  // namespace
+}  // namespace lf
