@@ -7,6 +7,7 @@
 #include <mutex>
 
 #include "lf/common/error.h"
+#include "lf/model/checkpointing.h"
 
 namespace lf::model {
 namespace {
@@ -93,7 +94,8 @@ at::Tensor CausalLM::head(const at::Tensor& hidden) const {
 at::Tensor CausalLM::forward(const at::Tensor& input_ids, const at::Tensor& position_ids) const {
   auto x = embed(input_ids);
   const auto r = rope(input_ids.size(1), position_ids);
-  for (const auto& l : layers_) x = l.forward(x, r, training_);
+  const bool checkpoint = gradient_checkpointing_ && c10::GradMode::is_enabled();
+  for (const auto& l : layers_) x = checkpoint ? checkpointed_layer_forward(l, x, r, training_) : l.forward(x, r, training_);
   return head(x);
 }
 

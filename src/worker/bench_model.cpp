@@ -61,6 +61,7 @@ std::string run_bench_model(const BenchModelOptions& o) {
   auto m = model::load_causal_lm(o.model_config, lo);
   m->set_compute_dtype(model::scalar_type_from_name(o.compute_dtype));
   m->set_training(true);
+  m->set_gradient_checkpointing(o.gradient_checkpointing);
   std::vector<at::Tensor> trainable;
   if (lora) {
     model::LoraConfig lc;
@@ -128,6 +129,7 @@ std::string run_bench_model(const BenchModelOptions& o) {
       {"param_dtype", model::scalar_type_name(lo.param_dtype)},
       {"compute_dtype", model::scalar_type_name(m->compute_dtype())},
       {"optimizer", o.optimizer},
+      {"ckpt", o.gradient_checkpointing},
       {"params", n_params},
       {"trainable", n_train},
       {"init_s", std::round(init_s * 10) / 10},

@@ -33,6 +33,10 @@ class CausalLM {
   c10::ScalarType compute_dtype() const { return compute_dtype_; }
   void set_training(bool training) { training_ = training; }
   bool training() const { return training_; }
+  // forward() wraps each decoder layer in checkpointed_layer_forward (checkpointing.h)
+  // while autograd is on: activation memory of one layer instead of all of them.
+  void set_gradient_checkpointing(bool on) { gradient_checkpointing_ = on; }
+  bool gradient_checkpointing() const { return gradient_checkpointing_; }
 
   at::Tensor embed(const at::Tensor& input_ids) const;  // [B,T] int64 -> [B,T,C]
   // position_ids [B,T] (packed sequences) or undefined for 0..T-1.
@@ -53,6 +57,7 @@ class CausalLM {
   ModelConfig config_;
   c10::ScalarType compute_dtype_;
   bool training_ = false;
+  bool gradient_checkpointing_ = false;
   at::Tensor embed_tokens_;  // [V,C]
   std::vector<DecoderLayer> layers_;
   RmsNorm norm_;

@@ -1,0 +1,54 @@
+#include "lf/model/checkpointing.h"
+
+#include <ATen/ATen.h>
+#include <torch/csrc/autograd/autograd.h>
+#include <torch/csrc/autograd/custom_function.h>
+
+namespace lf::model {
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+struct LayerCheckpoint : public torch::autograd::Function<LayerCheckpoint> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const DecoderLayer* layer,
+                            const RopeTables* rope, bool training) {
+    // Autograd is off here (Function::apply): nothing inside the layer is saved.
+    auto gen = at::globalContext().defaultGenerator(x.device());
+    ctx->saved_data["rng"] = gen.get_state();
+    ctx->saved_data["layer"] = reinterpret_cast<int64_t>(layer);
+    ctx->saved_data["cos"] = rope->cos;
+    ctx->saved_data["sin"] = rope->sin;
+    ctx->saved_data["training"] = training;
+    ctx->save_for_backward({x});
+    return layer->forward(x, *rope, training);
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grad_out) {
+    const auto x = ctx->get_saved_variables()[0];
+    const auto* layer = reinterpret_cast<const DecoderLayer*>(ctx->saved_data["layer"].toInt());
+    const RopeTables rope{ctx->saved_data["cos"].toTensor(), ctx->saved_data["sin"].toTensor()};
+    auto gen = at::globalContext().defaultGenerator(x.device());
+    const auto now = gen.get_state();
+    gen.set_state(ctx->saved_data["rng"].toTensor());
+    auto input = x.detach().requires_grad_(true);
+    at::Tensor y;
+    {
+      at::AutoGradMode enable(true);
+      y = layer->forward(input, rope, ctx->saved_data["training"].toBool());
+    }
+    gen.set_state(now);
+    torch::autograd::backward({y}, {grad_out[0]});
+    return {input.grad(), at::Tensor(), at::Tensor(), at::Tensor()};
+  }
+};
+
+}  // namespace
+
+at::Tensor checkpointed_layer_forward(const DecoderLayer& layer, const at::Tensor& x, const RopeTables& rope,
+                                      bool training) {
+  const at::Tensor input = x.requires_grad() ? x : x.detach().requires_grad_(true);
+  return LayerCheckpoint::apply(input, &layer, &rope, training);
+}
+
+}  // namespace lf::model
