@@ -30,8 +30,8 @@ void run_preview(const std::filesystem::path& config, int n, const std::vector<s
                  std::ostream& out, bool color) {
   DataArgs args = load_data_args(config, overrides);
   Tokenizer tok = load_tokenizer_for(args);
-  const std::string tmpl_name = args.template_name.empty() ? "empty" : args.template_name;
-  ChatTemplate tmpl(tmpl_name, tok, args.default_system);
+  ChatTemplate tmpl = resolve_template(args, tok);
+  const std::string tmpl_name = tmpl.spec().name;
   DataArgs small = args;
   small.max_samples = std::max<int64_t>(n, 0);
   small.packing = false;  // show examples, not packs

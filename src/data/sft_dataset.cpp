@@ -1,8 +1,17 @@
 #include "lf/data/sft_dataset.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
 #include <cmath>
+#include <cstring>
+#include <thread>
 #include <nlohmann/json.hpp>
 #include <numeric>
 #include <random>
@@ -31,6 +40,42 @@ constexpr size_t kPackBatch = 1000;
 std::string template_of(const DataArgs& args) {
   return args.template_name.empty() ? "empty" : args.template_name;
 }
+
+// An exclusive flock on dir/.lock, polled until `timeout_s`.
+class CacheLock {
+ public:
+  CacheLock(const fs::path& dir, double timeout_s) {
+    fs::create_directories(dir);
+    const fs::path file = dir / ".lock";
+    fd_ = ::open(file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    LF_CHECK(fd_ >= 0, ConfigError, "cannot create {}: {}", file.string(), std::strerror(errno));
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+    bool logged = false;
+    while (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+      if (!logged) {
+        spdlog::info("waiting for another process tokenizing into {}", dir.string());
+        logged = true;
+      }
+      if (std::chrono::steady_clock::now() > deadline) {
+        ::close(fd_);
+        LF_THROW(TimeoutError,
+                 "waited {:.0f} s for the lock on {} held by another process tokenizing the "
+                 "dataset; if none is running, delete the lock file",
+                 timeout_s, file.string());
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+  }
+  ~CacheLock() {
+    ::flock(fd_, LOCK_UN);
+    ::close(fd_);
+  }
+  CacheLock(const CacheLock&) = delete;
+  CacheLock& operator=(const CacheLock&) = delete;
+
+ private:
+  int fd_ = -1;
+};
 
 // Record order after num_samples: LLaMA-Factory samples with numpy's global
 // RNG (not reproducible); here a seeded permutation, repeated when
@@ -145,12 +190,25 @@ std::vector<EncodedExample> encode_examples(const std::vector<Example>& examples
   return out;
 }
 
-SftData load_sft_data(const DataArgs& args, const Tokenizer& tokenizer) {
+ChatTemplate resolve_template(const DataArgs& args, const Tokenizer& tokenizer) {
+  LF_CHECK(!args.template_name.empty() || !tokenizer.has_chat_template(), ConfigError,
+           "`template:` is not set and the tokenizer at {} has a chat_template; LLaMA-Factory "
+           "would parse that Jinja template, lf-train needs the name: set template: to one of {}",
+           tokenizer.source().string(), fmt::join(ChatTemplate::names(), ", "));
+  return ChatTemplate(template_of(args), tokenizer, args.default_system);
+}
+
+SftData load_sft_data(const DataArgs& args, const Tokenizer& tokenizer, double lock_timeout_s) {
   SftData data;
   const fs::path cache_dir = args.tokenized_path.empty() ? fs::path() : args.resolve(args.tokenized_path);
   data.cache_key = sft_cache_key(args, tokenizer);
+  ChatTemplate tmpl = resolve_template(args, tokenizer);
+  data.pad_id = tmpl.pad_id();
+  data.eos_id = tmpl.eos_id();
   const bool want_eval = args.val_size > 1e-6 || !args.eval_dataset.empty();
+  std::unique_ptr<CacheLock> lock;
   if (!cache_dir.empty()) {
+    lock = std::make_unique<CacheLock>(cache_dir, lock_timeout_s);
     auto train = TokenizedDataset::load(cache_dir / "train.lftok", data.cache_key);
     auto eval = want_eval ? TokenizedDataset::load(cache_dir / "eval.lftok", data.cache_key)
                           : std::optional<TokenizedDataset>(TokenizedDataset());
@@ -167,7 +225,6 @@ SftData load_sft_data(const DataArgs& args, const Tokenizer& tokenizer) {
                    "re-tokenizing", cache_dir.string());
   }
 
-  ChatTemplate tmpl(template_of(args), tokenizer, args.default_system);
   std::vector<Example> train = load_examples(args, args.dataset);
   const size_t read = train.size();
   std::vector<Example> eval;

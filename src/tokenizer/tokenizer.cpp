@@ -175,6 +175,7 @@ std::optional<int32_t> Tokenizer::bos_id() const { return impl_->bos_id; }
 std::optional<int32_t> Tokenizer::eos_id() const { return impl_->eos_id; }
 std::optional<int32_t> Tokenizer::pad_id() const { return impl_->pad_id; }
 bool Tokenizer::add_bos_token() const { return impl_->add_bos_token; }
+bool Tokenizer::has_chat_template() const { return impl_->has_chat_template; }
 uint64_t Tokenizer::fingerprint() const { return impl_->fingerprint; }
 const fs::path& Tokenizer::source() const { return impl_->source; }
 

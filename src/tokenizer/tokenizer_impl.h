@@ -36,6 +36,7 @@ struct Tokenizer::Impl {
   // From tokenizer_config.json, for TokenizerFlavor::kTransformers.
   std::string tokenizer_class;
   bool legacy = true;
+  bool has_chat_template = false;
   std::optional<bool> add_prefix_space;
 
   void encode_into(std::string_view text, std::vector<int32_t>& ids) const;

@@ -3,6 +3,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "data_test_util.h"
+#include "lf/common/error.h"
 #include "lf/data/chat_template.h"
 #include "lf/data/data_args.h"
 #include "lf/data/sft_dataset.h"
@@ -212,3 +213,40 @@ TEST(DataParquet, ShardsAndFilesMatchJson) {
 }  // namespace
 }  // namespace lf
 #endif
+
+#include <thread>
+
+namespace lf {
+namespace {
+
+TEST(DataPipeline, ConcurrentLoadersTokenizeOnceAndShareTheCache) {
+  LF_REQUIRE_ASSETS();
+  fs::path dir = test::temp_dir("lock");
+  DataArgs a = fixture_args("alpaca_samples,sharegpt_samples");
+  a.tokenized_path = (dir / "tok").string();
+  Tokenizer tok = load_tokenizer_for(a);
+  SftData r1, r2;
+  std::thread t1([&] { r1 = load_sft_data(a, tok); });
+  std::thread t2([&] { r2 = load_sft_data(a, tok); });
+  t1.join();
+  t2.join();
+  EXPECT_NE(r1.from_cache, r2.from_cache);  // exactly one tokenized
+  EXPECT_EQ(r1.train.num_tokens(), r2.train.num_tokens());
+  EXPECT_EQ(r1.pad_id, 151643);
+  EXPECT_EQ(r2.eos_id, 151645);
+}
+
+TEST(DataPipeline, UnsetTemplateWithChatTemplateTokenizerAsksForAName) {
+  LF_REQUIRE_ASSETS();
+  DataArgs a = fixture_args("alpaca_samples");
+  a.template_name.clear();
+  try {
+    resolve_template(a, load_tokenizer_for(a));
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("`template:` is not set"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace lf

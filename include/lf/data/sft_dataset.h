@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "lf/data/chat_template.h"
 #include "lf/data/data_args.h"
 #include "lf/data/example.h"
 #include "lf/data/tokenized_dataset.h"
@@ -17,9 +18,16 @@ namespace lf {
 struct SftData {
   TokenizedDataset train;
   TokenizedDataset eval;  // empty unless val_size or eval_dataset
+  int32_t pad_id = 0;     // LLaMA-Factory's pad token (eos when the tokenizer has none)
+  int32_t eos_id = 0;     // after the template's replace_eos
   uint64_t cache_key = 0;
   bool from_cache = false;
 };
+
+// The template `args` names; unset is "empty" as in LLaMA-Factory, except that
+// a tokenizer with a Jinja chat_template is an error (LLaMA-Factory would parse
+// that template; lf-train asks for an explicit name instead).
+ChatTemplate resolve_template(const DataArgs& args, const Tokenizer& tokenizer);
 
 // Converted examples of `names` (dataset_info.json order, max_samples each,
 // concatenated). Throws ConfigError with file:line for malformed records.
@@ -34,7 +42,10 @@ uint64_t sft_cache_key(const DataArgs& args, const Tokenizer& tokenizer);
 
 // Loads the cache when its key matches, else tokenizes (on all cores) and,
 // if tokenized_path is set, writes it. Throws ConfigError on an empty result.
-SftData load_sft_data(const DataArgs& args, const Tokenizer& tokenizer);
+// Processes sharing tokenized_path (ranks of one node, or all nodes on a shared
+// filesystem with flock) serialize on tokenized_path/.lock: the first one
+// tokenizes, the others wait (up to `lock_timeout_s`) and load its cache.
+SftData load_sft_data(const DataArgs& args, const Tokenizer& tokenizer, double lock_timeout_s = 3600);
 
 // Tokenizes already-converted examples (no cache, no split).
 std::vector<EncodedExample> encode_examples(const std::vector<Example>& examples,

@@ -54,6 +54,9 @@ class Tokenizer {
   std::optional<int32_t> pad_id() const;
   // tokenizer_config.json's add_bos_token (HF's slow-tokenizer flag), default false.
   bool add_bos_token() const;
+  // tokenizer_config.json carries a Jinja chat_template (LLaMA-Factory would
+  // derive a template from it when `template:` is unset).
+  bool has_chat_template() const;
 
   // Stable hash of the files that define the ids (for cache keys).
   uint64_t fingerprint() const;
