@@ -3,33 +3,19 @@
 #include <fmt/format.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <string>
+#include <vector>
 
 #include "launch_command.h"
+#include "train_command.h"
 #include "lf/common/error.h"
 #include "lf/common/log.h"
 #include "lf/common/version.h"
 #if LF_HAVE_DATA_COMMANDS
 #include "lf/data/commands.h"
 #endif
-
-namespace {
-
-bool looks_like_config(const std::string& arg) {
-  auto ends_with = [&](const char* s) {
-    std::string suffix(s);
-    return arg.size() >= suffix.size() && arg.compare(arg.size() - suffix.size(), suffix.size(), suffix) == 0;
-  };
-  return ends_with(".yaml") || ends_with(".yml") || ends_with(".json");
-}
-
-[[noreturn]] void training_not_available(const std::string& config) {
-  LF_THROW(lf::ConfigError,
-           "training ({}) is not available in this build yet: the trainer (lf-worker) lands with the trainer issue. "
-           "`lf-train launch -- CMD` runs any torchrun-style program today", config);
-}
-
-}  // namespace
 
 int main(int argc, char** argv) {
   // Writes to a closed pipe (a console that went away) are errors, not deaths.
@@ -44,14 +30,13 @@ int main(int argc, char** argv) {
   lf::add_tokenize_command(app);
   lf::add_preview_command(app);
 #endif
-  auto* train = app.add_subcommand("train", "Train from a LLaMA-Factory YAML (lf-train train CONFIG.yaml [key=value ...])");
-  std::vector<std::string> train_args;
-  train->add_option("args", train_args, "CONFIG.yaml [key=value ...]")->required();
-  train->callback([&] { training_not_available(train_args.front()); });
+  lf::add_train_command(app);
   try {
-    // `lf-train CONFIG.yaml ...` is `lf-train train CONFIG.yaml ...`.
-    if (argc >= 2 && looks_like_config(argv[1])) training_not_available(argv[1]);
-    app.parse(argc, argv);
+    // `lf-train CONFIG.yaml ...` is `lf-train train CONFIG.yaml ...` (LLaMA-Factory's two spellings).
+    std::vector<std::string> args(argv + 1, argv + argc);
+    if (!args.empty() && lf::looks_like_config_path(argv[1])) args.insert(args.begin(), "train");
+    std::reverse(args.begin(), args.end());  // CLI11 takes the vector form reversed
+    app.parse(args);
     if (!app.get_subcommands().size()) {
       std::fputs(app.help().c_str(), stdout);
       return lf::kExitConfig;

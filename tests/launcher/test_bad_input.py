@@ -178,10 +178,3 @@ def test_bad_nnodes_and_node_rank_values(tmp_path, agents):
         agents.append(a)
         assert a.wait(10) == EXIT_CONFIG
         assert expected in a.err
-
-
-def test_training_config_gives_a_clear_message_until_the_trainer_lands(tmp_path):
-    import subprocess
-    from harness import LF_TRAIN
-    r = subprocess.run([LF_TRAIN, "configs/qwen7b.yaml"], capture_output=True, text=True)
-    assert r.returncode == EXIT_CONFIG and "not available in this build yet" in r.stderr

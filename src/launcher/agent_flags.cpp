@@ -1,0 +1,81 @@
+#include "agent_flags.h"
+
+#include <CLI/CLI.hpp>
+
+#include "lf/common/env.h"
+#include "lf/common/error.h"
+
+namespace lf {
+
+// "N" or "MIN:MAX" (torchrun's --nnodes).
+std::pair<int64_t, int64_t> parse_nnodes(const std::string& s) {
+  auto parse = [&](const std::string& part) {
+    size_t used = 0;
+    int64_t v = 0;
+    try {
+      v = std::stoll(part, &used);
+    } catch (const std::exception&) {
+    }
+    LF_CHECK(used == part.size() && v >= 1, ConfigError, "--nnodes / NNODES '{}' must be N or MIN:MAX with N >= 1", s);
+    return v;
+  };
+  auto colon = s.find(':');
+  if (colon == std::string::npos) {
+    int64_t n = parse(s);
+    return {n, n};
+  }
+  int64_t lo = parse(s.substr(0, colon)), hi = parse(s.substr(colon + 1));
+  LF_CHECK(lo <= hi, ConfigError, "--nnodes {}: MIN must not exceed MAX", s);
+  return {lo, hi};
+}
+
+// Flags win; then LLaMA-Factory's variables; then defaults.
+void apply_environment(LaunchFlags& f) {
+  auto& o = f.opt;
+  auto nn = parse_nnodes(!f.nnodes.empty() ? f.nnodes : env_string("NNODES").value_or("1"));
+  o.min_nodes = nn.first;
+  o.max_nodes = nn.second;
+  o.node_rank = f.node_rank >= 0 ? f.node_rank : env_int("NODE_RANK").value_or(-1);
+  o.nproc = f.nproc > 0 ? f.nproc : env_int("NPROC_PER_NODE").value_or(1);
+  o.master_addr = !f.master_addr.empty() ? f.master_addr : env_string("MASTER_ADDR").value_or("127.0.0.1");
+  int64_t port = f.master_port > 0 ? f.master_port : env_int("MASTER_PORT").value_or(29500);
+  LF_CHECK(port > 0 && port < 65536, ConfigError, "MASTER_PORT {} is not a TCP port", port);
+  o.master_port = static_cast<uint16_t>(port);
+  o.max_restarts = f.max_restarts >= 0 ? f.max_restarts : env_int("MAX_RESTARTS").value_or(0);
+  o.rdzv_id = !f.rdzv_id.empty() ? f.rdzv_id : env_string("RDZV_ID").value_or("none");
+  o.token = env_string("LF_JOB_TOKEN").value_or("");
+  LF_CHECK(o.nproc >= 1, ConfigError, "--nproc-per-node / NPROC_PER_NODE must be >= 1, got {}", o.nproc);
+  LF_CHECK(o.node_rank < o.max_nodes, ConfigError, "NODE_RANK {} is out of range for NNODES {} (ranks 0..{})",
+           o.node_rank, o.max_nodes, o.max_nodes - 1);
+  LF_CHECK(!o.redirect || !o.log_dir.empty(), ConfigError, "--redirect needs --log-dir (where the output goes)");
+  o.host_server = o.node_rank == 0 || (o.node_rank < 0 && o.max_nodes == 1);
+}
+
+void add_timing_flags(CLI::App* cmd, double* join_timeout, double* hb_interval, double* hb_timeout) {
+  cmd->add_option("--join-timeout", *join_timeout, "Seconds to wait for every node to join (default 300)");
+  cmd->add_option("--heartbeat-interval", *hb_interval, "Seconds between heartbeats (default 0.5)");
+  cmd->add_option("--heartbeat-timeout", *hb_timeout,
+                  "Seconds of silence after which a node (or the server) counts as dead (default 3)");
+}
+
+void add_agent_flags(CLI::App* cmd, LaunchFlags& flags) {
+  auto& o = flags.opt;
+  cmd->add_option("--nnodes", flags.nnodes, "Number of nodes, N or MIN:MAX (env NNODES; default 1)");
+  cmd->add_option("--node-rank", flags.node_rank, "This node's rank (env NODE_RANK; default: by arrival)");
+  cmd->add_option("--nproc-per-node", flags.nproc, "Workers on this node (env NPROC_PER_NODE; default 1)");
+  cmd->add_option("--master-addr", flags.master_addr, "Rendezvous host, node 0 (env MASTER_ADDR; default 127.0.0.1)");
+  cmd->add_option("--master-port", flags.master_port, "Rendezvous port (env MASTER_PORT; default 29500)");
+  cmd->add_option("--max-restarts", flags.max_restarts, "Restarts of the whole job after a failure (env MAX_RESTARTS; default 0)");
+  cmd->add_option("--rdzv-id", flags.rdzv_id, "Job id, the same on every node (env RDZV_ID; default none)");
+  cmd->add_option("--log-dir", o.log_dir, "Write each rank's stdout/stderr under DIR/<rdzv-id>/attempt_<n>/<rank>/");
+  cmd->add_flag("--redirect", o.redirect, "Worker output to the log files only (needs --log-dir)");
+  cmd->add_flag("--tee")->description("Worker output to the console and the log files (the default with --log-dir)");
+  add_timing_flags(cmd, &o.join_timeout_s, &o.heartbeat_interval_s, &o.heartbeat_timeout_s);
+  cmd->add_option("--last-call", o.last_call_s, "With MIN:MAX nodes: seconds to wait for more once MIN joined (default 5)");
+  cmd->add_option("--stop-grace", o.stop_grace_s, "Seconds between SIGTERM and SIGKILL when stopping workers (default 5)");
+  cmd->add_option("--worker-heartbeat-timeout", o.worker_heartbeat_timeout_s,
+                  "A worker that heartbeated on LF_HEARTBEAT_FD and then goes silent this long counts as failed (0: off)");
+  cmd->add_option("--event-log", o.event_log, "Node 0: append the rendezvous server's events (JSON lines) to FILE");
+}
+
+}  // namespace lf

@@ -1,0 +1,73 @@
+"""`lf-train CONFIG.yaml [key=value ...]`: validated before any node waits, then every worker runs
+`lf-worker train CONFIG key=value ...` under the agent. lf-worker is stood in for by a script here
+(LF_WORKER_BIN), so this tests the launcher's side only."""
+import os, subprocess
+
+import pytest
+
+from harness import LF_TRAIN, Agent, free_port
+
+FAKE_WORKER = os.path.join(os.path.dirname(__file__), "progs", "fake_worker.sh")
+
+
+def write_config(tmp_path, extra="", name="cfg.yaml"):
+    model = tmp_path / "model"
+    model.mkdir(exist_ok=True)
+    (model / "config.json").write_text("{}")
+    cfg = tmp_path / name
+    cfg.write_text(f"model_name_or_path: {model}\ndataset: alpaca_demo\nreport_to: wandb\n{extra}")
+    return cfg
+
+
+def run(args, env=None):
+    e = dict(os.environ, LF_WORKER_BIN=FAKE_WORKER, MASTER_PORT=str(free_port()))
+    e.update(env or {})
+    return subprocess.run([LF_TRAIN, *args], capture_output=True, text=True, env=e, timeout=60)
+
+
+def test_config_runs_lf_worker_train_with_the_overrides_on_every_worker(tmp_path):
+    cfg = write_config(tmp_path)
+    for form in ([str(cfg)], ["train", str(cfg)]):
+        r = run(form + ["learning_rate=1e-4", "lora_rank=16"], env={"NPROC_PER_NODE": "2"})
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.count(f"WORKER_ARGS train {cfg} learning_rate=1e-4 lora_rank=16") == 2, r.stdout
+        assert "WORKER_RANK 0/2" in r.stdout and "WORKER_RANK 1/2" in r.stdout
+        assert "`report_to: wandb` has no effect" in r.stderr
+
+
+def test_bad_config_fails_before_spawning_anything(tmp_path):
+    cfg = write_config(tmp_path, "lora_rnak: 4\nquantization_bit: 4\n")
+    r = run([str(cfg)])
+    assert r.returncode == 2
+    assert "unknown key `lora_rnak`: did you mean lora_rank?" in r.stderr
+    assert "`quantization_bit: 4` is refused" in r.stderr
+    assert "WORKER_ARGS" not in r.stdout
+
+
+def test_model_that_is_not_a_local_folder_says_how_to_download(tmp_path):
+    cfg = tmp_path / "cfg.yaml"
+    cfg.write_text("model_name_or_path: Qwen/Qwen2.5-7B-Instruct\ndataset: x\n")
+    r = run([str(cfg)])
+    assert r.returncode == 2
+    assert "huggingface-cli download Qwen/Qwen2.5-7B-Instruct" in r.stderr
+
+
+def test_missing_config_and_bad_override(tmp_path):
+    r = run([str(tmp_path / "nope.yaml")])
+    assert r.returncode == 2 and "cannot read config" in r.stderr
+    r = run([str(write_config(tmp_path)), "learning_rate"])
+    assert r.returncode == 2 and "is not key=value" in r.stderr
+
+
+def test_nodes_with_different_effective_configs_are_refused(tmp_path):
+    cfg = write_config(tmp_path)
+    port = free_port()
+    env = {"LF_WORKER_BIN": FAKE_WORKER, "NNODES": "2", "MASTER_PORT": str(port)}
+    n0 = Agent([str(cfg), "seed=1"], env=dict(env, NODE_RANK="0"), tmp=str(tmp_path))
+    n1 = Agent([str(cfg), "seed=2"], env=dict(env, NODE_RANK="1"), tmp=str(tmp_path))
+    try:
+        assert n0.wait(20) == 10 and n1.wait(20) == 10
+        assert "command/config mismatch" in n1.err
+    finally:
+        n0.cleanup()
+        n1.cleanup()
