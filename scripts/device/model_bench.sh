@@ -3,6 +3,7 @@
 #   scripts/device/model_bench.sh [check] [ours] [eager] [compile]     (default: all four)
 # check   : bf16 logits of a random Qwen2.5-0.5B, lf-train vs transformers, same weights
 # ours    : lf-worker bench-model, 0.5B and 7B, LoRA and full, seq 2048, mbs 4
+# fused   : ours with --fused-loss (chunked head + CE), 0.5B LoRA/full and 7B LoRA
 # eager   : .deps/bench/hf_reference.py (the peer, copied by fetch_debs.sh), same shapes
 # compile : the same with --compile
 # Writes $OUT/model_bench.log and $OUT/model_results.jsonl ($OUT: the device tool's
@@ -45,6 +46,11 @@ for part in "${parts[@]}"; do
         else
           run "lf $m full" "$W" bench-model --model-config $cfg --mode full --seq $SEQ --mbs $MBS --steps $STEPS
         fi
+      done ;;
+    fused)
+      for mm in "0.5b lora" "0.5b full" "7b lora"; do
+        set -- $mm
+        run "lf $1 $2 fused-loss" "$W" bench-model --model-config configs/models/qwen2.5-$1.json --mode $2 --seq $SEQ --mbs $MBS --steps $STEPS --fused-loss
       done ;;
     eager|compile)
       flag=""; [[ $part == compile ]] && flag=--compile

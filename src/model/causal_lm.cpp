@@ -92,11 +92,15 @@ at::Tensor CausalLM::head(const at::Tensor& hidden) const {
 }
 
 at::Tensor CausalLM::forward(const at::Tensor& input_ids, const at::Tensor& position_ids) const {
+  return head(hidden_states(input_ids, position_ids));
+}
+
+at::Tensor CausalLM::hidden_states(const at::Tensor& input_ids, const at::Tensor& position_ids) const {
   auto x = embed(input_ids);
   const auto r = rope(input_ids.size(1), position_ids);
   const bool checkpoint = gradient_checkpointing_ && c10::GradMode::is_enabled();
   for (const auto& l : layers_) x = checkpoint ? checkpointed_layer_forward(l, x, r, training_) : l.forward(x, r, training_);
-  return head(x);
+  return x;
 }
 
 std::vector<NamedParam> CausalLM::named_parameters() {

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "lf/common/error.h"
+#include "lf/model/fused_loss.h"
 #include "lf/model/loader.h"
 #include "lf/model/lora.h"
 #include "lf/model/loss.h"
@@ -102,7 +103,8 @@ std::string run_bench_model(const BenchModelOptions& o) {
     auto ids = at::randint(0, cfg.vocab_size, {o.mbs, o.seq}, gen, ids_opts);
     device_synchronize(device);
     auto t = std::chrono::steady_clock::now();
-    auto loss = model::causal_lm_loss(m->forward(ids), ids);
+    auto loss = o.fused_loss ? model::causal_lm_loss_fused(*m, m->hidden_states(ids), ids)
+                             : model::causal_lm_loss(m->forward(ids), ids);
     loss.backward();
     if (opt) {
       opt->step();
@@ -130,6 +132,7 @@ std::string run_bench_model(const BenchModelOptions& o) {
       {"compute_dtype", model::scalar_type_name(m->compute_dtype())},
       {"optimizer", o.optimizer},
       {"ckpt", o.gradient_checkpointing},
+      {"fused_loss", o.fused_loss},
       {"params", n_params},
       {"trainable", n_train},
       {"init_s", std::round(init_s * 10) / 10},

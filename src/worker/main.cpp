@@ -28,6 +28,7 @@ int main(int argc, char** argv) {
   b->add_option("--lora-alpha", bench.lora_alpha);
   b->add_option("--device", bench.device, "auto | cuda | cpu");
   b->add_flag("--verbose", bench.verbose, "per-step loss and time on stderr");
+  b->add_flag("--fused-loss", bench.fused_loss, "chunked fused LM head + cross-entropy");
   b->add_flag("--ckpt", bench.gradient_checkpointing, "activation checkpointing per decoder layer");
 
   lf::worker::CheckLogitsOptions check;

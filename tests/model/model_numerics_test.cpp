@@ -2,6 +2,7 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include "lf/model/fused_loss.h"
 #include "lf/model/loader.h"
 #include "lf/model/lora.h"
 #include "lf/model/loss.h"
@@ -16,14 +17,20 @@ using test::rel_err;
 constexpr double kLogitsTol = 1e-4;
 constexpr double kGradRelTol = 1e-4;
 
-void check_full(const std::string& arch, bool checkpointing = false) {
+// fused_chunk > 0: the loss through causal_lm_loss_fused with that chunk size.
+void check_full(const std::string& arch, bool checkpointing = false, int64_t fused_chunk = 0) {
   auto model = load_causal_lm(fixture(arch + "_tiny").string(), LoadOptions{});
   model->set_gradient_checkpointing(checkpointing);
   auto ref = load_ref(arch + "_ref.safetensors");
   for (auto& p : model->named_parameters()) p.tensor->set_requires_grad(true);
-  auto logits = model->forward(ref.at("input_ids"));
-  EXPECT_LE(test::max_abs_diff(logits, ref.at("logits")), kLogitsTol);
-  auto loss = causal_lm_loss(logits, ref.at("labels"));
+  at::Tensor loss;
+  if (fused_chunk > 0) {
+    loss = causal_lm_loss_fused(*model, model->hidden_states(ref.at("input_ids")), ref.at("labels"), false, fused_chunk);
+  } else {
+    auto logits = model->forward(ref.at("input_ids"));
+    EXPECT_LE(test::max_abs_diff(logits, ref.at("logits")), kLogitsTol);
+    loss = causal_lm_loss(logits, ref.at("labels"));
+  }
   EXPECT_NEAR(loss.item<double>(), ref.at("loss").item<double>(), 1e-5);
   loss.backward();
   int checked = 0;
@@ -41,21 +48,33 @@ void check_full(const std::string& arch, bool checkpointing = false) {
 
 TEST(ModelNumerics, Qwen2LogitsAndEveryGradient) { check_full("qwen2"); }
 TEST(ModelNumerics, LlamaLlama3RopeLogitsAndEveryGradient) { check_full("llama"); }
+TEST(ModelNumerics, FusedChunkedHeadLossGivesTheSameGradients) {
+  check_full("qwen2", false, 5);  // tied head: its grad adds to the embedding's
+  check_full("llama", false, 5);
+  check_full("llama", true, 64);  // one chunk, with checkpointing
+}
+
 TEST(ModelNumerics, CheckpointedLayersGiveTheSameGradients) {
   check_full("qwen2", true);
   check_full("llama", true);
 }
 
-void check_lora(const std::string& arch, size_t expected_modules_per_layer, bool checkpointing = false) {
+void check_lora(const std::string& arch, size_t expected_modules_per_layer, bool checkpointing = false,
+                bool fused = false) {
   auto model = load_causal_lm(fixture(arch + "_tiny").string(), LoadOptions{});
   model->set_gradient_checkpointing(checkpointing);
   auto cfg = load_lora_adapter(*model, fixture(arch + "_lora_init"));
   auto ref = load_ref(arch + "_lora_ref.safetensors");
   auto lora = lora_parameters(*model);
   ASSERT_EQ(lora.size(), 2 * expected_modules_per_layer * model->num_layers());
-  auto logits = model->forward(ref.at("input_ids"));
-  EXPECT_LE(test::max_abs_diff(logits, ref.at("logits")), kLogitsTol);
-  auto loss = causal_lm_loss(logits, ref.at("labels"));
+  at::Tensor loss;
+  if (fused) {
+    loss = causal_lm_loss_fused(*model, model->hidden_states(ref.at("input_ids")), ref.at("labels"), false, 7);
+  } else {
+    auto logits = model->forward(ref.at("input_ids"));
+    EXPECT_LE(test::max_abs_diff(logits, ref.at("logits")), kLogitsTol);
+    loss = causal_lm_loss(logits, ref.at("labels"));
+  }
   EXPECT_NEAR(loss.item<double>(), ref.at("loss").item<double>(), 1e-5);
   loss.backward();
   for (auto& p : lora) {
@@ -70,6 +89,7 @@ void check_lora(const std::string& arch, size_t expected_modules_per_layer, bool
 TEST(ModelNumerics, Qwen2LoraAllTargetsMatchesPeft) { check_lora("qwen2", 7); }
 TEST(ModelNumerics, LlamaLoraListedTargetsMatchesPeft) { check_lora("llama", 2); }
 TEST(ModelNumerics, CheckpointedLoraOverFrozenBaseMatchesPeft) { check_lora("qwen2", 7, true); }
+TEST(ModelNumerics, FusedLossLoraOverFrozenHeadMatchesPeft) { check_lora("llama", 2, true, true); }
 
 TEST(ModelNumerics, CheckpointingReplaysLoraDropoutMasks) {
   // Same seed, dropout on: checkpointed and plain runs must give identical A/B grads.

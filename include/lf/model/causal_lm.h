@@ -45,6 +45,9 @@ class CausalLM {
   at::Tensor final_norm(const at::Tensor& hidden) const;
   const at::Tensor& lm_head_weight() const { return config_.tie_word_embeddings ? embed_tokens_ : lm_head_; }
   at::Tensor forward(const at::Tensor& input_ids, const at::Tensor& position_ids = {}) const;  // [B,T,V]
+  // The last decoder layer's output [B,T,C] (before the final norm): feed it to
+  // causal_lm_loss_fused (fused_loss.h) to never materialise [B,T,V] logits.
+  at::Tensor hidden_states(const at::Tensor& input_ids, const at::Tensor& position_ids = {}) const;
 
   // Every parameter with its HF name ("model.layers.0.self_attn.q_proj.weight"), base
   // weights first; a tied lm_head is not listed. LoRA weights are not listed here (lora.h).

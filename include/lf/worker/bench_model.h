@@ -21,6 +21,7 @@ struct BenchModelOptions {
   int64_t lora_rank = 16;
   double lora_alpha = 32;
   std::string device = "auto";
+  bool fused_loss = false;              // chunked head + CE (fused_loss.h)
   bool gradient_checkpointing = false;  // per decoder layer (hf_reference.py --ckpt)
   bool verbose = false;          // per-step loss and time on stderr
   double peak_tflops = 790;      // the measured bf16 GEMM ceiling of an H200 (shared/bench)
