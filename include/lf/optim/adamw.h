@@ -1,0 +1,62 @@
+#pragma once
+// AdamW as torch.optim.AdamW computes it (HF Trainer's default "adamw_torch"):
+//   p *= 1 - lr * wd;  m = lerp(m, g, 1 - b1);  v = b2 v + (1 - b2) g^2
+//   p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)
+// On CUDA the fused multi-tensor kernel (aten::_fused_adamw_) runs the same math.
+//
+// Ownership: holds shallow handles to the parameters (same TensorImpl as the
+// model's), so gradients are read from p.grad() and updates land in the model.
+// Parameters whose grad is undefined at step() are left untouched (as torch does).
+// Not thread-safe.
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace lf::optim {
+
+struct AdamWOptions {
+  double lr = 1e-3;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  bool fused = true;  // use aten::_fused_adamw_ on CUDA parameters
+};
+
+struct ParamGroup {
+  std::vector<at::Tensor> params;
+  double weight_decay = 0.0;
+};
+
+// HF's rule for which parameters decay: not biases and not norm weights (names
+// matching bias | layernorm | rmsnorm | (^|.)norm($|.) | _norm($|.), lower-cased).
+bool hf_decays(const std::string& hf_name);
+
+class AdamW {
+ public:
+  AdamW(std::vector<ParamGroup> groups, const AdamWOptions& options);
+
+  void set_lr(double lr) { options_.lr = lr; }
+  double lr() const { return options_.lr; }
+  // One update from the current gradients; steps() counts them.
+  void step();
+  void zero_grad();  // sets every grad to undefined (set_to_none, torch's default)
+  int64_t steps() const { return step_; }
+
+  const std::vector<ParamGroup>& groups() const { return groups_; }
+  // Moment buffers in group order (for checkpoints); created lazily at the first step.
+  std::vector<at::Tensor>& exp_avg() { return exp_avg_; }
+  std::vector<at::Tensor>& exp_avg_sq() { return exp_avg_sq_; }
+  void set_steps(int64_t steps) { step_ = steps; }
+
+ private:
+  void init_state();
+
+  std::vector<ParamGroup> groups_;
+  AdamWOptions options_;
+  int64_t step_ = 0;
+  std::vector<at::Tensor> exp_avg_, exp_avg_sq_;  // flat over groups
+};
+
+}  // namespace lf::optim

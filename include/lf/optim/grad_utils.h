@@ -1,0 +1,47 @@
+#pragma once
+// Gradient clipping on the global norm (torch.nn.utils.clip_grad_norm_) and
+// dynamic loss scaling for fp16 (torch.amp.GradScaler's defaults and rules).
+// Not thread-safe.
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <vector>
+
+namespace lf::optim {
+
+// The L2 norm over every defined grad of `params` (fp32), and, when max_norm > 0,
+// scales every grad by min(1, max_norm / (norm + 1e-6)). Returns the norm before
+// clipping (may be inf/nan; then the grads are scaled by nan, as torch does).
+double clip_grad_norm(const std::vector<at::Tensor>& params, double max_norm);
+
+struct LossScalerOptions {
+  double init_scale = 65536.0;
+  double growth_factor = 2.0;
+  double backoff_factor = 0.5;
+  int64_t growth_interval = 2000;
+};
+
+class DynamicLossScaler {
+ public:
+  explicit DynamicLossScaler(const LossScalerOptions& options = {}) : options_(options), scale_(options.init_scale) {}
+
+  double scale() const { return scale_; }
+  // Divides every grad by the scale in place; true when any grad holds inf/nan
+  // (the optimizer step must then be skipped).
+  bool unscale(const std::vector<at::Tensor>& params) const;
+  // After each optimizer step (taken or skipped): backoff on overflow, growth
+  // after growth_interval clean steps in a row.
+  void update(bool found_inf);
+  int64_t growth_tracker() const { return growth_tracker_; }
+  void set_state(double scale, int64_t growth_tracker) {
+    scale_ = scale;
+    growth_tracker_ = growth_tracker;
+  }
+
+ private:
+  LossScalerOptions options_;
+  double scale_;
+  int64_t growth_tracker_ = 0;
+};
+
+}  // namespace lf::optim

@@ -1,0 +1,29 @@
+#pragma once
+// Collation of tokenized examples into a padded micro-batch, as LLaMA-Factory's
+// SFT collator does it: right padding with the tokenizer's pad id, labels padded
+// with -100, length rounded up to a multiple (8 in LLaMA-Factory training).
+// Right padding + causal attention needs no attention mask: pad positions come
+// after every real token and carry no target.
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "lf/data/tokenized_dataset.h"
+
+namespace lf::train {
+
+struct Batch {
+  at::Tensor input_ids;  // [B,T] int64 (CPU)
+  at::Tensor labels;     // [B,T] int64, -100 = no target
+  int64_t num_targets = 0;  // labels[:, 1:] != -100: the tokens the loss sums over
+  int64_t num_tokens = 0;   // real (unpadded) input tokens
+};
+
+Batch collate(const TokenizedDataset& data, const std::vector<int64_t>& indices, int32_t pad_id,
+              int64_t pad_to_multiple_of = 8);
+
+// Number of target tokens of one example (its labels after the causal shift).
+int64_t num_targets(const TokenizedDataset& data, int64_t index);
+
+}  // namespace lf::train

@@ -1,0 +1,103 @@
+#pragma once
+// The single-process training loop with HF Trainer's semantics (DESIGN "Training
+// semantics"): epoch permutation from (seed, epoch), optimizer steps over global
+// batches, loss = sum of target-token CEs of the step / the step's target-token count,
+// AdamW with HF's decay groups, HF's lr schedules and warmup, global-norm clipping,
+// fp16 dynamic loss scaling, per-layer activation checkpointing, evaluation, HF /
+// LLaMA-Factory output files and checkpoint-N folders.
+//
+// The caller builds the model (dtype, LoRA) and the datasets; run_training()
+// (run_training.h) does that from a config. Not thread-safe; one device.
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "lf/common/error.h"
+#include "lf/config/train_config.h"
+#include "lf/data/tokenized_dataset.h"
+#include "lf/model/causal_lm.h"
+#include "lf/model/lora.h"
+#include "lf/optim/grad_utils.h"
+
+namespace lf::train {
+
+struct TrainerSetup {
+  config::TrainConfig config;
+  model::CausalLM* model = nullptr;
+  std::optional<model::LoraConfig> lora;  // set when the model carries LoRA weights (trains only them)
+  const TokenizedDataset* train = nullptr;
+  const TokenizedDataset* eval = nullptr;  // may be null or empty
+  int32_t pad_id = 0;
+  int64_t rank = 0;
+  int64_t world = 1;
+  // Source folder for tokenizer/config files copied next to saved weights (may be empty).
+  std::filesystem::path model_dir;
+  bool write_outputs = true;  // false: train in memory only (tests)
+  bool progress = true;       // progress bar / lines on stderr
+  int64_t loss_chunk_rows = 0;  // lm_head_loss_sum's chunk (0: automatic)
+  optim::LossScalerOptions loss_scaler;  // fp16 only (torch GradScaler defaults)
+};
+
+struct StepRecord {
+  int64_t step = 0;       // 1-based global step
+  double loss = 0;        // the step's loss (sum CE / target tokens)
+  double lr = 0;          // the lr this step used
+  double grad_norm = 0;   // before clipping (after unscaling under fp16)
+  double epoch = 0;       // HF's fractional epoch after the step
+  bool skipped = false;   // fp16 overflow: no update
+  double loss_scale = 1;  // fp16: the scale used by this step
+  int64_t num_targets = 0;
+  int64_t num_tokens = 0;
+};
+
+struct EvalRecord {
+  int64_t step = 0;
+  double eval_loss = 0;
+};
+
+struct TrainSummary {
+  std::vector<StepRecord> steps;
+  std::vector<EvalRecord> evals;
+  int64_t global_step = 0;
+  int64_t total_steps = 0;
+  int64_t warmup_steps = 0;
+  double train_loss = 0;  // mean of step losses (HF's train_loss)
+  double runtime_s = 0;
+  int64_t tokens_seen = 0;
+  double epoch = 0;
+};
+
+// NaN/inf training loss: stops the run; exit code kExitConfig (a learning rate or
+// data problem that a restart would reproduce).
+class NonFiniteLossError : public Error {
+ public:
+  explicit NonFiniteLossError(const std::string& what) : Error(what, kExitConfig) {}
+};
+
+// Total optimizer steps as HF computes them: max_steps when > 0, else
+// ceil(num_train_epochs x ceil(n / global_batch)).
+int64_t total_train_steps(const config::TrainConfig& config, int64_t num_examples, int64_t world);
+
+class Trainer {
+ public:
+  explicit Trainer(TrainerSetup setup);
+  ~Trainer();
+  Trainer(const Trainer&) = delete;
+  Trainer& operator=(const Trainer&) = delete;
+
+  TrainSummary train();
+  // Mean eval loss as HF's evaluate() reports it (per-batch token means weighted by batch size).
+  double evaluate();
+  // The adapter (LoRA) or the full model, plus tokenizer side files, into `dir`.
+  void save_model(const std::filesystem::path& dir);
+
+  struct State;
+
+ private:
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace lf::train

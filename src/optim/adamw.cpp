@@ -1,0 +1,90 @@
+#include "lf/optim/adamw.h"
+
+#include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+
+#include "lf/common/error.h"
+
+namespace lf::optim {
+
+bool hf_decays(const std::string& hf_name) {
+  std::string n = hf_name;
+  std::transform(n.begin(), n.end(), n.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  if (n.find("bias") != std::string::npos || n.find("layernorm") != std::string::npos ||
+      n.find("rmsnorm") != std::string::npos)
+    return false;
+  // (?:^|\.)norm(?:$|\.) and _norm(?:$|\.)
+  for (size_t pos = n.find("norm"); pos != std::string::npos; pos = n.find("norm", pos + 1)) {
+    const bool end_ok = pos + 4 == n.size() || n[pos + 4] == '.';
+    if (!end_ok) continue;
+    if (pos == 0 || n[pos - 1] == '.' || n[pos - 1] == '_') return false;
+  }
+  return true;
+}
+
+AdamW::AdamW(std::vector<ParamGroup> groups, const AdamWOptions& options)
+    : groups_(std::move(groups)), options_(options) {
+  for (const auto& g : groups_)
+    for (const auto& p : g.params)
+      LF_CHECK(p.defined() && p.is_floating_point(), ConfigError, "AdamW: parameters must be floating-point tensors");
+}
+
+void AdamW::init_state() {
+  if (!exp_avg_.empty()) return;
+  for (const auto& g : groups_)
+    for (const auto& p : g.params) {
+      exp_avg_.push_back(at::zeros_like(p, at::MemoryFormat::Preserve));
+      exp_avg_sq_.push_back(at::zeros_like(p, at::MemoryFormat::Preserve));
+    }
+}
+
+void AdamW::step() {
+  c10::NoGradGuard no_grad;
+  init_state();
+  ++step_;
+  const double lr = options_.lr, b1 = options_.beta1, b2 = options_.beta2, eps = options_.eps;
+  const double bias_correction1 = 1.0 - std::pow(b1, static_cast<double>(step_));
+  const double bias_correction2_sqrt = std::sqrt(1.0 - std::pow(b2, static_cast<double>(step_)));
+  const double step_size = lr / bias_correction1;
+  size_t k = 0;
+  for (const auto& g : groups_) {
+    // Fused path: every CUDA parameter of the group in one kernel launch.
+    std::vector<at::Tensor> fp, fg, fm, fv, fs;
+    for (const auto& p : g.params) {
+      auto& m = exp_avg_[k];
+      auto& v = exp_avg_sq_[k];
+      ++k;
+      const auto& grad = p.grad();
+      if (!grad.defined()) continue;
+      if (options_.fused && p.is_cuda()) {
+        fp.push_back(p);
+        fg.push_back(grad);
+        fm.push_back(m);
+        fv.push_back(v);
+        fs.push_back(at::full({}, static_cast<double>(step_), p.options().dtype(at::kFloat)));
+        continue;
+      }
+      // torch.optim.adamw._single_tensor_adamw, step for step.
+      p.mul_(1.0 - lr * g.weight_decay);
+      m.lerp_(grad, 1.0 - b1);
+      v.mul_(b2).addcmul_(grad, grad, 1.0 - b2);
+      auto denom = (v.sqrt() / bias_correction2_sqrt).add_(eps);
+      p.addcdiv_(m, denom, -step_size);
+    }
+    if (!fp.empty())
+      at::_fused_adamw_(fp, fg, fm, fv, {}, fs, lr, b1, b2, g.weight_decay, eps, /*amsgrad=*/false,
+                        /*maximize=*/false);
+  }
+}
+
+void AdamW::zero_grad() {
+  for (auto& g : groups_)
+    for (auto& p : g.params)
+      if (p.grad().defined()) p.mutable_grad() = at::Tensor();
+}
+
+}  // namespace lf::optim

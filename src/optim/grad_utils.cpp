@@ -1,0 +1,53 @@
+#include "lf/optim/grad_utils.h"
+
+#include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
+
+#include <algorithm>
+
+namespace lf::optim {
+
+double clip_grad_norm(const std::vector<at::Tensor>& params, double max_norm) {
+  c10::NoGradGuard no_grad;
+  std::vector<at::Tensor> grads;
+  for (const auto& p : params)
+    if (p.grad().defined()) grads.push_back(p.grad());
+  if (grads.empty()) return 0.0;
+  // torch: norm of the per-tensor norms (each in its grad's dtype, then fp32).
+  std::vector<at::Tensor> norms;
+  norms.reserve(grads.size());
+  for (const auto& g : grads) norms.push_back(at::linalg_vector_norm(g, 2).to(at::kFloat).to(grads[0].device()));
+  auto total = at::linalg_vector_norm(at::stack(norms), 2);
+  if (max_norm > 0) {
+    auto coef = at::clamp_max(max_norm / (total + 1e-6), 1.0);
+    for (auto& g : grads) g.mul_(coef.to(g.device()).to(g.scalar_type()));
+  }
+  return total.item<double>();
+}
+
+bool DynamicLossScaler::unscale(const std::vector<at::Tensor>& params) const {
+  c10::NoGradGuard no_grad;
+  const double inv = 1.0 / scale_;
+  bool found_inf = false;
+  for (const auto& p : params) {
+    auto g = p.grad();
+    if (!g.defined()) continue;
+    if (!found_inf && !at::isfinite(g).all().item<bool>()) found_inf = true;
+    g.mul_(inv);
+  }
+  return found_inf;
+}
+
+void DynamicLossScaler::update(bool found_inf) {
+  if (found_inf) {
+    scale_ *= options_.backoff_factor;
+    growth_tracker_ = 0;
+    return;
+  }
+  if (++growth_tracker_ == options_.growth_interval) {
+    scale_ *= options_.growth_factor;
+    growth_tracker_ = 0;
+  }
+}
+
+}  // namespace lf::optim

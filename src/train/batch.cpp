@@ -1,0 +1,44 @@
+#include "lf/train/batch.h"
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+
+#include "lf/common/error.h"
+#include "lf/model/loss.h"
+
+namespace lf::train {
+
+int64_t num_targets(const TokenizedDataset& data, int64_t index) {
+  const auto labels = data.labels(static_cast<size_t>(index));
+  int64_t count = 0;
+  for (size_t i = 1; i < labels.size(); ++i) count += labels[i] != model::kIgnoreIndex;
+  return count;
+}
+
+Batch collate(const TokenizedDataset& data, const std::vector<int64_t>& indices, int32_t pad_id,
+              int64_t pad_to_multiple_of) {
+  LF_CHECK(!indices.empty(), ConfigError, "collate: empty micro-batch");
+  int64_t t = 0;
+  for (auto i : indices) t = std::max<int64_t>(t, static_cast<int64_t>(data.input_ids(static_cast<size_t>(i)).size()));
+  if (pad_to_multiple_of > 1) t = (t + pad_to_multiple_of - 1) / pad_to_multiple_of * pad_to_multiple_of;
+  const auto b = static_cast<int64_t>(indices.size());
+  Batch out;
+  out.input_ids = at::full({b, t}, static_cast<int64_t>(pad_id), at::TensorOptions().dtype(at::kLong));
+  out.labels = at::full({b, t}, model::kIgnoreIndex, at::TensorOptions().dtype(at::kLong));
+  auto* ids = out.input_ids.data_ptr<int64_t>();
+  auto* lab = out.labels.data_ptr<int64_t>();
+  for (int64_t r = 0; r < b; ++r) {
+    const auto src_ids = data.input_ids(static_cast<size_t>(indices[r]));
+    const auto src_lab = data.labels(static_cast<size_t>(indices[r]));
+    for (size_t j = 0; j < src_ids.size(); ++j) {
+      ids[r * t + static_cast<int64_t>(j)] = src_ids[j];
+      lab[r * t + static_cast<int64_t>(j)] = src_lab[j];
+      if (j > 0 && src_lab[j] != model::kIgnoreIndex) ++out.num_targets;
+    }
+    out.num_tokens += static_cast<int64_t>(src_ids.size());
+  }
+  return out;
+}
+
+}  // namespace lf::train

@@ -1,0 +1,145 @@
+#include "lf/train/run_training.h"
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+
+#include "lf/common/error.h"
+#include "lf/common/log.h"
+#include "lf/data/sft_dataset.h"
+#include "lf/model/loader.h"
+#include "lf/model/lora.h"
+#include "lf/train/trainer.h"
+
+namespace lf::train {
+namespace fs = std::filesystem;
+
+namespace {
+
+DataArgs data_args_from(const config::TrainConfig& c) {
+  DataArgs a;
+  a.dataset = c.dataset;
+  a.eval_dataset = c.eval_dataset;
+  a.dataset_dir = c.dataset_dir;
+  a.template_name = c.template_name;
+  a.cutoff_len = c.cutoff_len;
+  a.train_on_prompt = c.train_on_prompt;
+  a.mask_history = c.mask_history;
+  a.packing = c.packing;
+  a.max_samples = c.max_samples;
+  a.val_size = c.val_size;
+  a.tokenized_path = c.tokenized_path;
+  a.model_name_or_path = c.model_name_or_path;
+  a.stage = c.stage;
+  a.seed = static_cast<uint64_t>(c.seed);
+  return a;
+}
+
+c10::Device pick_device() {
+  if (at::hasCUDA()) {
+    const char* lr = std::getenv("LOCAL_RANK");
+    return {c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(lr ? std::atoi(lr) : 0)};
+  }
+  return {c10::DeviceType::CPU};
+}
+
+void check_output_dir(const config::TrainConfig& c) {
+  LF_CHECK(!c.output_dir.empty(), ConfigError, "output_dir is empty");
+  const fs::path out(c.output_dir);
+  if (!fs::exists(out)) return;
+  LF_CHECK(fs::is_directory(out), ConfigError, "output_dir {} exists and is not a folder", out.string());
+  LF_CHECK(c.overwrite_output_dir || fs::is_empty(out), ConfigError,
+           "output_dir {} already exists and is not empty; set overwrite_output_dir: true to write over it, or choose "
+           "another output_dir",
+           out.string());
+}
+
+int32_t max_token_id(const TokenizedDataset& d) {
+  int32_t m = -1;
+  for (size_t i = 0; i < d.size(); ++i)
+    for (auto id : d.input_ids(i)) m = std::max(m, id);
+  return m;
+}
+
+}  // namespace
+
+void train_from_config(const config::LoadedConfig& loaded) {
+  const auto& c = loaded.config;
+  for (const auto& w : loaded.warnings) spdlog::warn("{}", w);
+  LF_CHECK(c.stage == "sft", ConfigError, "stage: {} is not supported by lf-train (sft only)", c.stage);
+  LF_CHECK(c.finetuning_type == "lora" || c.finetuning_type == "full", ConfigError,
+           "finetuning_type: '{}' is not supported (lora, full)", c.finetuning_type);
+  LF_CHECK(!(c.bf16 && c.fp16), ConfigError, "bf16 and fp16 are both true; choose one");
+  LF_CHECK(!c.model_name_or_path.empty(), ConfigError, "model_name_or_path is not set");
+  LF_CHECK(!c.dataset.empty(), ConfigError, "dataset is not set (names from {}/dataset_info.json)", c.dataset_dir);
+  check_output_dir(c);
+  at::manual_seed(static_cast<uint64_t>(c.seed));
+
+  const auto args = data_args_from(c);
+  const auto tokenizer = load_tokenizer_for(args);
+  auto data = load_sft_data(args, tokenizer);
+  LF_CHECK(data.train.size() > 0, ConfigError, "the training dataset {} is empty after preprocessing",
+           fmt::join(c.dataset, ","));
+  spdlog::info("data: {} train / {} eval examples, {} train tokens{}", data.train.size(), data.eval.size(),
+               data.train.num_tokens(), data.from_cache ? " (tokenized cache)" : "");
+
+  model::LoadOptions lo;
+  lo.device = pick_device();
+  lo.random_init = c.init_weights == "random";
+  lo.seed = static_cast<uint64_t>(c.seed);
+  const auto mixed = c.bf16 ? at::kBFloat16 : c.fp16 ? at::kHalf : at::kFloat;
+  // LoRA: a frozen base in the compute dtype, fp32 adapters (LLaMA-Factory upcasts
+  // trainable parameters). Full: fp32 master weights, activations in the compute dtype.
+  lo.param_dtype = c.finetuning_type == "lora" ? mixed : at::kFloat;
+  auto model = model::load_causal_lm(c.model_name_or_path, lo);
+  model->set_compute_dtype(mixed);
+  const int64_t vocab = model->config().vocab_size;
+  LF_CHECK(tokenizer.vocab_size() <= vocab, ConfigError,
+           "the tokenizer at {} has {} tokens but the model's vocab_size is {}: token ids would index outside the "
+           "embedding (use the tokenizer that belongs to this model)",
+           tokenizer.source().string(), tokenizer.vocab_size(), vocab);
+  const int32_t max_id = std::max(max_token_id(data.train), max_token_id(data.eval));
+  LF_CHECK(max_id < vocab, ConfigError, "the dataset holds token id {} but the model's vocab_size is {}", max_id, vocab);
+
+  TrainerSetup s;
+  s.config = c;
+  s.model = model.get();
+  if (c.finetuning_type == "lora") {
+    model::LoraConfig lc;
+    lc.rank = c.lora_rank;
+    lc.alpha = c.lora_alpha > 0 ? c.lora_alpha : -1;
+    lc.dropout = c.lora_dropout;
+    lc.target = c.lora_target;
+    lc.seed = static_cast<uint64_t>(c.seed);
+    model::apply_lora(*model, lc);
+    s.lora = lc;
+  }
+  s.train = &data.train;
+  s.eval = &data.eval;
+  s.pad_id = tokenizer.pad_id().value_or(tokenizer.eos_id().value_or(0));
+  const fs::path src(c.model_name_or_path);
+  s.model_dir = fs::is_directory(src) ? src : src.parent_path();
+  spdlog::info("model: {} ({} layers, vocab {}) on {}, {} {}, params {}, compute {}", c.model_name_or_path,
+               model->num_layers(), vocab, lo.device.str(), c.finetuning_type,
+               c.finetuning_type == "lora" ? fmt::format("rank {}", c.lora_rank) : std::string(),
+               c10::toString(lo.param_dtype), c10::toString(mixed));
+  Trainer trainer(std::move(s));
+  trainer.train();
+}
+
+int run_training(const config::LoadedConfig& loaded) {
+  try {
+    train_from_config(loaded);
+    return kExitOk;
+  } catch (const Error& e) {
+    spdlog::error("{}", e.what());
+    return e.exit_code();
+  } catch (const std::exception& e) {
+    spdlog::error("internal error: {}", e.what());
+    return kExitInternal;
+  }
+}
+
+}  // namespace lf::train

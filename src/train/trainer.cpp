@@ -1,0 +1,484 @@
+#include "lf/train/trainer.h"
+
+#include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
+#include <torch/csrc/autograd/autograd.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "lf/common/log.h"
+#include "lf/model/loader.h"
+#include "lf/model/tensor_io.h"
+#include "lf/optim/adamw.h"
+#include "lf/optim/grad_utils.h"
+#include "lf/optim/lr_schedule.h"
+#include "lf/model/checkpointing.h"
+#include "lf/train/batch.h"
+#include "lf/train/data_order.h"
+#include "lf/train/lm_loss.h"
+#include "outputs.h"
+
+namespace lf::train {
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+using json = nlohmann::json;
+
+namespace {
+
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// HF's `logging_steps` / `eval_steps` / `save_steps`: < 1 is a fraction of the total.
+int64_t resolve_interval(double v, int64_t total) {
+  if (v <= 0) return 0;
+  if (v < 1) return static_cast<int64_t>(std::ceil(static_cast<double>(total) * v));
+  return static_cast<int64_t>(v);
+}
+
+double round_to(double v, int digits) {
+  const double p = std::pow(10.0, digits);
+  return std::round(v * p) / p;
+}
+
+}  // namespace
+
+int64_t total_train_steps(const config::TrainConfig& c, int64_t n, int64_t world) {
+  if (c.max_steps > 0) return c.max_steps;
+  StepLayout l{c.per_device_train_batch_size, c.gradient_accumulation_steps, world};
+  return static_cast<int64_t>(std::ceil(c.num_train_epochs * static_cast<double>(steps_per_epoch(n, l))));
+}
+
+struct Trainer::State {
+  TrainerSetup s;
+  config::TrainConfig& c = s.config;
+  model::CausalLM& m;
+  c10::Device device;
+  std::vector<std::pair<std::string, at::Tensor>> trainable;  // HF names
+  std::vector<at::Tensor> params;
+  std::unique_ptr<optim::AdamW> opt;
+  optim::LrSchedule sched;
+  optim::DynamicLossScaler scaler;
+  bool fp16 = false;
+  int64_t sched_step = 0;  // HF's LambdaLR counter: advances only on steps that updated
+  int64_t non_embedding_params = 0;
+
+  // Log state (HF TrainerState.log_history and LLaMA-Factory's trainer_log.jsonl).
+  json log_history = json::array();
+  std::unique_ptr<TrainerLogWriter> log_writer;
+  Clock::time_point start;
+  int64_t total_steps = 0;
+  int64_t tokens_seen = 0;
+  double flos = 0;
+
+  explicit State(TrainerSetup setup)
+      : s(std::move(setup)), m(*s.model), device(s.model->lm_head_weight().device()) {}
+
+  at::Tensor forward_loss_sum(const Batch& b, bool training) {
+    auto ids = b.input_ids.to(device);
+    auto labels = b.labels.to(device);
+    auto x = m.embed(ids);  // [B,T,C]
+    const auto rope = m.rope(ids.size(1));
+    const bool ckpt = training && c.gradient_checkpointing && c10::GradMode::is_enabled();
+    for (const auto& layer : m.layers())
+      x = ckpt ? model::checkpointed_layer_forward(layer, x, rope, training) : layer.forward(x, rope, training);
+    auto h = m.final_norm(x);
+    auto loss = lm_head_loss_sum(h, m.lm_head_weight(), labels, s.loss_chunk_rows);
+    return loss;
+  }
+
+  void log_event(json entry, const json& lf_extra, int64_t step) {
+    log_history.push_back(entry);
+    if (!log_writer) return;
+    const double elapsed = seconds_since(start);
+    const double remaining =
+        step > 0 ? elapsed / static_cast<double>(step) * static_cast<double>(total_steps - step) : 0.0;
+    nlohmann::ordered_json line;
+    line["current_steps"] = step;
+    line["total_steps"] = total_steps;
+    for (const char* k : {"loss", "eval_loss"})
+      if (entry.contains(k)) line[k] = entry[k];
+    if (entry.contains("learning_rate")) line["lr"] = entry["learning_rate"];
+    if (entry.contains("epoch")) line["epoch"] = entry["epoch"];
+    line["percentage"] = total_steps > 0 ? round_to(100.0 * static_cast<double>(step) / total_steps, 2) : 100.0;
+    line["elapsed_time"] = format_timedelta(elapsed);
+    line["remaining_time"] = format_timedelta(remaining);
+    if (tokens_seen > 0) {
+      line["throughput"] = round_to(static_cast<double>(tokens_seen) / std::max(elapsed, 1e-9), 2);
+      line["total_tokens"] = tokens_seen;
+    }
+    for (auto& [k, v] : lf_extra.items()) line[k] = v;
+    log_writer->write(line);
+  }
+
+  json trainer_state(int64_t global_step, double epoch) const {
+    const int64_t logging = resolve_interval(c.logging_steps, total_steps);
+    json j;
+    j["best_global_step"] = nullptr;
+    j["best_metric"] = nullptr;
+    j["best_model_checkpoint"] = nullptr;
+    j["epoch"] = epoch;
+    j["eval_steps"] = c.eval_steps ? resolve_interval(*c.eval_steps, total_steps) : logging;
+    j["global_step"] = global_step;
+    j["is_hyper_param_search"] = false;
+    j["is_local_process_zero"] = s.rank == 0;
+    j["is_world_process_zero"] = s.rank == 0;
+    j["log_history"] = log_history;
+    j["logging_steps"] = logging;
+    j["max_steps"] = total_steps;
+    j["num_input_tokens_seen"] = tokens_seen;
+    j["num_train_epochs"] = static_cast<int64_t>(std::ceil(c.num_train_epochs));
+    j["save_steps"] = resolve_interval(c.save_steps, total_steps);
+    j["stateful_callbacks"] = {{"TrainerControl",
+                                {{"args",
+                                  {{"should_epoch_stop", false},
+                                   {"should_evaluate", false},
+                                   {"should_log", false},
+                                   {"should_save", true},
+                                   {"should_training_stop", global_step >= total_steps}}},
+                                 {"attributes", json::object()}}}};
+    j["total_flos"] = flos;
+    j["train_batch_size"] = c.per_device_train_batch_size;
+    j["trial_name"] = nullptr;
+    j["trial_params"] = nullptr;
+    return j;
+  }
+
+  void save_model(const fs::path& dir) {
+    fs::create_directories(dir);
+    if (s.lora) {
+      model::save_lora_adapter(m, *s.lora, dir, c.model_name_or_path);
+    } else {
+      model::SaveOptions o;
+      if (!s.model_dir.empty() && fs::is_directory(s.model_dir)) o.copy_files_from = s.model_dir;
+      model::save_causal_lm(m, dir, o);
+    }
+    // Tokenizer side files next to the weights (LLaMA-Factory saves the tokenizer too).
+    if (!s.model_dir.empty() && fs::is_directory(s.model_dir)) {
+      std::vector<std::string> files;
+      for (const char* const* f = model::kModelSideFiles; *f; ++f) files.emplace_back(*f);
+      files.insert(files.end(), {"encoder.json", "vocab.bpe"});
+      for (const auto& f : files)
+        if (fs::exists(s.model_dir / f) && !fs::exists(dir / f)) fs::copy_file(s.model_dir / f, dir / f);
+    }
+  }
+
+  void save_checkpoint(int64_t global_step, double epoch) {
+    const fs::path out(c.output_dir);
+    const fs::path final_dir = out / fmt::format("checkpoint-{}", global_step);
+    const fs::path tmp = out / fmt::format(".checkpoint-{}.tmp", global_step);
+    fs::remove_all(tmp);
+    save_model(tmp);
+    std::vector<std::pair<std::string, at::Tensor>> state;
+    if (!opt->exp_avg().empty())
+      for (size_t i = 0; i < trainable.size(); ++i) {
+        state.emplace_back(trainable[i].first + ".exp_avg", opt->exp_avg()[i]);
+        state.emplace_back(trainable[i].first + ".exp_avg_sq", opt->exp_avg_sq()[i]);
+      }
+    if (!state.empty()) model::save_tensor_file(tmp / "optimizer.safetensors", state);
+    write_json_file(tmp / "trainer_state.json", trainer_state(global_step, epoch), 2);
+    json lf_state = {{"global_step", global_step},     {"scheduler_step", sched_step},
+                     {"optimizer_steps", opt->steps()}, {"loss_scale", scaler.scale()},
+                     {"growth_tracker", scaler.growth_tracker()}, {"epoch", epoch},
+                     {"seed", c.seed}};
+    write_json_file(tmp / "lf_trainer_state.json", lf_state, 2);
+    fs::remove_all(final_dir);
+    fs::rename(tmp, final_dir);
+    if (c.save_total_limit && *c.save_total_limit > 0) {
+      std::vector<std::pair<int64_t, fs::path>> ckpts;
+      for (const auto& e : fs::directory_iterator(out)) {
+        const auto name = e.path().filename().string();
+        if (e.is_directory() && name.rfind("checkpoint-", 0) == 0) {
+          try {
+            ckpts.emplace_back(std::stoll(name.substr(11)), e.path());
+          } catch (const std::exception&) {
+          }
+        }
+      }
+      std::sort(ckpts.begin(), ckpts.end());
+      while (static_cast<int64_t>(ckpts.size()) > *c.save_total_limit) {
+        fs::remove_all(ckpts.front().second);
+        ckpts.erase(ckpts.begin());
+      }
+    }
+  }
+
+  double evaluate() {
+    if (!s.eval || s.eval->size() == 0) return std::nan("");
+    c10::NoGradGuard no_grad;
+    const bool was_training = m.training();
+    m.set_training(false);
+    const auto n = static_cast<int64_t>(s.eval->size());
+    const int64_t bs = std::max<int64_t>(1, c.per_device_eval_batch_size);
+    double weighted = 0;
+    for (int64_t begin = 0; begin < n; begin += bs) {
+      std::vector<int64_t> idx;
+      for (int64_t i = begin; i < std::min(n, begin + bs); ++i) idx.push_back(i);
+      const auto b = collate(*s.eval, idx, s.pad_id);
+      const double sum = forward_loss_sum(b, false).item<double>();
+      weighted += (b.num_targets > 0 ? sum / static_cast<double>(b.num_targets) : 0.0) * static_cast<double>(idx.size());
+    }
+    m.set_training(was_training);
+    return weighted / static_cast<double>(n);
+  }
+};
+
+Trainer::Trainer(TrainerSetup setup) {
+  LF_CHECK(setup.model != nullptr, ConfigError, "Trainer: no model");
+  LF_CHECK(setup.train != nullptr && setup.train->size() > 0, ConfigError,
+           "the training dataset is empty: nothing to train on (check dataset, max_samples and cutoff_len)");
+  state_ = std::make_unique<State>(std::move(setup));
+  auto& st = *state_;
+  const auto& c = st.c;
+  LF_CHECK(c.per_device_train_batch_size > 0 && c.gradient_accumulation_steps > 0, ConfigError,
+           "per_device_train_batch_size ({}) and gradient_accumulation_steps ({}) must be positive",
+           c.per_device_train_batch_size, c.gradient_accumulation_steps);
+  st.fp16 = c.fp16;
+  st.scaler = optim::DynamicLossScaler(st.s.loss_scaler);
+
+  // Trainable parameters with HF names (the optimizer's decay groups use them).
+  if (st.s.lora) {
+    for (auto& p : model::lora_parameters(st.m)) st.trainable.emplace_back(p.name, *p.tensor);
+  } else {
+    for (auto& p : st.m.named_parameters()) {
+      p.tensor->set_requires_grad(true);
+      st.trainable.emplace_back(p.name, *p.tensor);
+    }
+  }
+  LF_CHECK(!st.trainable.empty(), ConfigError, "the model has no trainable parameters");
+  optim::ParamGroup decay{{}, c.weight_decay}, no_decay{{}, 0.0};
+  std::vector<std::pair<std::string, at::Tensor>> ordered;
+  for (auto& [name, t] : st.trainable) (optim::hf_decays(name) ? decay : no_decay).params.push_back(t);
+  // Keep `trainable` in the optimizer's flat order (decay group first) for checkpoints.
+  for (auto& [name, t] : st.trainable)
+    if (optim::hf_decays(name)) ordered.emplace_back(name, t);
+  for (auto& [name, t] : st.trainable)
+    if (!optim::hf_decays(name)) ordered.emplace_back(name, t);
+  st.trainable = std::move(ordered);
+  for (auto& [name, t] : st.trainable) st.params.push_back(t);
+  optim::AdamWOptions ao;
+  ao.lr = c.learning_rate;
+  ao.beta1 = c.adam_beta1;
+  ao.beta2 = c.adam_beta2;
+  ao.eps = c.adam_epsilon;
+  st.opt = std::make_unique<optim::AdamW>(std::vector<optim::ParamGroup>{decay, no_decay}, ao);
+
+  for (auto& p : st.m.named_parameters())
+    if (p.name != "model.embed_tokens.weight" && p.name != "lm_head.weight") st.non_embedding_params += p.tensor->numel();
+  for (auto& p : model::lora_parameters(st.m)) st.non_embedding_params += p.tensor->numel();
+}
+
+Trainer::~Trainer() = default;
+
+double Trainer::evaluate() { return state_->evaluate(); }
+void Trainer::save_model(const fs::path& dir) { state_->save_model(dir); }
+
+TrainSummary Trainer::train() {
+  auto& st = *state_;
+  const auto& c = st.c;
+  const auto& data = *st.s.train;
+  const auto n = static_cast<int64_t>(data.size());
+  const StepLayout layout{c.per_device_train_batch_size, c.gradient_accumulation_steps, st.s.world};
+  const int64_t spe = steps_per_epoch(n, layout);
+  // HF's steps_in_epoch: micro-batches per epoch (for the fractional epoch).
+  const int64_t micro_per_epoch = (n + layout.micro_batch * layout.world - 1) / (layout.micro_batch * layout.world);
+  const int64_t total = total_train_steps(c, n, st.s.world);
+  LF_CHECK(total > 0, ConfigError, "no optimizer steps to run (num_train_epochs {}, max_steps {})", c.num_train_epochs,
+           c.max_steps);
+  st.total_steps = total;
+  st.sched.kind = optim::parse_lr_schedule(c.lr_scheduler_type);
+  st.sched.total_steps = total;
+  st.sched.warmup_steps = optim::hf_warmup_steps(c.warmup_steps, c.warmup_ratio, total);
+  const int64_t log_every = resolve_interval(c.logging_steps, total);
+  const bool eval_on = st.s.eval && st.s.eval->size() > 0 && c.eval_strategy != "no";
+  const int64_t eval_every =
+      c.eval_strategy == "steps" ? (c.eval_steps ? resolve_interval(*c.eval_steps, total) : log_every) : 0;
+  const int64_t save_every = c.save_strategy == "steps" ? resolve_interval(c.save_steps, total) : 0;
+  const bool outputs = st.s.write_outputs && st.s.rank == 0;
+  if (outputs) {
+    fs::create_directories(c.output_dir);
+    st.log_writer = std::make_unique<TrainerLogWriter>(fs::path(c.output_dir) / "trainer_log.jsonl");
+  }
+  const bool tty = st.s.progress && isatty(2);
+  spdlog::info("training: {} examples, {} epochs, {} optimizer steps ({} per epoch, global batch {}), warmup {} steps, "
+               "{} trainable parameters",
+               n, c.max_steps > 0 ? fmt::format("max_steps {} ->", c.max_steps) : fmt::format("{}", c.num_train_epochs),
+               total, spe, layout.global_batch(), st.sched.warmup_steps,
+               [&] {
+                 int64_t k = 0;
+                 for (auto& p : st.params) k += p.numel();
+                 return k;
+               }());
+
+  TrainSummary sum;
+  sum.total_steps = total;
+  sum.warmup_steps = st.sched.warmup_steps;
+  st.m.set_training(true);
+  st.start = Clock::now();
+  int64_t global_step = 0;
+  double epoch_f = 0, loss_since_log = 0, total_loss = 0;
+  int64_t last_logged = 0;
+  double last_grad_norm = 0;
+  for (int64_t epoch = 0; global_step < total; ++epoch) {
+    const auto perm = epoch_permutation(n, static_cast<uint64_t>(c.seed), epoch);
+    int64_t micro_done = 0;
+    for (int64_t s = 0; s < spe && global_step < total; ++s) {
+      const auto micro = rank_micro_batches(perm, s, layout, st.s.rank);
+      int64_t step_targets = 0;
+      for (auto i : step_examples(perm, s, layout)) step_targets += num_targets(data, i);
+      const double denom = static_cast<double>(std::max<int64_t>(1, step_targets));
+      const double lr = c.learning_rate * st.sched.factor(st.sched_step);
+      st.opt->set_lr(lr);
+      const double scale = st.fp16 ? st.scaler.scale() : 1.0;
+      at::Tensor loss_acc = at::zeros({}, at::TensorOptions().dtype(at::kDouble).device(st.device));
+      int64_t step_tokens = 0;
+      for (const auto& idx : micro) {
+        const auto b = collate(data, idx, st.s.pad_id);
+        auto loss_sum = st.forward_loss_sum(b, true);
+        torch::autograd::backward({loss_sum * (scale / denom)});
+        loss_acc += loss_sum.detach().to(at::kDouble);
+        step_tokens += b.num_tokens;
+        st.flos += 6.0 * static_cast<double>(b.input_ids.numel()) * static_cast<double>(st.non_embedding_params);
+      }
+      micro_done += (st.s.world == 1) ? static_cast<int64_t>(micro.size())
+                                      : (static_cast<int64_t>(step_examples(perm, s, layout).size()) +
+                                         layout.micro_batch * layout.world - 1) / (layout.micro_batch * layout.world);
+      const double step_loss = loss_acc.item<double>() / denom;  // the step's one host sync
+      LF_CHECK(std::isfinite(step_loss), NonFiniteLossError,
+               "the training loss is {} at step {} of {} (epoch {:.2f}, lr {:.3g}); lower learning_rate, check the "
+               "data, or use bf16 instead of fp16",
+               step_loss, global_step + 1, total, epoch_f, lr);
+      bool found_inf = false;
+      if (st.fp16) found_inf = st.scaler.unscale(st.params);
+      const double grad_norm = optim::clip_grad_norm(st.params, found_inf ? 0.0 : c.max_grad_norm);
+      if (!found_inf) {
+        st.opt->step();
+        ++st.sched_step;
+      } else {
+        spdlog::warn("step {}: gradient overflow at loss scale {}; step skipped, scale lowered to {}",
+                     global_step + 1, scale, scale * 0.5);
+      }
+      if (st.fp16) st.scaler.update(found_inf);
+      st.opt->zero_grad();
+      ++global_step;
+      st.tokens_seen += step_tokens;
+      epoch_f = static_cast<double>(epoch) + static_cast<double>(micro_done) / static_cast<double>(micro_per_epoch);
+      last_grad_norm = grad_norm;
+      StepRecord rec{global_step, step_loss, lr, grad_norm, epoch_f, found_inf, scale, step_targets, step_tokens};
+      sum.steps.push_back(rec);
+      loss_since_log += step_loss;
+      total_loss += step_loss;
+
+      const bool last = global_step == total;
+      if (log_every > 0 && global_step % log_every == 0) {
+        json e = {{"epoch", epoch_f},
+                  {"grad_norm", grad_norm},
+                  {"learning_rate", lr},
+                  {"loss", loss_since_log / static_cast<double>(global_step - last_logged)},
+                  {"step", global_step}};
+        if (st.fp16) e["loss_scale"] = scale;
+        st.log_event(e, json::object(), global_step);
+        if (!tty && st.s.progress)
+          spdlog::info("step {}/{} loss {:.4f} lr {:.3e} grad_norm {:.3f} {:.0f} tok/s ETA {}", global_step, total,
+                       e["loss"].get<double>(), lr, grad_norm,
+                       static_cast<double>(st.tokens_seen) / std::max(seconds_since(st.start), 1e-9),
+                       format_timedelta(seconds_since(st.start) / global_step * (total - global_step)));
+        loss_since_log = 0;
+        last_logged = global_step;
+      }
+      if (tty) {
+        const double el = seconds_since(st.start);
+        const int width = 30;
+        const int filled = static_cast<int>(width * global_step / total);
+        std::fprintf(stderr, "\r[%s%s] %lld/%lld loss %.4f lr %.3e %.0f tok/s ETA %s   ",
+                     std::string(static_cast<size_t>(filled), '#').c_str(),
+                     std::string(static_cast<size_t>(width - filled), '.').c_str(), static_cast<long long>(global_step),
+                     static_cast<long long>(total), step_loss, lr, static_cast<double>(st.tokens_seen) / std::max(el, 1e-9),
+                     format_timedelta(el / global_step * (total - global_step)).c_str());
+        if (last) std::fprintf(stderr, "\n");
+      }
+      const bool epoch_end = s == spe - 1;
+      if (eval_on && ((eval_every > 0 && global_step % eval_every == 0) || (c.eval_strategy == "epoch" && epoch_end))) {
+        const auto t0 = Clock::now();
+        const double el = st.evaluate();
+        const double rt = seconds_since(t0);
+        sum.evals.push_back({global_step, el});
+        json e = {{"epoch", epoch_f},
+                  {"eval_loss", el},
+                  {"eval_runtime", round_to(rt, 4)},
+                  {"eval_samples_per_second", round_to(static_cast<double>(st.s.eval->size()) / rt, 3)},
+                  {"eval_steps_per_second",
+                   round_to(std::ceil(static_cast<double>(st.s.eval->size()) / c.per_device_eval_batch_size) / rt, 3)},
+                  {"step", global_step}};
+        st.log_event(e, json::object(), global_step);
+        spdlog::info("step {}/{} eval_loss {:.4f}", global_step, total, el);
+      }
+      const bool save_now = (save_every > 0 && global_step % save_every == 0) ||
+                            (c.save_strategy == "epoch" && epoch_end) || (last && c.save_strategy != "no");
+      if (outputs && save_now) st.save_checkpoint(global_step, epoch_f);
+    }
+  }
+  (void)last_grad_norm;
+  sum.global_step = global_step;
+  sum.runtime_s = seconds_since(st.start);
+  sum.train_loss = global_step > 0 ? total_loss / static_cast<double>(global_step) : 0.0;
+  sum.tokens_seen = st.tokens_seen;
+  sum.epoch = epoch_f;
+
+  // HF's speed_metrics("train", ...): samples = n x epochs, or max_steps x global batch.
+  const double samples = c.max_steps > 0 ? static_cast<double>(total * layout.global_batch())
+                                         : static_cast<double>(n) * c.num_train_epochs;
+  json metrics = {{"epoch", epoch_f},
+                  {"total_flos", st.flos},
+                  {"train_loss", sum.train_loss},
+                  {"train_runtime", round_to(sum.runtime_s, 4)},
+                  {"train_samples_per_second", round_to(samples / sum.runtime_s, 3)},
+                  {"train_steps_per_second", round_to(static_cast<double>(total) / sum.runtime_s, 3)}};
+  json final_log = metrics;
+  final_log["step"] = global_step;
+  st.log_event(final_log, json::object(), global_step);
+  if (outputs) {
+    const fs::path out(c.output_dir);
+    st.save_model(out);
+    write_json_file(out / "train_results.json", metrics, 4);
+    json all = metrics;
+    if (eval_on) {
+      const auto t0 = Clock::now();
+      const double el = st.evaluate();
+      const double rt = seconds_since(t0);
+      json ev = {{"epoch", epoch_f},
+                 {"eval_loss", el},
+                 {"eval_runtime", round_to(rt, 4)},
+                 {"eval_samples_per_second", round_to(static_cast<double>(st.s.eval->size()) / rt, 3)},
+                 {"eval_steps_per_second",
+                  round_to(std::ceil(static_cast<double>(st.s.eval->size()) / c.per_device_eval_batch_size) / rt, 3)}};
+      write_json_file(out / "eval_results.json", ev, 4);
+      for (auto& [k, v] : ev.items()) all[k] = v;
+      json ev_log = ev;
+      ev_log["step"] = global_step;
+      st.log_history.push_back(ev_log);
+    }
+    write_json_file(out / "all_results.json", all, 4);
+    write_json_file(out / "trainer_state.json", st.trainer_state(global_step, epoch_f), 2);
+    if (c.plot_loss) {
+      for (const char* key : {"loss", "eval_loss"}) {
+        std::vector<std::pair<double, double>> pts;
+        for (const auto& e : st.log_history)
+          if (e.contains(key) && e.contains("step")) pts.emplace_back(e["step"].get<double>(), e[key].get<double>());
+        const fs::path png = out / fmt::format("training_{}.png", key);
+        if (plot_curve(png, pts, key, fmt::format("training {} of {}", key, c.output_dir)))
+          spdlog::info("figure saved at: {}", png.string());
+        else if (std::string(key) == "eval_loss" && eval_on)
+          spdlog::warn("no metric {} to plot", key);
+      }
+    }
+    spdlog::info("training done: {} steps in {:.1f}s, train_loss {:.4f}; outputs in {}", global_step, sum.runtime_s,
+                 sum.train_loss, out.string());
+  }
+  st.m.set_training(false);
+  return sum;
+}
+
+}  // namespace lf::train

@@ -1,0 +1,219 @@
+// Pieces of the trainer: example order, the chunked lm_head loss, fp16 loss scaling
+// inside the loop, NaN stop, and the files written to output_dir.
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+#include <torch/csrc/autograd/autograd.h>
+
+#include <fstream>
+#include <set>
+
+#include "lf/model/loader.h"
+#include "lf/model/loss.h"
+#include "lf/train/batch.h"
+#include "lf/train/data_order.h"
+#include "lf/train/lm_loss.h"
+#include "lf/train/trainer.h"
+#include "train_test_util.h"
+
+namespace lf::train {
+namespace {
+namespace fs = std::filesystem;
+using testing::fixture_config;
+using testing::fixture_dataset;
+
+TEST(DataOrder, PermutationIsTorchRandpermOfSeedPlusEpoch) {
+  // torch.randperm(10, generator=torch.Generator().manual_seed(42)).tolist()
+  const std::vector<int64_t> want = {2, 6, 1, 8, 4, 5, 0, 9, 3, 7};
+  EXPECT_EQ(epoch_permutation(10, 42, 0), want);
+  EXPECT_EQ(epoch_permutation(10, 41, 1), want);
+  EXPECT_NE(epoch_permutation(10, 42, 1), want);
+}
+
+TEST(DataOrder, StepContentDoesNotDependOnWorldSize) {
+  const auto perm = epoch_permutation(37, 3, 0);
+  for (int64_t step = 0; step < 3; ++step) {
+    std::multiset<int64_t> one, two;
+    for (const auto& mb : rank_micro_batches(perm, step, {2, 3, 1}, 0)) one.insert(mb.begin(), mb.end());
+    for (int64_t r = 0; r < 2; ++r)
+      for (const auto& mb : rank_micro_batches(perm, step, {1, 3, 2}, r)) two.insert(mb.begin(), mb.end());
+    EXPECT_EQ(one, two) << "step " << step;
+  }
+  EXPECT_EQ(steps_per_epoch(37, {2, 3, 1}), 7);
+  // The last, short step: 37 - 36 = 1 example, one micro-batch.
+  const auto last = rank_micro_batches(perm, 6, {2, 3, 1}, 0);
+  ASSERT_EQ(last.size(), 1u);
+  EXPECT_EQ(last[0].size(), 1u);
+}
+
+TEST(Batch, RightPaddedToMultipleOfEight) {
+  const auto data = fixture_dataset();
+  const auto b = collate(data, {0, 1}, 5);
+  EXPECT_EQ(b.input_ids.size(1) % 8, 0);
+  const auto n0 = static_cast<int64_t>(data.input_ids(0).size());
+  if (n0 < b.input_ids.size(1)) {
+    EXPECT_EQ(b.input_ids[0][n0].item<int64_t>(), 5);
+    EXPECT_EQ(b.labels[0][n0].item<int64_t>(), -100);
+  }
+  EXPECT_EQ(b.num_targets, num_targets(data, 0) + num_targets(data, 1));
+}
+
+TEST(LmLoss, ChunkedEqualsFullLogitsLossAndGradients) {
+  at::manual_seed(0);
+  const int64_t b = 3, t = 9, c = 16, v = 50;
+  auto h0 = at::randn({b, t, c}, at::kDouble);
+  auto w0 = at::randn({v, c}, at::kDouble) * 0.3;
+  auto labels = at::randint(0, v, {b, t}, at::kLong);
+  labels.index_put_({0, at::indexing::Slice(0, 4)}, -100);
+  labels.index_put_({2, at::indexing::Slice(6, at::indexing::None)}, -100);
+  auto h1 = h0.clone().set_requires_grad(true), w1 = w0.clone().set_requires_grad(true);
+  auto ref = model::causal_lm_loss(at::matmul(h1, w1.t()), labels, /*sum_reduction=*/true);
+  torch::autograd::backward({ref * 0.5});
+  auto h2 = h0.clone().set_requires_grad(true), w2 = w0.clone().set_requires_grad(true);
+  auto got = lm_head_loss_sum(h2, w2, labels, /*chunk_rows=*/4);
+  torch::autograd::backward({got * 0.5});
+  EXPECT_NEAR(got.item<double>(), ref.item<double>(), 1e-5);
+  EXPECT_LT((h1.grad() - h2.grad()).abs().max().item<double>(), 1e-6);
+  EXPECT_LT((w1.grad() - w2.grad()).abs().max().item<double>(), 1e-6);
+  // A frozen weight gets no gradient, the hidden states still do.
+  auto h3 = h0.clone().set_requires_grad(true);
+  auto got3 = lm_head_loss_sum(h3, w0, labels, 5);
+  torch::autograd::backward({got3 * 0.5});
+  EXPECT_LT((h1.grad() - h3.grad()).abs().max().item<double>(), 1e-6);
+}
+
+TrainerSetup setup_for(const config::TrainConfig& c, model::CausalLM& m, const TokenizedDataset& data) {
+  TrainerSetup s;
+  s.config = c;
+  s.model = &m;
+  s.train = &data;
+  s.write_outputs = false;
+  s.progress = false;
+  return s;
+}
+
+TEST(Fp16, OverflowStepIsSkippedAndScaleLowered) {
+  const auto data = fixture_dataset();
+  auto c = fixture_config("full");
+  c.fp16 = true;
+  c.max_steps = 40;
+  auto m = model::load_causal_lm(c.model_name_or_path, {});
+  m->set_compute_dtype(at::kHalf);
+  const auto before = m->named_parameters()[1].tensor->clone();
+  auto s = setup_for(c, *m, data);
+  s.loss_scaler.init_scale = std::ldexp(1.0, 40);  // the first steps' fp16 grads overflow
+  Trainer t(std::move(s));
+  const auto sum = t.train();
+  ASSERT_TRUE(sum.steps[0].skipped);
+  EXPECT_EQ(sum.steps[0].loss_scale, std::ldexp(1.0, 40));
+  EXPECT_EQ(sum.steps[1].loss_scale, std::ldexp(1.0, 39));
+  EXPECT_TRUE(std::isfinite(sum.steps[0].loss));
+  size_t first_taken = 0;
+  while (first_taken < sum.steps.size() && sum.steps[first_taken].skipped) ++first_taken;
+  ASSERT_LT(first_taken, sum.steps.size()) << "no step was ever taken";
+  EXPECT_GT(first_taken, 0u);
+  // Skipped steps do not advance the lr schedule: the first real step uses step 0's lr (0 in warmup).
+  EXPECT_EQ(sum.steps[first_taken].lr, 0.0);
+  if (first_taken + 1 < sum.steps.size() && !sum.steps[first_taken + 1].skipped)
+    EXPECT_FALSE(at::equal(before, *m->named_parameters()[1].tensor));
+}
+
+TEST(Trainer, NanLossStopsWithTheStepNumber) {
+  const auto data = fixture_dataset();
+  auto c = fixture_config("full");
+  auto m = model::load_causal_lm(c.model_name_or_path, {});
+  {
+    at::NoGradGuard g;
+    m->named_parameters()[3].tensor->fill_(std::nan(""));
+  }
+  Trainer t(setup_for(c, *m, data));
+  try {
+    t.train();
+    FAIL() << "expected NonFiniteLossError";
+  } catch (const NonFiniteLossError& e) {
+    EXPECT_NE(std::string(e.what()).find("at step 1 of 10"), std::string::npos) << e.what();
+    EXPECT_EQ(e.exit_code(), kExitConfig);
+  }
+}
+
+TEST(Trainer, EmptyDatasetIsAConfigError) {
+  const TokenizedDataset empty;
+  auto c = fixture_config("full");
+  auto m = model::load_causal_lm(c.model_name_or_path, {});
+  EXPECT_THROW(Trainer(setup_for(c, *m, empty)), ConfigError);
+}
+
+std::vector<nlohmann::json> read_lines(const fs::path& p) {
+  std::vector<nlohmann::json> out;
+  std::ifstream in(p);
+  for (std::string line; std::getline(in, line);) out.push_back(nlohmann::json::parse(line));
+  return out;
+}
+
+TEST(Trainer, OutputsAsHfAndLlamaFactory) {
+  const auto data = fixture_dataset();
+  std::vector<EncodedExample> ev;
+  for (size_t i = 0; i < 5; ++i) {
+    auto ids = data.input_ids(i);
+    auto lab = data.labels(i);
+    ev.push_back({{ids.begin(), ids.end()}, {lab.begin(), lab.end()}});
+  }
+  const auto eval = TokenizedDataset::from_examples(ev);
+  const fs::path out = fs::temp_directory_path() / ("lf_train_outputs_" + std::to_string(::getpid()));
+  fs::remove_all(out);
+  auto c = fixture_config("full");
+  c.output_dir = out.string();
+  c.logging_steps = 2;
+  c.eval_strategy = "steps";
+  c.eval_steps = 5;
+  c.per_device_eval_batch_size = 2;
+  c.save_steps = 4;
+  c.save_total_limit = 2;
+  c.plot_loss = true;
+  auto m = model::load_causal_lm(c.model_name_or_path, {});
+  auto s = setup_for(c, *m, data);
+  s.write_outputs = true;
+  s.eval = &eval;
+  s.model_dir = c.model_name_or_path;
+  Trainer t(std::move(s));
+  const auto sum = t.train();
+  ASSERT_EQ(sum.evals.size(), 2u);
+
+  const auto lines = read_lines(out / "trainer_log.jsonl");
+  ASSERT_GE(lines.size(), 5u + 2u);
+  const auto& first = lines[0];
+  for (const char* k : {"current_steps", "total_steps", "loss", "lr", "epoch", "percentage", "elapsed_time",
+                        "remaining_time", "throughput"})
+    EXPECT_TRUE(first.contains(k)) << k;
+  EXPECT_EQ(first["current_steps"], 2);
+  EXPECT_EQ(first["total_steps"], 10);
+  EXPECT_DOUBLE_EQ(first["loss"].get<double>(), (sum.steps[0].loss + sum.steps[1].loss) / 2);
+  int evals = 0;
+  for (const auto& l : lines) evals += l.contains("eval_loss");
+  EXPECT_EQ(evals, 2);
+
+  const auto state = testing::read_json(out / "trainer_state.json");
+  EXPECT_EQ(state["global_step"], 10);
+  EXPECT_EQ(state["max_steps"], 10);
+  EXPECT_TRUE(state["log_history"].back().contains("train_loss"));
+  const auto all = testing::read_json(out / "all_results.json");
+  for (const char* k : {"epoch", "train_loss", "train_runtime", "train_samples_per_second", "eval_loss"})
+    EXPECT_TRUE(all.contains(k)) << k;
+  EXPECT_NEAR(all["train_loss"].get<double>(), sum.train_loss, 1e-12);
+  EXPECT_TRUE(fs::exists(out / "train_results.json"));
+  EXPECT_TRUE(fs::exists(out / "training_loss.png"));
+  EXPECT_TRUE(fs::exists(out / "training_eval_loss.png"));
+  EXPECT_TRUE(fs::exists(out / "model.safetensors"));
+  EXPECT_TRUE(fs::exists(out / "config.json"));
+  // save_steps 4 + the final save, save_total_limit 2: checkpoint-8 and checkpoint-10 remain.
+  EXPECT_FALSE(fs::exists(out / "checkpoint-4"));
+  EXPECT_TRUE(fs::exists(out / "checkpoint-8" / "model.safetensors"));
+  EXPECT_TRUE(fs::exists(out / "checkpoint-10" / "trainer_state.json"));
+  EXPECT_TRUE(fs::exists(out / "checkpoint-10" / "optimizer.safetensors"));
+  // The saved model is the trained one.
+  auto reloaded = model::load_causal_lm(out.string(), {});
+  EXPECT_TRUE(at::equal(*reloaded->named_parameters()[2].tensor, *m->named_parameters()[2].tensor));
+  fs::remove_all(out);
+}
+
+}  // namespace
+}  // namespace lf::train
