@@ -149,6 +149,16 @@ StoreClient::Reply StoreClient::request(uint8_t op, std::vector<std::string> key
   }
 }
 
+std::string StoreClient::local_address() const {
+  sockaddr_storage ss{};
+  socklen_t len = sizeof(ss);
+  LF_CHECK(::getsockname(fd_, reinterpret_cast<sockaddr*>(&ss), &len) == 0, NetworkError, "getsockname: {}",
+           std::strerror(errno));
+  char host[NI_MAXHOST] = {};
+  ::getnameinfo(reinterpret_cast<sockaddr*>(&ss), len, host, sizeof(host), nullptr, 0, NI_NUMERICHOST);
+  return host;
+}
+
 void StoreClient::set(const std::string& key, const std::string& value) {
   request(static_cast<uint8_t>(StoreOp::kSet), {key}, value, "", 0, request_timeout);
 }

@@ -37,6 +37,10 @@ class StoreClient {
   // name per use (e.g. with the generation and a step number in it).
   void barrier(const std::string& name, int64_t count, std::chrono::milliseconds timeout);
 
+  // This host's address on the route to the store ("10.0.0.2"): reachable by the
+  // other nodes, so collectives publish it as their own.
+  std::string local_address() const;
+
   std::chrono::milliseconds request_timeout = std::chrono::seconds(60);
 
  private:

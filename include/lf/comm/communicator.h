@@ -1,0 +1,59 @@
+#pragma once
+// The one interface every collective goes through (DESIGN.md "Communication").
+// Backends: NCCL on GPU (its own stream, ordered with events); on CPU a small
+// TCP backend of lf-train's own (the torch wheel ships no Gloo headers), for
+// tests and GPU-less machines. Collectives are asynchronous and run in the
+// order they were issued on every rank; Work::wait() blocks until the result
+// is in the tensor. Threading: issue collectives from one thread.
+#include <ATen/core/Tensor.h>
+
+#include <memory>
+#include <string>
+
+namespace lf::comm {
+
+enum class ReduceOp { kSum, kAvg, kMax };
+
+class Work {
+ public:
+  virtual ~Work() = default;
+  // Blocks until done; rethrows the collective's error (BackendError, TimeoutError).
+  virtual void wait() = 0;
+  virtual bool is_done() const = 0;
+};
+using WorkPtr = std::shared_ptr<Work>;
+
+struct CommOptions {
+  int rank = 0;
+  int world_size = 1;
+  std::string key_prefix = "comm";  // store namespace: include the generation (restarts)
+  double timeout_s = 300;           // per collective
+  // The job's store; store_port 0: from the worker environment (LF_RDZV_ADDR/PORT, ...).
+  std::string store_addr;
+  uint16_t store_port = 0;
+  std::string job_id = "none";
+  std::string token;
+};
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  virtual int rank() const = 0;
+  virtual int world_size() const = 0;
+  virtual const char* backend() const = 0;
+  // In place, every rank ends with the reduction of every rank's `tensor` (contiguous).
+  virtual WorkPtr all_reduce(at::Tensor tensor, ReduceOp op = ReduceOp::kSum) = 0;
+  virtual WorkPtr broadcast(at::Tensor tensor, int root) = 0;
+  // output = concat over ranks of input (output.numel() == world * input.numel()).
+  virtual WorkPtr all_gather(at::Tensor output, at::Tensor input) = 0;
+  // output = this rank's 1/world slice of the sum over ranks of input.
+  virtual WorkPtr reduce_scatter(at::Tensor output, at::Tensor input) = 0;
+  virtual void barrier() = 0;
+  // Unblocks and fails every pending collective (another rank died): never hangs.
+  virtual void abort() = 0;
+};
+
+// The CPU backend over TCP. Rank addresses are exchanged through the job's store.
+std::unique_ptr<Communicator> make_cpu_communicator(const CommOptions& options);
+
+}  // namespace lf::comm

@@ -1,0 +1,244 @@
+// The CPU backend: ring collectives over a TCP mesh, run in issue order on one
+// background thread per communicator, so communication overlaps the caller's
+// compute (the DDP overlap contract holds on CPU too). Documented as the
+// test / GPU-less backend; the production engine is NCCL.
+#include <ATen/ATen.h>
+#include <fmt/format.h>
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <thread>
+
+#include "lf/comm/communicator.h"
+#include "lf/common/error.h"
+#include "lf/rendezvous/store_client.h"
+#include "tcp_mesh.h"
+
+namespace lf::comm {
+
+namespace {
+
+class CpuWork : public Work {
+ public:
+  void wait() override {
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [&] { return done_; });
+    if (error_) std::rethrow_exception(error_);
+  }
+  bool is_done() const override {
+    std::lock_guard lock(mu_);
+    return done_;
+  }
+  void finish(std::exception_ptr error) {
+    {
+      std::lock_guard lock(mu_);
+      done_ = true;
+      error_ = error;
+    }
+    cv_.notify_all();
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  std::exception_ptr error_;
+};
+
+rdzv::StoreClient connect_store(const CommOptions& o) {
+  return o.store_port ? rdzv::StoreClient(o.store_addr, o.store_port, o.job_id, o.token)
+                      : rdzv::StoreClient::from_env();
+}
+
+// [begin, end) element range of chunk i of n elements split world ways.
+std::pair<int64_t, int64_t> chunk_range(int64_t n, int world, int i) {
+  return {n * i / world, n * (i + 1) / world};
+}
+
+class CpuCommunicator : public Communicator {
+ public:
+  explicit CpuCommunicator(const CommOptions& o)
+      : opt_(o), store_(connect_store(o)),
+        mesh_(store_, o.key_prefix, o.rank, o.world_size,
+              std::chrono::milliseconds(static_cast<int64_t>(o.timeout_s * 1000))),
+        thread_([this] { run(); }) {}
+
+  ~CpuCommunicator() override {
+    {
+      std::lock_guard lock(mu_);
+      stopping_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+
+  int rank() const override { return opt_.rank; }
+  int world_size() const override { return opt_.world_size; }
+  const char* backend() const override { return "cpu-tcp"; }
+
+  WorkPtr all_reduce(at::Tensor t, ReduceOp op) override {
+    check_input(t, "all_reduce");
+    return enqueue([this, t, op]() mutable {
+      auto flat = t.view({-1});
+      ring_reduce_scatter(flat, op == ReduceOp::kMax);
+      ring_all_gather(flat);
+      if (op == ReduceOp::kAvg) flat.div_(opt_.world_size);
+    });
+  }
+
+  WorkPtr broadcast(at::Tensor t, int root) override {
+    check_input(t, "broadcast");
+    return enqueue([this, t, root] {
+      size_t bytes = t.nbytes();
+      if (opt_.rank == root) {
+        for (int r = 0; r < opt_.world_size; ++r)
+          if (r != root) mesh_.send(r, t.data_ptr(), bytes);
+      } else {
+        mesh_.recv(root, t.data_ptr(), bytes);
+      }
+    });
+  }
+
+  WorkPtr all_gather(at::Tensor output, at::Tensor input) override {
+    check_input(output, "all_gather");
+    check_input(input, "all_gather");
+    LF_CHECK(output.numel() == input.numel() * opt_.world_size, BackendError,
+             "all_gather: output has {} elements, expected world {} x input {}", output.numel(), opt_.world_size,
+             input.numel());
+    return enqueue([this, output, input] {
+      auto flat = output.view({-1});
+      int64_t n = input.numel();
+      flat.narrow(0, n * opt_.rank, n).copy_(input.view({-1}));
+      ring_all_gather(flat);
+    });
+  }
+
+  WorkPtr reduce_scatter(at::Tensor output, at::Tensor input) override {
+    check_input(output, "reduce_scatter");
+    check_input(input, "reduce_scatter");
+    LF_CHECK(input.numel() == output.numel() * opt_.world_size, BackendError,
+             "reduce_scatter: input has {} elements, expected world {} x output {}", input.numel(), opt_.world_size,
+             output.numel());
+    return enqueue([this, output, input] {
+      auto flat = input.view({-1}).clone();
+      ring_reduce_scatter(flat, false);
+      int64_t n = output.numel();
+      output.view({-1}).copy_(flat.narrow(0, n * opt_.rank, n));
+    });
+  }
+
+  void barrier() override {
+    auto t = at::zeros({1}, at::kFloat);
+    all_reduce(t, ReduceOp::kSum)->wait();
+  }
+
+  void abort() override {
+    {
+      std::lock_guard lock(mu_);
+      aborted_ = true;
+    }
+    mesh_.shutdown();
+    cv_.notify_all();
+  }
+
+ private:
+  using Op = std::pair<std::function<void()>, std::shared_ptr<CpuWork>>;
+
+  void check_input(const at::Tensor& t, const char* what) const {
+    LF_CHECK(t.device().is_cpu() && t.is_contiguous(), BackendError,
+             "{}: the CPU backend needs contiguous CPU tensors (got {} on {})", what,
+             t.is_contiguous() ? "contiguous" : "non-contiguous", t.device().str());
+  }
+
+  WorkPtr enqueue(std::function<void()> fn) {
+    auto work = std::make_shared<CpuWork>();
+    {
+      std::lock_guard lock(mu_);
+      if (aborted_) {
+        work->finish(std::make_exception_ptr(BackendError("communicator aborted")));
+        return work;
+      }
+      queue_.emplace_back(std::move(fn), work);
+    }
+    cv_.notify_all();
+    return work;
+  }
+
+  void run() {
+    for (;;) {
+      Op op;
+      {
+        std::unique_lock lock(mu_);
+        cv_.wait(lock, [&] { return stopping_ || aborted_ || !queue_.empty(); });
+        if (queue_.empty()) return;
+        op = std::move(queue_.front());
+        queue_.pop_front();
+      }
+      std::exception_ptr error;
+      if (aborted_) {
+        error = std::make_exception_ptr(BackendError("communicator aborted"));
+      } else {
+        try {
+          op.first();
+        } catch (...) {
+          error = std::current_exception();
+        }
+      }
+      op.second->finish(error);
+    }
+  }
+
+  // Afterwards rank r holds chunk r reduced over every rank (elementwise sum or max).
+  void ring_reduce_scatter(at::Tensor flat, bool max) {
+    const int w = opt_.world_size, r = opt_.rank;
+    if (w == 1) return;
+    const int64_t n = flat.numel();
+    const int right = (r + 1) % w, left = (r + w - 1) % w;
+    at::Tensor scratch = at::empty({n / w + 1}, flat.options());
+    for (int s = 0; s < w - 1; ++s) {
+      int send_i = (r - s - 1 + 2 * w) % w, recv_i = (r - s - 2 + 2 * w) % w;
+      auto [sb, se] = chunk_range(n, w, send_i);
+      auto [rb, re] = chunk_range(n, w, recv_i);
+      auto incoming = scratch.narrow(0, 0, re - rb);
+      mesh_.send_recv(right, flat.narrow(0, sb, se - sb).data_ptr(), (se - sb) * flat.element_size(), left,
+                      incoming.data_ptr(), (re - rb) * flat.element_size());
+      auto mine = flat.narrow(0, rb, re - rb);
+      if (max) at::maximum_out(mine, mine, incoming);
+      else mine.add_(incoming);
+    }
+  }
+
+  // Rank r starts with chunk r final; afterwards every rank has every chunk.
+  void ring_all_gather(at::Tensor flat) {
+    const int w = opt_.world_size, r = opt_.rank;
+    if (w == 1) return;
+    const int64_t n = flat.numel();
+    const int right = (r + 1) % w, left = (r + w - 1) % w;
+    for (int s = 0; s < w - 1; ++s) {
+      int send_i = (r - s + w) % w, recv_i = (r - s - 1 + w) % w;
+      auto [sb, se] = chunk_range(n, w, send_i);
+      auto [rb, re] = chunk_range(n, w, recv_i);
+      mesh_.send_recv(right, flat.narrow(0, sb, se - sb).data_ptr(), (se - sb) * flat.element_size(), left,
+                      flat.narrow(0, rb, re - rb).data_ptr(), (re - rb) * flat.element_size());
+    }
+  }
+
+  CommOptions opt_;
+  rdzv::StoreClient store_;
+  TcpMesh mesh_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Op> queue_;
+  bool stopping_ = false, aborted_ = false;
+  std::thread thread_;
+};
+
+}  // namespace
+
+std::unique_ptr<Communicator> make_cpu_communicator(const CommOptions& options) {
+  return std::make_unique<CpuCommunicator>(options);
+}
+
+}  // namespace lf::comm

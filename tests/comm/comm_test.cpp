@@ -1,0 +1,178 @@
+// Ranks as threads, each with its own CPU communicator, over real sockets and the real store.
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include <boost/asio/io_context.hpp>
+#include <atomic>
+#include <functional>
+#include <thread>
+
+#include "lf/comm/communicator.h"
+#include "lf/common/error.h"
+#include "lf/rendezvous/server.h"
+
+using namespace lf::comm;
+
+namespace {
+
+class StoreServer {
+ public:
+  StoreServer() {
+    lf::rdzv::ServerOptions o;
+    o.bind_host = "127.0.0.1";
+    server_ = std::make_unique<lf::rdzv::RendezvousServer>(io_, o);
+    server_->start([](int, const std::string&) {});
+    thread_ = std::thread([this] { io_.run(); });
+  }
+  ~StoreServer() {
+    io_.stop();
+    thread_.join();
+  }
+  uint16_t port() const { return server_->port(); }
+
+ private:
+  boost::asio::io_context io_;
+  std::unique_ptr<lf::rdzv::RendezvousServer> server_;
+  std::thread thread_;
+};
+
+std::atomic<int> g_run{0};
+
+// Runs body(rank, comm) on `world` threads; rethrows the first failure.
+void run_ranks(int world, const std::function<void(int, Communicator&)>& body) {
+  StoreServer server;
+  std::string prefix = "t" + std::to_string(g_run++);
+  std::vector<std::thread> ts;
+  std::vector<std::exception_ptr> errors(world);
+  for (int r = 0; r < world; ++r)
+    ts.emplace_back([&, r] {
+      try {
+        CommOptions o;
+        o.rank = r;
+        o.world_size = world;
+        o.key_prefix = prefix;
+        o.store_addr = "127.0.0.1";
+        o.store_port = server.port();
+        o.timeout_s = 20;
+        auto comm = make_cpu_communicator(o);
+        body(r, *comm);
+      } catch (...) {
+        errors[r] = std::current_exception();
+      }
+    });
+  for (auto& t : ts) t.join();
+  for (auto& e : errors)
+    if (e) std::rethrow_exception(e);
+}
+
+at::Tensor rank_tensor(int rank, int64_t n, at::ScalarType dtype) {
+  auto g = at::make_generator<at::CPUGeneratorImpl>(1000 + rank);
+  return at::randn({n}, g, at::TensorOptions(at::kDouble)).to(dtype);
+}
+
+}  // namespace
+
+TEST(CpuComm, AllReduceSumAvgMaxAcrossDtypesAndOddSizes) {
+  for (int world : {2, 3, 4}) {
+    for (int64_t n : {int64_t(1), int64_t(5), int64_t(1000003)}) {
+      run_ranks(world, [&](int rank, Communicator& c) {
+        for (auto dtype : {at::kFloat, at::kDouble, at::kBFloat16}) {
+          at::Tensor expect_sum = at::zeros({n}, at::kDouble), expect_max = rank_tensor(0, n, dtype).to(at::kDouble);
+          for (int r = 0; r < world; ++r) {
+            expect_sum += rank_tensor(r, n, dtype).to(at::kDouble);
+            expect_max = at::maximum(expect_max, rank_tensor(r, n, dtype).to(at::kDouble));
+          }
+          double tol = dtype == at::kBFloat16 ? 0.05 : 1e-5;
+          auto t = rank_tensor(rank, n, dtype);
+          c.all_reduce(t)->wait();
+          EXPECT_TRUE(at::allclose(t.to(at::kDouble), expect_sum, tol, tol)) << world << " " << n << " " << dtype;
+          auto a = rank_tensor(rank, n, dtype);
+          c.all_reduce(a, ReduceOp::kAvg)->wait();
+          EXPECT_TRUE(at::allclose(a.to(at::kDouble), expect_sum / world, tol, tol));
+          auto m = rank_tensor(rank, n, dtype);
+          c.all_reduce(m, ReduceOp::kMax)->wait();
+          EXPECT_TRUE(at::equal(m.to(at::kDouble), expect_max));
+        }
+        auto ints = at::full({7}, rank + 1, at::kLong);
+        c.all_reduce(ints)->wait();
+        EXPECT_EQ(ints[3].item<int64_t>(), world * (world + 1) / 2);
+      });
+    }
+  }
+}
+
+TEST(CpuComm, EveryRankGetsBitIdenticalResults) {
+  std::vector<at::Tensor> results(3);
+  run_ranks(3, [&](int rank, Communicator& c) {
+    auto t = rank_tensor(rank, 4099, at::kFloat);
+    c.all_reduce(t)->wait();
+    results[rank] = t;
+  });
+  EXPECT_TRUE(at::equal(results[0], results[1]));
+  EXPECT_TRUE(at::equal(results[0], results[2]));
+}
+
+TEST(CpuComm, BroadcastAllGatherReduceScatter) {
+  run_ranks(3, [&](int rank, Communicator& c) {
+    auto b = rank == 1 ? at::arange(10, at::kFloat) : at::zeros({10}, at::kFloat);
+    c.broadcast(b, 1)->wait();
+    EXPECT_TRUE(at::equal(b, at::arange(10, at::kFloat)));
+
+    auto in = at::full({4}, static_cast<float>(rank), at::kFloat);
+    auto out = at::empty({12}, at::kFloat);
+    c.all_gather(out, in)->wait();
+    for (int r = 0; r < 3; ++r) EXPECT_TRUE(at::equal(out.narrow(0, 4 * r, 4), at::full({4}, float(r))));
+
+    auto big = at::arange(12, at::kFloat) + rank;  // sum over ranks: 3*i + 3
+    auto mine = at::empty({4}, at::kFloat);
+    c.reduce_scatter(mine, big)->wait();
+    EXPECT_TRUE(at::equal(mine, at::arange(4 * rank, 4 * rank + 4, at::kFloat) * 3 + 3));
+    c.barrier();
+  });
+}
+
+TEST(CpuComm, CollectivesAreAsyncAndRunInIssueOrder) {
+  run_ranks(2, [&](int rank, Communicator& c) {
+    std::vector<at::Tensor> ts;
+    std::vector<WorkPtr> works;
+    for (int i = 0; i < 8; ++i) {
+      ts.push_back(at::full({100000}, float(i * 10 + rank), at::kFloat));
+      works.push_back(c.all_reduce(ts.back()));  // returns before completion
+    }
+    for (int i = 0; i < 8; ++i) {
+      works[i]->wait();
+      EXPECT_FLOAT_EQ(ts[i][0].item<float>(), float(i * 20 + 1));
+    }
+  });
+}
+
+TEST(CpuComm, PeerDeathFailsPendingCollectivesInsteadOfHanging) {
+  auto t0 = std::chrono::steady_clock::now();
+  EXPECT_THROW(run_ranks(2,
+                         [&](int rank, Communicator& c) {
+                           if (rank == 1) return;  // leaves: its communicator closes its sockets
+                           std::this_thread::sleep_for(std::chrono::milliseconds(100));
+                           auto t = at::ones({1000}, at::kFloat);
+                           c.all_reduce(t)->wait();
+                         }),
+               lf::BackendError);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(10));
+}
+
+TEST(CpuComm, AbortUnblocksAWaitingCollective) {
+  run_ranks(2, [&](int rank, Communicator& c) {
+    if (rank == 1) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      return;
+    }
+    auto t = at::ones({10}, at::kFloat);
+    auto w = c.all_reduce(t);
+    std::thread aborter([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      c.abort();
+    });
+    EXPECT_THROW(w->wait(), lf::Error);
+    aborter.join();
+    EXPECT_THROW(c.all_reduce(t)->wait(), lf::BackendError);
+  });
+}
