@@ -15,7 +15,7 @@ OUTD=${OUT:-out/device}
 mkdir -p "$OUTD"
 LOG=$OUTD/model_bench.log
 RES=$OUTD/model_results.jsonl
-W=${BUILD_DIR:-build-device}/src/worker/lf-worker
+W=${BUILD_DIR:-build-device-last}/src/worker/lf-worker
 SEQ=${SEQ:-2048} MBS=${MBS:-4} STEPS=${STEPS:-10}
 parts=("$@"); [[ ${#parts[@]} == 0 ]] && parts=(check ours eager compile)
 
