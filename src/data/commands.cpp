@@ -19,6 +19,7 @@ struct TokenizeOptions {
   bool special = false;
   bool decode = false;
   bool skip_special = false;
+  std::string flavor = "tokenizers";
   int threads = 0;
 };
 
@@ -40,7 +41,8 @@ void flush_encode(const Tokenizer& tok, const TokenizeOptions& o, std::vector<st
 }
 
 void run_tokenize(const TokenizeOptions& o) {
-  Tokenizer tok = Tokenizer::load(o.tokenizer);
+  Tokenizer tok = Tokenizer::load(o.tokenizer, o.flavor == "transformers" ? TokenizerFlavor::kTransformers
+                                                                         : TokenizerFlavor::kTokenizers);
   std::ios::sync_with_stdio(false);
   std::vector<std::string> texts;
   std::string line;
@@ -85,6 +87,10 @@ void add_tokenize_command(CLI::App& app) {
   cmd->add_flag("--decode", opts->decode, "Read {\"ids\": [...]} and write {\"text\": ...}");
   cmd->add_flag("--skip-special", opts->skip_special, "With --decode, drop special tokens");
   cmd->add_option("--threads", opts->threads, "Encoding threads (0: all cores)");
+  cmd->add_option("--flavor", opts->flavor,
+                  "Whose ids: 'tokenizers' (tokenizer.json as HF tokenizers runs it) or "
+                  "'transformers' (as transformers 5's AutoTokenizer, which LLaMA-Factory uses)")
+      ->check(CLI::IsMember({"tokenizers", "transformers"}));
   cmd->callback([opts] { run_tokenize(*opts); });
 }
 

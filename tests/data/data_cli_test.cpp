@@ -34,6 +34,16 @@ TEST(DataCli, TokenizeAndDecodeRoundTripInOrder) {
   EXPECT_EQ(text, "{\"text\":\"Hello world\"}\n{\"text\":\"<|im_start|>hi\"}\n");
 }
 
+TEST(DataCli, TokenizeFlavorSelectsTransformersIds) {
+  LF_REQUIRE_ASSETS();
+  fs::path dir = test::temp_dir("cliflavor");
+  test::write_file(dir / "in.jsonl", "{\"text\": \"a </s> and\"}\n");
+  const std::string base = std::string(LF_DATA_CLI) + " tokenize --tokenizer " +
+                           (test::assets_dir() / "mistral").string() + " < " + (dir / "in.jsonl").string();
+  EXPECT_EQ(run(base), "{\"ids\": [264, 28705, 2, 28705, 304]}\n");
+  EXPECT_EQ(run(base + " --flavor transformers"), "{\"ids\": [264, 28705, 2, 304]}\n");
+}
+
 TEST(DataCli, TokenizeReportsBadLine) {
   LF_REQUIRE_ASSETS();
   fs::path dir = test::temp_dir("clibad");

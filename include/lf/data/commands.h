@@ -2,7 +2,8 @@
 // CLI11 subcommands of lf-train owned by the data pipeline. Each adds its
 // subcommand with a callback that does the work; errors propagate as
 // lf::ConfigError for main() to map to an exit code.
-//   lf-train tokenize --tokenizer DIR [--special] [--decode] [--threads N]
+//   lf-train tokenize --tokenizer DIR [--special] [--decode] [--skip-special]
+//                     [--threads N] [--flavor tokenizers|transformers]
 //       JSONL on stdin ({"text": ...} or with --decode {"ids": [...]}) ->
 //       JSONL on stdout ({"ids": [...]} / {"text": ...}), in input order.
 //   lf-train preview CONFIG.yaml [--n 3] [key=value ...]
