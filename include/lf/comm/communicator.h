@@ -17,7 +17,9 @@ enum class ReduceOp { kSum, kAvg, kMax };
 class Work {
  public:
   virtual ~Work() = default;
-  // Blocks until done; rethrows the collective's error (BackendError, TimeoutError).
+  // After wait() returns, work the caller queues sees the result: on CPU the data
+  // is there; on NCCL the caller's current CUDA stream waits (the host doesn't).
+  // Throws the collective's error (BackendError, TimeoutError).
   virtual void wait() = 0;
   virtual bool is_done() const = 0;
 };
@@ -55,5 +57,7 @@ class Communicator {
 
 // The CPU backend over TCP. Rank addresses are exchanged through the job's store.
 std::unique_ptr<Communicator> make_cpu_communicator(const CommOptions& options);
+// The NCCL backend on the current CUDA device (builds with LF_WITH_CUDA only).
+std::unique_ptr<Communicator> make_nccl_communicator(const CommOptions& options);
 
 }  // namespace lf::comm

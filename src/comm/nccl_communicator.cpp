@@ -1,0 +1,268 @@
+// The GPU backend: NCCL directly (DESIGN.md "Communication"). One communicator
+// per process group, its unique id exchanged through the job's store; every
+// collective runs on a dedicated stream ordered after the caller's stream with
+// an event, so it overlaps compute; Work::wait() makes the caller's current
+// stream wait (the host does not block). A watchdog thread turns a stuck or
+// failed collective into ncclCommAbort + BackendError within the timeout
+// instead of a 10-minute hang.
+#include <ATen/ATen.h>
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#include <fmt/format.h>
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <thread>
+
+#include "lf/comm/communicator.h"
+#include "lf/common/error.h"
+#include "lf/rendezvous/store_client.h"
+
+namespace lf::comm {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+#define LF_NCCL_CHECK(call, rank)                                                                              \
+  do {                                                                                                         \
+    ncclResult_t lf_nccl_rc = (call);                                                                          \
+    LF_CHECK(lf_nccl_rc == ncclSuccess, BackendError, "rank {}: {} failed: {} ({})", rank, #call,             \
+             ncclGetErrorString(lf_nccl_rc), ncclGetLastError(nullptr));                                       \
+  } while (0)
+
+#define LF_CUDA_CHECK(call)                                                                                   \
+  do {                                                                                                        \
+    cudaError_t lf_cuda_rc = (call);                                                                          \
+    LF_CHECK(lf_cuda_rc == cudaSuccess, BackendError, "{} failed: {}", #call, cudaGetErrorString(lf_cuda_rc)); \
+  } while (0)
+
+// A timing-free CUDA event (cheap to record and query).
+class Event {
+ public:
+  Event() { LF_CUDA_CHECK(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming)); }
+  ~Event() { cudaEventDestroy(event_); }
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+  void record(cudaStream_t s) { LF_CUDA_CHECK(cudaEventRecord(event_, s)); }
+  void block(cudaStream_t s) { LF_CUDA_CHECK(cudaStreamWaitEvent(s, event_, 0)); }
+  bool query() const { return cudaEventQuery(event_) == cudaSuccess; }
+
+ private:
+  cudaEvent_t event_ = nullptr;
+};
+
+ncclDataType_t nccl_type(at::ScalarType t) {
+  switch (t) {
+    case at::kFloat: return ncclFloat32;
+    case at::kHalf: return ncclFloat16;
+    case at::kBFloat16: return ncclBfloat16;
+    case at::kDouble: return ncclFloat64;
+    case at::kLong: return ncclInt64;
+    case at::kInt: return ncclInt32;
+    case at::kByte: return ncclUint8;
+    default: LF_THROW(BackendError, "NCCL: unsupported dtype {}", c10::toString(t));
+  }
+}
+
+ncclRedOp_t nccl_op(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum: return ncclSum;
+    case ReduceOp::kAvg: return ncclAvg;
+    case ReduceOp::kMax: return ncclMax;
+  }
+  return ncclSum;
+}
+
+rdzv::StoreClient connect_store(const CommOptions& o) {
+  return o.store_port ? rdzv::StoreClient(o.store_addr, o.store_port, o.job_id, o.token)
+                      : rdzv::StoreClient::from_env();
+}
+
+class NcclWork : public Work {
+ public:
+  NcclWork(c10::cuda::CUDAStream comm_stream, std::shared_ptr<std::atomic<bool>> failed,
+           std::shared_ptr<std::string> failure)
+      : stream_(comm_stream), failed_(std::move(failed)), failure_(std::move(failure)), started_(Clock::now()) {}
+  void record() { done_.record(stream_.stream()); }
+  void wait() override {
+    check();
+    done_.block(c10::cuda::getCurrentCUDAStream(stream_.device_index()).stream());
+  }
+  bool is_done() const override { return done_.query(); }
+  Clock::time_point started() const { return started_; }
+
+ private:
+  void check() const {
+    LF_CHECK(!failed_->load(), BackendError, "NCCL communicator failed: {}", *failure_);
+  }
+  c10::cuda::CUDAStream stream_;
+  Event done_;
+  std::shared_ptr<std::atomic<bool>> failed_;
+  std::shared_ptr<std::string> failure_;
+  Clock::time_point started_;
+};
+
+class NcclCommunicator : public Communicator {
+ public:
+  explicit NcclCommunicator(const CommOptions& o)
+      : opt_(o), device_(c10::cuda::current_device()), stream_(c10::cuda::getStreamFromPool(true, device_)),
+        failed_(std::make_shared<std::atomic<bool>>(false)), failure_(std::make_shared<std::string>()) {
+    auto store = connect_store(o);
+    ncclUniqueId id;
+    std::string key = o.key_prefix + "/nccl_unique_id";
+    if (o.rank == 0) {
+      LF_NCCL_CHECK(ncclGetUniqueId(&id), o.rank);
+      store.set(key, std::string(reinterpret_cast<const char*>(&id), sizeof(id)));
+    } else {
+      store.wait({key}, std::chrono::milliseconds(static_cast<int64_t>(o.timeout_s * 1000)));
+      std::string bytes = *store.get(key);
+      LF_CHECK(bytes.size() == sizeof(id), BackendError, "NCCL unique id of {} bytes, expected {} (NCCL version "
+               "mismatch between nodes?)", bytes.size(), sizeof(id));
+      std::memcpy(&id, bytes.data(), sizeof(id));
+    }
+    c10::cuda::CUDAGuard guard(device_);
+    ncclResult_t rc = ncclCommInitRank(&comm_, o.world_size, id, o.rank);
+    LF_CHECK(rc == ncclSuccess, BackendError,
+             "rank {}: NCCL init failed: {} ({}). Check NCCL_SOCKET_IFNAME (an interface every node has), that the "
+             "nodes can reach each other, and that every node runs the same NCCL version; NCCL_DEBUG=INFO shows more",
+             o.rank, ncclGetErrorString(rc), ncclGetLastError(nullptr));
+    watchdog_ = std::thread([this] { watch(); });
+  }
+
+  ~NcclCommunicator() override {
+    {
+      std::lock_guard lock(mu_);
+      stopping_ = true;
+    }
+    cv_.notify_all();
+    watchdog_.join();
+    if (comm_) {
+      if (failed_->load()) ncclCommAbort(comm_);
+      else ncclCommDestroy(comm_);
+    }
+  }
+
+  int rank() const override { return opt_.rank; }
+  int world_size() const override { return opt_.world_size; }
+  const char* backend() const override { return "nccl"; }
+
+  WorkPtr all_reduce(at::Tensor t, ReduceOp op) override {
+    return launch({t}, [&](cudaStream_t s) {
+      return ncclAllReduce(t.data_ptr(), t.data_ptr(), t.numel(), nccl_type(t.scalar_type()), nccl_op(op), comm_, s);
+    });
+  }
+
+  WorkPtr broadcast(at::Tensor t, int root) override {
+    return launch({t}, [&](cudaStream_t s) {
+      return ncclBroadcast(t.data_ptr(), t.data_ptr(), t.numel(), nccl_type(t.scalar_type()), root, comm_, s);
+    });
+  }
+
+  WorkPtr all_gather(at::Tensor output, at::Tensor input) override {
+    LF_CHECK(output.numel() == input.numel() * opt_.world_size, BackendError,
+             "all_gather: output has {} elements, expected world {} x input {}", output.numel(), opt_.world_size,
+             input.numel());
+    return launch({output, input}, [&](cudaStream_t s) {
+      return ncclAllGather(input.data_ptr(), output.data_ptr(), input.numel(), nccl_type(input.scalar_type()), comm_, s);
+    });
+  }
+
+  WorkPtr reduce_scatter(at::Tensor output, at::Tensor input) override {
+    LF_CHECK(input.numel() == output.numel() * opt_.world_size, BackendError,
+             "reduce_scatter: input has {} elements, expected world {} x output {}", input.numel(), opt_.world_size,
+             output.numel());
+    return launch({output, input}, [&](cudaStream_t s) {
+      return ncclReduceScatter(input.data_ptr(), output.data_ptr(), output.numel(), nccl_type(input.scalar_type()),
+                               ncclSum, comm_, s);
+    });
+  }
+
+  void barrier() override {
+    auto t = at::zeros({1}, at::TensorOptions(at::kFloat).device(at::kCUDA, device_));
+    all_reduce(t, ReduceOp::kSum)->wait();
+    c10::cuda::getCurrentCUDAStream(device_).synchronize();
+  }
+
+  void abort() override { fail("aborted by the caller (another rank failed)"); }
+
+ private:
+  template <typename Fn>
+  WorkPtr launch(std::initializer_list<at::Tensor> tensors, Fn&& call) {
+    LF_CHECK(!failed_->load(), BackendError, "rank {}: NCCL communicator already failed: {}", opt_.rank, *failure_);
+    for (const auto& t : tensors)
+      LF_CHECK(t.is_cuda() && t.is_contiguous() && t.device().index() == device_, BackendError,
+               "rank {}: NCCL needs contiguous tensors on cuda:{} (got {})", opt_.rank, device_, t.device().str());
+    c10::cuda::CUDAGuard guard(device_);
+    // The collective must see what the caller's stream produced.
+    Event ready;
+    ready.record(c10::cuda::getCurrentCUDAStream(device_).stream());
+    ready.block(stream_.stream());
+    LF_NCCL_CHECK(call(stream_.stream()), opt_.rank);
+    // The caching allocator must not hand these blocks out again before the collective is done.
+    for (const auto& t : tensors) c10::cuda::CUDACachingAllocator::recordStream(t.storage().data_ptr(), stream_);
+    auto work = std::make_shared<NcclWork>(stream_, failed_, failure_);
+    work->record();
+    {
+      std::lock_guard lock(mu_);
+      pending_.push_back(work);
+    }
+    cv_.notify_all();
+    return work;
+  }
+
+  void fail(const std::string& why) {
+    bool expected = false;
+    if (failed_->compare_exchange_strong(expected, true)) {
+      *failure_ = why;
+      ncclCommAbort(comm_);
+      comm_ = nullptr;
+    }
+  }
+
+  // Polls the oldest pending collective and NCCL's async error: a peer that died
+  // surfaces here as an error, a hang as a timeout, both within the timeout.
+  void watch() {
+    const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(opt_.timeout_s * 1000));
+    std::unique_lock lock(mu_);
+    while (!stopping_) {
+      cv_.wait_for(lock, std::chrono::milliseconds(100));
+      while (!pending_.empty() && pending_.front()->is_done()) pending_.pop_front();
+      if (failed_->load() || !comm_) continue;
+      ncclResult_t async = ncclSuccess;
+      ncclCommGetAsyncError(comm_, &async);
+      if (async != ncclSuccess && async != ncclInProgress) {
+        fail(fmt::format("rank {}: NCCL async error: {}", opt_.rank, ncclGetErrorString(async)));
+      } else if (!pending_.empty() && Clock::now() - pending_.front()->started() > timeout) {
+        fail(fmt::format("rank {}: a collective did not finish within {} s (a peer died or hangs)", opt_.rank,
+                         opt_.timeout_s));
+      }
+    }
+  }
+
+  CommOptions opt_;
+  c10::DeviceIndex device_;
+  c10::cuda::CUDAStream stream_;
+  ncclComm_t comm_ = nullptr;
+  std::shared_ptr<std::atomic<bool>> failed_;
+  std::shared_ptr<std::string> failure_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::shared_ptr<NcclWork>> pending_;
+  bool stopping_ = false;
+  std::thread watchdog_;
+};
+
+}  // namespace
+
+std::unique_ptr<Communicator> make_nccl_communicator(const CommOptions& options) {
+  return std::make_unique<NcclCommunicator>(options);
+}
+
+}  // namespace lf::comm
