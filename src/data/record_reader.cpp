@@ -143,6 +143,8 @@ DataFile read_data_file(const fs::path& file) {
   LF_CHECK(extension(file) != "parquet", ConfigError,
            "{}: Parquet files are read with read_parquet_records, not as text", file.string());
   df.text = read_all(file);
+  // Editors on Windows write a UTF-8 BOM; HF datasets accepts it.
+  if (df.text.starts_with("\xEF\xBB\xBF")) df.text.replace(0, 3, 3, ' ');
   size_t first = 0;
   while (first < df.text.size() && is_ws(df.text[first])) ++first;
   if (extension(file) == "json" && first < df.text.size() && df.text[first] == '[')

@@ -66,6 +66,9 @@ BpeModel::BpeModel(Vocab vocab, const std::vector<std::pair<std::string, std::st
   }
   byte_ids_.fill(-1);
   fallback_ids_.fill(-1);
+  ascii_ids_.fill(-1);
+  for (int c = 0; c < 128; ++c)
+    if (auto it = vocab_.find(std::string(1, static_cast<char>(c))); it != vocab_.end()) ascii_ids_[c] = it->second;
   for (int b = 0; b < 256; ++b) {
     if (auto it = vocab_.find(byte_level::byte_to_char(static_cast<unsigned char>(b)));
         it != vocab_.end())
@@ -154,12 +157,18 @@ void BpeModel::initial_symbols(std::string_view piece, std::vector<Symbol>& symb
       lookup = key;
     }
     int32_t byte_len = static_cast<int32_t>(ch.size());
-    if (auto it = vocab_.find(lookup); it != vocab_.end()) {
+    int32_t id = -1;
+    if (!affixes && ch.size() == 1 && static_cast<unsigned char>(ch[0]) < 128) {
+      id = ascii_ids_[static_cast<unsigned char>(ch[0])];  // skips hashing for ASCII
+    } else if (auto it = vocab_.find(lookup); it != vocab_.end()) {
+      id = it->second;
+    }
+    if (id >= 0) {
       if (unk_pending) {
         add(*unk_id_, unk_len);
         unk_pending = false;
       }
-      add(it->second, byte_len);
+      add(id, byte_len);
       continue;
     }
     if (options_.byte_fallback) {

@@ -81,6 +81,7 @@ class BpeModel {
   uint64_t merge_mask_ = 0;
   std::array<int32_t, 256> byte_ids_{};      // byte-level: id of each byte's char
   std::array<int32_t, 256> fallback_ids_{};  // <0xXX> ids, -1 when absent
+  std::array<int32_t, 128> ascii_ids_{};     // id of each 1-char ASCII token, -1 when absent
   std::optional<int32_t> unk_id_;
   mutable std::array<CacheShard, kCacheShards> cache_;
 };

@@ -2,6 +2,8 @@
 // tokenized cache (hit, and miss when an argument or file changes), YAML keys.
 #include <yaml-cpp/yaml.h>
 
+#include <nlohmann/json.hpp>
+
 #include "data_test_util.h"
 #include "lf/common/error.h"
 #include "lf/data/chat_template.h"
@@ -108,6 +110,18 @@ TEST(DataPipeline, JsonArraySplitterKeepsLinesAndNesting) {
   EXPECT_EQ(df.records[1].line, 4);
   EXPECT_EQ(df.text.substr(df.records[1].begin, df.records[1].end - df.records[1].begin),
             "{\"a\": \"\\\"q\\\"\"}");
+}
+
+TEST(DataPipeline, ByteOrderMarkAndCrlfAreAccepted) {
+  fs::path dir = test::temp_dir("bom");
+  test::write_file(dir / "a.json", "\xEF\xBB\xBF[\r\n {\"a\": 1},\r\n {\"a\": 2}\r\n]\r\n");
+  test::write_file(dir / "b.jsonl", "\xEF\xBB\xBF{\"a\": 1}\r\n{\"a\": 2}\r\n");
+  for (const char* f : {"a.json", "b.jsonl"}) {
+    DataFile df = read_data_file(dir / f);
+    ASSERT_EQ(df.records.size(), 2u) << f;
+    for (const auto& r : df.records)
+      EXPECT_NO_THROW((void)nlohmann::json::parse(df.text.substr(r.begin, r.end - r.begin))) << f;
+  }
 }
 
 TEST(DataPipeline, YamlKeysAndOverrides) {
