@@ -76,6 +76,8 @@ DataArgs parse_data_args(const YAML::Node& root, const std::string& where) {
   if (auto n = set("seed")) a.seed = scalar<uint64_t>(*n, "seed", where, "an integer");
   if (auto n = set("preprocessing_num_workers"))
     a.preprocessing_num_workers = scalar<int>(*n, "preprocessing_num_workers", where, "an integer");
+  if (auto n = set("preprocessing_batch_size"))
+    a.preprocessing_batch_size = scalar<int64_t>(*n, "preprocessing_batch_size", where, "an integer");
   if (auto n = set("neat_packing"))
     LF_CHECK(!scalar<bool>(*n, "neat_packing", where, "true/false"), ConfigError,
              "{}: neat_packing is not supported by lf-train; use packing: true", where);
@@ -85,6 +87,8 @@ DataArgs parse_data_args(const YAML::Node& root, const std::string& where) {
              "tokenized_path)", where);
 
   LF_CHECK(a.cutoff_len > 0, ConfigError, "{}: cutoff_len must be positive, got {}", where, a.cutoff_len);
+  LF_CHECK(a.preprocessing_batch_size > 0, ConfigError,
+           "{}: preprocessing_batch_size must be positive, got {}", where, a.preprocessing_batch_size);
   LF_CHECK(a.val_size >= 0, ConfigError, "{}: val_size must be >= 0, got {}", where, a.val_size);
   LF_CHECK(a.mix_strategy == "concat", ConfigError,
            "{}: mix_strategy '{}' is not supported yet (only concat)", where, a.mix_strategy);

@@ -33,9 +33,6 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr uint64_t kCacheFormat = 1;
-// LLaMA-Factory maps in batches of preprocessing_batch_size (1000); packing
-// happens within each batch, so pack boundaries follow it.
-constexpr size_t kPackBatch = 1000;
 
 std::string template_of(const DataArgs& args) {
   return args.template_name.empty() ? "empty" : args.template_name;
@@ -151,9 +148,9 @@ std::vector<Example> load_examples(const DataArgs& args, const std::vector<std::
 
 uint64_t sft_cache_key(const DataArgs& args, const Tokenizer& tokenizer) {
   uint64_t h = fnv1a64(fmt::format(
-      "v{}|tok:{:x}|tpl:{}|sys:{}|cut:{}|top:{}|mh:{}|pack:{}|max:{}|val:{}|seed:{}", kCacheFormat,
+      "v{}|tok:{:x}|tpl:{}|sys:{}|cut:{}|top:{}|mh:{}|pack:{}/{}|max:{}|val:{}|seed:{}", kCacheFormat,
       tokenizer.fingerprint(), template_of(args), args.default_system.value_or("\x01"),
-      args.cutoff_len, args.train_on_prompt, args.mask_history, args.packing,
+      args.cutoff_len, args.train_on_prompt, args.mask_history, args.packing, args.preprocessing_batch_size,
       args.max_samples.value_or(-1), args.val_size, args.seed));
   for (const auto* names : {&args.dataset, &args.eval_dataset}) {
     h = fnv1a64("|set", h);
@@ -180,9 +177,12 @@ std::vector<EncodedExample> encode_examples(const std::vector<Example>& examples
       if (valid[i]) out.push_back(std::move(encoded[i]));
     return out;
   }
-  for (size_t b = 0; b < encoded.size(); b += kPackBatch) {
+  // LLaMA-Factory maps in batches of preprocessing_batch_size and packs within
+  // each, so pack boundaries follow it (with its default single process).
+  const size_t batch_size = static_cast<size_t>(args.preprocessing_batch_size);
+  for (size_t b = 0; b < encoded.size(); b += batch_size) {
     std::vector<EncodedExample> batch;
-    for (size_t i = b; i < std::min(encoded.size(), b + kPackBatch); ++i)
+    for (size_t i = b; i < std::min(encoded.size(), b + batch_size); ++i)
       if (valid[i]) batch.push_back(std::move(encoded[i]));
     auto packs = pack_examples(std::move(batch), args.cutoff_len, tmpl.pad_id());
     out.insert(out.end(), std::make_move_iterator(packs.begin()), std::make_move_iterator(packs.end()));

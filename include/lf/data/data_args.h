@@ -33,7 +33,8 @@ struct DataArgs {
   std::string model_name_or_path;         // folder with tokenizer.json
   std::string stage = "sft";
   uint64_t seed = 42;
-  int preprocessing_num_workers = 0;      // 0: all cores
+  int preprocessing_num_workers = 0;      // threads here (0: all cores); no effect on results
+  int64_t preprocessing_batch_size = 1000;  // packing happens within each batch, as in LLaMA-Factory
   // Where relative paths in the YAML resolve from (the YAML's folder is NOT
   // used: LLaMA-Factory resolves against the working directory).
   std::filesystem::path base_dir = ".";
