@@ -1,0 +1,66 @@
+#pragma once
+// Data-parallel gradient reduction (DDP), llm.c-style, on top of Communicator:
+// trainable parameters are packed into buckets in reverse registration order
+// (gradients arrive roughly last layer first), the first bucket small so
+// communication starts early; a hook on each parameter copies its accumulated
+// gradient into its bucket during the final micro-step's backward, and a
+// bucket's all-reduce (SUM: the loss is already normalised by the step's global
+// target count) starts as soon as the bucket is complete, overlapping the rest
+// of backward. Buckets are launched in index order on every rank. Non-final
+// accumulation micro-steps communicate nothing.
+//
+// Threading: hooks run on the autograd thread; call the other methods from the
+// training thread, around backward(). Owns its hooks for the model's lifetime.
+#include <ATen/core/Tensor.h>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "lf/comm/communicator.h"
+
+namespace lf::comm {
+
+struct DdpOptions {
+  double bucket_cap_mb = 25;      // ddp_bucket_cap_mb
+  double first_bucket_mb = 1;     // torch DDP's 1 MiB first bucket
+  at::ScalarType reduce_dtype = at::kFloat;  // fp32 or bf16 on the wire
+};
+
+// What happened, with timestamps, for tests and profiling.
+struct DdpEvent {
+  std::string what;  // "launch", "backward_end", "done"
+  int64_t bucket = -1;
+  std::chrono::steady_clock::time_point t;
+};
+
+class DdpReducer {
+ public:
+  // params: the trainable parameters (leaf tensors with requires_grad), in model order.
+  DdpReducer(Communicator& comm, std::vector<at::Tensor> params, DdpOptions options = {});
+  ~DdpReducer();
+  DdpReducer(const DdpReducer&) = delete;
+  DdpReducer& operator=(const DdpReducer&) = delete;
+
+  // Rank `root`'s values into every rank's parameters (before the first step).
+  void broadcast_parameters(int root = 0);
+  // Before each micro-step's backward: sync = true on the optimizer step's last micro-step.
+  void prepare_backward(bool sync);
+  // After the last micro-step's backward: launches what is left, waits, and leaves every
+  // parameter's .grad = the sum over ranks. Throws the communicator's errors.
+  void finish_backward();
+
+  int64_t num_buckets() const;
+  int64_t collectives_issued() const;
+  std::vector<DdpEvent> events() const;
+  void clear_events();
+
+  struct State;
+
+ private:
+  std::shared_ptr<State> state_;
+};
+
+}  // namespace lf::comm
