@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <queue>
 
 #include "byte_level.h"
 #include "lf/common/error.h"
@@ -196,16 +195,23 @@ void BpeModel::initial_symbols(std::string_view piece, std::vector<Symbol>& symb
 }
 
 void BpeModel::merge_heap(std::vector<Symbol>& symbols) const {
-  thread_local std::vector<QueueEntry> storage;
-  storage.clear();
-  std::priority_queue<QueueEntry> queue(std::less<QueueEntry>{}, std::move(storage));
+  // A max-heap under QueueEntry::operator< (lowest rank on top); the buffer is
+  // per thread so long words do not reallocate it.
+  thread_local std::vector<QueueEntry> queue;
+  queue.clear();
+  auto push = [&](QueueEntry e) {
+    queue.push_back(e);
+    std::push_heap(queue.begin(), queue.end());
+  };
   for (size_t i = 0; i + 1 < symbols.size(); ++i)
     if (const Merge* m = find_merge(symbols[i].id, symbols[i + 1].id))
-      queue.push(QueueEntry{m->rank, static_cast<int32_t>(i), m->new_id});
+      queue.push_back(QueueEntry{m->rank, static_cast<int32_t>(i), m->new_id});
+  std::make_heap(queue.begin(), queue.end());
   const int32_t n = static_cast<int32_t>(symbols.size());
   while (!queue.empty()) {
-    QueueEntry top = queue.top();
-    queue.pop();
+    std::pop_heap(queue.begin(), queue.end());
+    QueueEntry top = queue.back();
+    queue.pop_back();
     Symbol& cur = symbols[top.pos];
     if (cur.len == 0 || cur.next == -1) continue;
     int32_t next_pos = cur.next;
@@ -219,11 +225,11 @@ void BpeModel::merge_heap(std::vector<Symbol>& symbols) const {
     if (right.next > -1 && right.next < n) symbols[right.next].prev = top.pos;
     if (cur.prev >= 0) {
       if (const Merge* pm = find_merge(symbols[cur.prev].id, cur.id))
-        queue.push(QueueEntry{pm->rank, cur.prev, pm->new_id});
+        push(QueueEntry{pm->rank, cur.prev, pm->new_id});
     }
     if (cur.next > -1 && cur.next < n) {
       if (const Merge* nm = find_merge(cur.id, symbols[cur.next].id))
-        queue.push(QueueEntry{nm->rank, top.pos, nm->new_id});
+        push(QueueEntry{nm->rank, top.pos, nm->new_id});
     }
   }
 }
