@@ -12,6 +12,7 @@ namespace lf {
 namespace {
 
 constexpr uint64_t kEmptyKey = ~0ull;
+constexpr std::string_view kMetaspace = "\xE2\x96\x81";  // U+2581
 
 uint64_t pair_key(int32_t a, int32_t b) {
   return (static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32) | static_cast<uint32_t>(b);
@@ -80,6 +81,19 @@ BpeModel::BpeModel(Vocab vocab, const std::vector<std::pair<std::string, std::st
     LF_CHECK(it != vocab_.end(), ConfigError,
              "tokenizer unk_token '{}' is not in the vocabulary", *options_.unk_token);
     unk_id_ = it->second;
+  }
+  if (!options_.byte_level && options_.continuing_subword_prefix.empty() &&
+      options_.end_of_word_suffix.empty() && vocab_.count(kMetaspace)) {
+    split_at_metaspace_ = true;
+    for (const auto& [tok, id] : vocab_) {
+      for (size_t at = tok.find(kMetaspace, 1); at != std::string::npos; at = tok.find(kMetaspace, at + 1)) {
+        if (at < 3 || tok.compare(at - 3, 3, kMetaspace) != 0) {
+          split_at_metaspace_ = false;
+          break;
+        }
+      }
+      if (!split_at_metaspace_) break;
+    }
   }
   if (options_.byte_level) {
     for (const auto& [tok, id] : vocab_)
@@ -279,6 +293,22 @@ void BpeModel::tokenize(std::string_view piece, std::vector<int32_t>& out) const
       return;
     }
   }
+  if (!split_at_metaspace_) {
+    tokenize_word(piece, out);
+    return;
+  }
+  size_t start = 0;
+  for (size_t at = piece.find(kMetaspace, 1); at != std::string_view::npos;
+       at = piece.find(kMetaspace, at + 1)) {
+    if (at >= 3 && piece.compare(at - 3, 3, kMetaspace) == 0) continue;  // inside a ▁ run
+    tokenize_word(piece.substr(start, at - start), out);
+    start = at;
+  }
+  tokenize_word(piece.substr(start), out);
+}
+
+void BpeModel::tokenize_word(std::string_view piece, std::vector<int32_t>& out) const {
+  if (piece.empty()) return;
   const bool cacheable = piece.size() < kMaxCachedLen;
   CacheShard* shard = nullptr;
   if (cacheable) {

@@ -69,6 +69,7 @@ class BpeModel {
 
   const Merge* find_merge(int32_t a, int32_t b) const;
   void insert_merge(int32_t a, int32_t b, int32_t rank, int32_t new_id);
+  void tokenize_word(std::string_view word, std::vector<int32_t>& out) const;
   void initial_symbols(std::string_view piece, std::vector<Symbol>& symbols) const;
   void merge_heap(std::vector<Symbol>& symbols) const;
   void merge_scan(std::vector<Symbol>& symbols) const;
@@ -83,6 +84,10 @@ class BpeModel {
   std::array<int32_t, 256> fallback_ids_{};  // <0xXX> ids, -1 when absent
   std::array<int32_t, 128> ascii_ids_{};     // id of each 1-char ASCII token, -1 when absent
   std::optional<int32_t> unk_id_;
+  // SentencePiece-style vocabularies without a pre-tokenizer hand us whole
+  // sentences. When no token has a "▁" right after another char, no merge can
+  // cross such a point, so cutting there is exact and makes words cacheable.
+  bool split_at_metaspace_ = false;
   mutable std::array<CacheShard, kCacheShards> cache_;
 };
 
