@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include "agent_flags.h"
+#include "lf/agent/gpu_inventory.h"
 #include "lf/common/env.h"
 #include "lf/common/error.h"
 #include "lf/common/hash.h"
@@ -70,6 +71,14 @@ void add_train_command(CLI::App& app) {
     check_model_folder(loaded.config);
     apply_environment(*flags);
     auto& opt = flags->opt;
+    // One worker per visible GPU unless told otherwise; never more workers than GPUs.
+    int gpus = agent::visible_gpu_count(env_string("CUDA_VISIBLE_DEVICES"));
+    if (flags->nproc <= 0 && !env_string("NPROC_PER_NODE") && gpus > 0) opt.nproc = gpus;
+    LF_CHECK(gpus == 0 || opt.nproc <= gpus, ConfigError,
+             "NPROC_PER_NODE / --nproc-per-node {} asks for more workers than the {} visible GPU(s){}: one worker per "
+             "GPU", opt.nproc, gpus,
+             env_string("CUDA_VISIBLE_DEVICES") ? " (CUDA_VISIBLE_DEVICES=" + *env_string("CUDA_VISIBLE_DEVICES") + ")"
+                                                : std::string());
     opt.command = {find_worker_binary(), "train", fs::absolute(path).string()};
     opt.command.insert(opt.command.end(), overrides.begin(), overrides.end());
     // Nodes must agree on the effective config, not on how it was spelt.
