@@ -71,3 +71,22 @@ def test_nodes_with_different_effective_configs_are_refused(tmp_path):
     finally:
         n0.cleanup()
         n1.cleanup()
+
+
+def test_more_workers_than_visible_gpus_is_an_error(tmp_path):
+    cfg = write_config(tmp_path)
+    r = run([str(cfg)], env={"CUDA_VISIBLE_DEVICES": "0,2", "NPROC_PER_NODE": "3"})
+    assert r.returncode == 2
+    assert "more workers than the 2 visible GPU(s) (CUDA_VISIBLE_DEVICES=0,2)" in r.stderr
+    assert "WORKER_ARGS" not in r.stdout
+
+
+def test_one_worker_per_visible_gpu_by_default(tmp_path):
+    cfg = write_config(tmp_path)
+    env = {"CUDA_VISIBLE_DEVICES": "0,2,3"}
+    e = dict(os.environ, LF_WORKER_BIN=FAKE_WORKER, MASTER_PORT=str(free_port()), **env)
+    e.pop("NPROC_PER_NODE", None)
+    r = subprocess.run([LF_TRAIN, str(cfg)], capture_output=True, text=True, env=e, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert sorted(l for l in r.stdout.splitlines() if "WORKER_RANK" in l) == [
+        f"[rank {i}] WORKER_RANK {i}/3" for i in range(3)]
