@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
 
 #include "byte_level.h"
 #include "lf/common/error.h"
@@ -12,6 +13,18 @@ namespace lf {
 namespace {
 
 constexpr uint64_t kEmptyKey = ~0ull;
+std::atomic<uint64_t> g_next_instance_id{1};
+
+struct WordCache {
+  uint64_t owner = 0;
+  StringMap<std::vector<int32_t>> map;
+};
+
+WordCache& thread_word_cache() {
+  thread_local WordCache cache;
+  return cache;
+}
+
 constexpr std::string_view kMetaspace = "\xE2\x96\x81";  // U+2581
 
 uint64_t pair_key(int32_t a, int32_t b) {
@@ -39,7 +52,7 @@ struct QueueEntry {
 
 BpeModel::BpeModel(Vocab vocab, const std::vector<std::pair<std::string, std::string>>& merges,
                    BpeOptions options)
-    : vocab_(std::move(vocab)), options_(std::move(options)) {
+    : vocab_(std::move(vocab)), options_(std::move(options)), instance_id_(g_next_instance_id++) {
   size_t cap = 1;
   while (cap < merges.size() * 2 + 16) cap <<= 1;
   merges_.assign(cap, Merge{kEmptyKey, 0, 0});
@@ -309,23 +322,23 @@ void BpeModel::tokenize(std::string_view piece, std::vector<int32_t>& out) const
 
 void BpeModel::tokenize_word(std::string_view piece, std::vector<int32_t>& out) const {
   if (piece.empty()) return;
-  const bool cacheable = piece.size() < kMaxCachedLen;
-  CacheShard* shard = nullptr;
-  if (cacheable) {
-    shard = &cache_[StringHash{}(piece) % kCacheShards];
-    std::lock_guard lock(shard->mu);
-    if (auto it = shard->map.find(piece); it != shard->map.end()) {
-      out.insert(out.end(), it->second.begin(), it->second.end());
-      return;
-    }
+  if (piece.size() >= kMaxCachedLen) {
+    tokenize_uncached(piece, out, true);
+    return;
+  }
+  WordCache& cache = thread_word_cache();
+  if (cache.owner != instance_id_) {
+    cache.map.clear();
+    cache.owner = instance_id_;
+  }
+  if (auto it = cache.map.find(piece); it != cache.map.end()) {
+    out.insert(out.end(), it->second.begin(), it->second.end());
+    return;
   }
   size_t before = out.size();
   tokenize_uncached(piece, out, piece.size() > kHeapThreshold);
-  if (cacheable) {
-    std::lock_guard lock(shard->mu);
-    if (shard->map.size() < kCacheCapacity / kCacheShards)
-      shard->map.emplace(std::string(piece), std::vector<int32_t>(out.begin() + before, out.end()));
-  }
+  if (cache.map.size() < kCacheCapacity)
+    cache.map.emplace(std::string(piece), std::vector<int32_t>(out.begin() + before, out.end()));
 }
 
 }  // namespace lf

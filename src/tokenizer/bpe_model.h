@@ -3,11 +3,11 @@
 // into ids by applying merges lowest rank first, leftmost on ties, exactly as
 // its Word::merge_all does, so ids match bit for bit.
 //
-// Threading: immutable after construction except the word cache, which is
-// sharded and locked; tokenize() is safe from many threads.
+// Threading: immutable after construction; tokenize() is safe from many
+// threads. The word cache is per thread (no locks, no shared cache lines), keyed
+// by a process-unique model id so a reused address never serves stale ids.
 #include <array>
 #include <cstdint>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -56,12 +56,7 @@ class BpeModel {
     int32_t next;
     int32_t len;  // 0 once merged into its left neighbour
   };
-  struct CacheShard {
-    std::mutex mu;
-    StringMap<std::vector<int32_t>> map;
-  };
-  static constexpr size_t kCacheShards = 32;
-  static constexpr size_t kCacheCapacity = 1 << 17;
+  static constexpr size_t kCacheCapacity = 1 << 17;  // entries per thread
   // HF caches only pieces shorter than this; longer ones are rare and unique.
   static constexpr size_t kMaxCachedLen = 256;
   // Below this many symbols a rescanning loop beats the heap; same order.
@@ -88,7 +83,7 @@ class BpeModel {
   // sentences. When no token has a "▁" right after another char, no merge can
   // cross such a point, so cutting there is exact and makes words cacheable.
   bool split_at_metaspace_ = false;
-  mutable std::array<CacheShard, kCacheShards> cache_;
+  uint64_t instance_id_ = 0;
 };
 
 }  // namespace lf
