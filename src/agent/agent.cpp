@@ -92,6 +92,7 @@ class Agent {
       spdlog::debug("rendezvous server finished: {} ({})", code, reason);
       if (state_ == State::kExiting) finish_exit();
     });
+    opt_.master_port = server_->port();  // resolves port 0 (single node)
     spdlog::info("rendezvous server listening on port {} (job '{}', {} node(s))", server_->port(), opt_.rdzv_id,
                  opt_.max_nodes);
   }

@@ -38,8 +38,8 @@ void apply_environment(LaunchFlags& f) {
   o.node_rank = f.node_rank >= 0 ? f.node_rank : env_int("NODE_RANK").value_or(-1);
   o.nproc = f.nproc > 0 ? f.nproc : env_int("NPROC_PER_NODE").value_or(1);
   o.master_addr = !f.master_addr.empty() ? f.master_addr : env_string("MASTER_ADDR").value_or("127.0.0.1");
-  int64_t port = f.master_port > 0 ? f.master_port : env_int("MASTER_PORT").value_or(29500);
-  LF_CHECK(port > 0 && port < 65536, ConfigError, "MASTER_PORT {} is not a TCP port", port);
+  int64_t port = f.master_port >= 0 ? f.master_port : env_int("MASTER_PORT").value_or(29500);
+  LF_CHECK(port >= 0 && port < 65536, ConfigError, "MASTER_PORT {} is not a TCP port", port);
   o.master_port = static_cast<uint16_t>(port);
   o.max_restarts = f.max_restarts >= 0 ? f.max_restarts : env_int("MAX_RESTARTS").value_or(0);
   o.rdzv_id = !f.rdzv_id.empty() ? f.rdzv_id : env_string("RDZV_ID").value_or("none");
@@ -49,6 +49,9 @@ void apply_environment(LaunchFlags& f) {
            o.node_rank, o.max_nodes, o.max_nodes - 1);
   LF_CHECK(!o.redirect || !o.log_dir.empty(), ConfigError, "--redirect needs --log-dir (where the output goes)");
   o.host_server = o.node_rank == 0 || (o.node_rank < 0 && o.max_nodes == 1);
+  // Port 0 (any free port) only works when nobody else has to find the server.
+  LF_CHECK(port != 0 || (o.host_server && o.max_nodes == 1), ConfigError,
+           "--master-port 0 (any free port) works for a single node only: other nodes could not find it");
 }
 
 void add_timing_flags(CLI::App* cmd, double* join_timeout, double* hb_interval, double* hb_timeout) {
@@ -64,7 +67,7 @@ void add_agent_flags(CLI::App* cmd, LaunchFlags& flags) {
   cmd->add_option("--node-rank", flags.node_rank, "This node's rank (env NODE_RANK; default: by arrival)");
   cmd->add_option("--nproc-per-node", flags.nproc, "Workers on this node (env NPROC_PER_NODE; default 1)");
   cmd->add_option("--master-addr", flags.master_addr, "Rendezvous host, node 0 (env MASTER_ADDR; default 127.0.0.1)");
-  cmd->add_option("--master-port", flags.master_port, "Rendezvous port (env MASTER_PORT; default 29500)");
+  cmd->add_option("--master-port", flags.master_port, "Rendezvous port (env MASTER_PORT; default 29500; 0: any free port, single node)");
   cmd->add_option("--max-restarts", flags.max_restarts, "Restarts of the whole job after a failure (env MAX_RESTARTS; default 0)");
   cmd->add_option("--rdzv-id", flags.rdzv_id, "Job id, the same on every node (env RDZV_ID; default none)");
   cmd->add_option("--log-dir", o.log_dir, "Write each rank's stdout/stderr under DIR/<rdzv-id>/attempt_<n>/<rank>/");

@@ -19,7 +19,7 @@ struct LaunchFlags {
   int64_t node_rank = -1;
   int64_t nproc = 0;
   std::string master_addr;
-  int64_t master_port = 0;
+  int64_t master_port = -1;  // -1: unset; 0: any free port (single node only)
   int64_t max_restarts = -1;
   std::string rdzv_id;
   agent::AgentOptions opt;
