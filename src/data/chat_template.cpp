@@ -5,6 +5,7 @@
 #include <map>
 
 #include "lf/common/error.h"
+#include "tool_format.h"
 
 namespace lf {
 namespace {
@@ -17,7 +18,8 @@ Slot eos() { return Slot{Slot::Kind::kEos, ""}; }
 // "{{content}}" + eos (no eos with efficient_eos), observation = user.
 TemplateSpec make(std::string name, Slots user, Slots assistant, Slots system, Slots observation,
                   Slots prefix, std::string default_system, std::vector<std::string> stop_words,
-                  bool efficient_eos, bool replace_eos, bool fuse_system) {
+                  bool efficient_eos, bool replace_eos, bool fuse_system, Slots function = {},
+                  std::string tool_format = "default") {
   TemplateSpec t;
   t.name = std::move(name);
   const bool has_user = !user.empty();
@@ -28,6 +30,9 @@ TemplateSpec make(std::string name, Slots user, Slots assistant, Slots system, S
   t.format_system = !system.empty() ? system : Slots{text("{{content}}")};
   t.format_observation = !observation.empty() ? observation : t.format_user;
   t.format_prefix = std::move(prefix);
+  // The default function formatter reuses the assistant slots.
+  t.format_function = !function.empty() ? std::move(function) : t.format_assistant;
+  t.tool_format = std::move(tool_format);
   t.default_system = std::move(default_system);
   t.stop_words = std::move(stop_words);
   t.efficient_eos = efficient_eos;
@@ -62,17 +67,18 @@ const std::map<std::string, TemplateSpec>& registry() {
              {text("<|start_header_id|>system<|end_header_id|>\n\n{{content}}<|eot_id|>")},
              {text("<|start_header_id|>ipython<|end_header_id|>\n\n{{content}}<|eot_id|>"
                    "<|start_header_id|>assistant<|end_header_id|>\n\n")},
-             {bos()}, "", {"<|eot_id|>", "<|eom_id|>"}, false, true, false));
+             {bos()}, "", {"<|eot_id|>", "<|eom_id|>"}, false, true, false,
+             {text("{{content}}<|eot_id|>")}, "llama3"));
     add(make("mistral", {text("[INST] {{content}}[/INST]")}, {text(" {{content}}"), eos()},
              {text("{{content}}\n\n")},
              {text("[TOOL_RESULTS] {\"content\": {{content}}}[/TOOL_RESULTS]")}, {bos()}, "", {},
-             false, false, true));
+             false, false, true, {text("[TOOL_CALLS] {{content}}"), eos()}, "mistral"));
     add(make("qwen", {text("<|im_start|>user\n{{content}}<|im_end|>\n<|im_start|>assistant\n")},
              {text("{{content}}<|im_end|>\n")}, {text("<|im_start|>system\n{{content}}<|im_end|>\n")},
              {text("<|im_start|>user\n<tool_response>\n{{content}}\n</tool_response><|im_end|>\n"
                    "<|im_start|>assistant\n")},
              {}, "You are Qwen, created by Alibaba Cloud. You are a helpful assistant.",
-             {"<|im_end|>"}, false, true, false));
+             {"<|im_end|>"}, false, true, false, {text("{{content}}<|im_end|>\n")}, "qwen"));
     return m;
   }();
   return templates;
@@ -165,7 +171,8 @@ std::vector<int32_t> ChatTemplate::to_ids(const Slots& slots) const {
 }
 
 std::vector<std::pair<std::vector<int32_t>, std::vector<int32_t>>> ChatTemplate::encode_multiturn(
-    const std::vector<Message>& messages, const std::string& system_in) const {
+    const std::vector<Message>& messages, const std::string& system_in, const std::string& tools,
+    const std::string& origin) const {
   const std::string system = system_in.empty() ? spec_.default_system : system_in;
   std::vector<std::vector<int32_t>> encoded;
   encoded.reserve(messages.size());
@@ -175,8 +182,9 @@ std::vector<std::pair<std::vector<int32_t>, std::vector<int32_t>>> ChatTemplate:
     std::string system_text;
     if (i == 0) {
       elements = spec_.format_prefix;
-      if (!system.empty()) {
-        Slots sys = apply(spec_.format_system, {{"content", system}});
+      if (!system.empty() || !tools.empty()) {
+        const std::string tool_text = tools.empty() ? "" : format_tools(spec_.tool_format, tools, origin);
+        Slots sys = apply(spec_.format_system, {{"content", system + tool_text}});
         if (spec_.fuse_system_into_user) {
           // Llama2Template keeps only the first slot of the system formatter.
           system_text = sys.empty() ? "" : sys[0].text;
@@ -198,11 +206,13 @@ std::vector<std::pair<std::vector<int32_t>, std::vector<int32_t>>> ChatTemplate:
       case Role::kObservation:
         turn = apply(spec_.format_observation, {{"content", m.content}});
         break;
+      case Role::kFunction:
+        turn = apply(spec_.format_function,
+                     {{"content", format_function_calls(spec_.tool_format, m.content,
+                                                        !spec_.fuse_system_into_user, origin)}});
+        break;
       default:
-        LF_THROW(ConfigError,
-                 "function_call/system turns inside a conversation are not supported by lf-train's "
-                 "'{}' template yet; remove tool calls from the dataset",
-                 spec_.name);
+        LF_THROW(ConfigError, "{}: a system turn inside a conversation is not supported", origin);
     }
     elements.insert(elements.end(), turn.begin(), turn.end());
     encoded.push_back(to_ids(elements));

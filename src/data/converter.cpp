@@ -122,10 +122,6 @@ void convert_record(const json& record, const DatasetAttr& attr, const std::stri
     convert_alpaca(record, attr, origin, out);
   else
     convert_sharegpt(record, attr, origin, out);
-  LF_CHECK(out.tools.empty(), ConfigError,
-           "{}: the record has tools ('{}' column); tool/function-call data is not supported by "
-           "lf-train yet",
-           origin, attr.tools);
 }
 
 }  // namespace lf

@@ -24,6 +24,8 @@ using Slots = std::vector<Slot>;
 struct TemplateSpec {
   std::string name;
   Slots format_user, format_assistant, format_system, format_observation, format_prefix;
+  Slots format_function;               // function-call turns ({{content}} = rendered calls)
+  std::string tool_format = "default";  // tool_utils name for tools and function calls
   std::string default_system;
   std::vector<std::string> stop_words;
   bool efficient_eos = false;
@@ -39,9 +41,11 @@ class ChatTemplate {
   ChatTemplate(const std::string& name, const Tokenizer& tokenizer,
                const std::optional<std::string>& default_system = std::nullopt);
 
-  // (source_ids, target_ids) per turn, like Template.encode_multiturn.
+  // (source_ids, target_ids) per turn, like Template.encode_multiturn. `tools`
+  // is the dataset's tools JSON ("" for none); `origin` names the record in errors.
   std::vector<std::pair<std::vector<int32_t>, std::vector<int32_t>>> encode_multiturn(
-      const std::vector<Message>& messages, const std::string& system) const;
+      const std::vector<Message>& messages, const std::string& system, const std::string& tools = "",
+      const std::string& origin = "") const;
 
   const TemplateSpec& spec() const { return spec_; }
   int32_t eos_id() const { return eos_id_; }
