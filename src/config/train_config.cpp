@@ -48,6 +48,14 @@ class Reader {
     }
   }
 
+  template <typename T>
+  void read_optional(const std::string& key, std::optional<T>& out, const char* expected) const {
+    if (!has(key)) return;
+    T v{};
+    read(key, v, expected);
+    out = v;
+  }
+
   // "a,b" or [a, b] -> {"a", "b"}.
   void read_list(const std::string& key, std::vector<std::string>& out) const {
     if (!has(key)) return;
@@ -95,11 +103,7 @@ void apply(const Reader& r, TrainConfig& c) {
   r.read("dataset_dir", c.dataset_dir, "a path");
   r.read("template", c.template_name, "a template name");
   r.read("cutoff_len", c.cutoff_len, "an integer");
-  if (r.has("max_samples")) {
-    int64_t v = 0;
-    r.read("max_samples", v, "an integer");
-    c.max_samples = v;
-  }
+  r.read_optional("max_samples", c.max_samples, "an integer");
   r.read("val_size", c.val_size, "a number");
   r.read("train_on_prompt", c.train_on_prompt, "true or false");
   r.read("mask_history", c.mask_history, "true or false");
@@ -129,19 +133,11 @@ void apply(const Reader& r, TrainConfig& c) {
   }
   r.read("gradient_checkpointing", c.gradient_checkpointing, "true or false");
   r.read("eval_strategy", c.eval_strategy, "no, steps or epoch");
-  if (r.has("eval_steps")) {
-    double v = 0;
-    r.read("eval_steps", v, "a number");
-    c.eval_steps = v;
-  }
+  r.read_optional("eval_steps", c.eval_steps, "a number");
   r.read("logging_steps", c.logging_steps, "a number");
   r.read("save_strategy", c.save_strategy, "no, steps or epoch");
   r.read("save_steps", c.save_steps, "a number");
-  if (r.has("save_total_limit")) {
-    int64_t v = 0;
-    r.read("save_total_limit", v, "an integer");
-    c.save_total_limit = v;
-  }
+  r.read_optional("save_total_limit", c.save_total_limit, "an integer");
   r.read("plot_loss", c.plot_loss, "true or false");
   r.read("output_dir", c.output_dir, "a path");
   r.read("overwrite_output_dir", c.overwrite_output_dir, "true or false");

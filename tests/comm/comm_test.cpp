@@ -2,67 +2,21 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
-#include <boost/asio/io_context.hpp>
 #include <atomic>
 #include <functional>
 #include <thread>
 
 #include "lf/comm/communicator.h"
 #include "lf/common/error.h"
-#include "lf/rendezvous/server.h"
+#include "test_ranks.h"
 
 using namespace lf::comm;
 
 namespace {
 
-class StoreServer {
- public:
-  StoreServer() {
-    lf::rdzv::ServerOptions o;
-    o.bind_host = "127.0.0.1";
-    server_ = std::make_unique<lf::rdzv::RendezvousServer>(io_, o);
-    server_->start([](int, const std::string&) {});
-    thread_ = std::thread([this] { io_.run(); });
-  }
-  ~StoreServer() {
-    io_.stop();
-    thread_.join();
-  }
-  uint16_t port() const { return server_->port(); }
-
- private:
-  boost::asio::io_context io_;
-  std::unique_ptr<lf::rdzv::RendezvousServer> server_;
-  std::thread thread_;
-};
-
-std::atomic<int> g_run{0};
-
-// Runs body(rank, comm) on `world` threads; rethrows the first failure.
+// Per-test store namespaces are not needed: each run_ranks() starts its own server.
 void run_ranks(int world, const std::function<void(int, Communicator&)>& body) {
-  StoreServer server;
-  std::string prefix = "t" + std::to_string(g_run++);
-  std::vector<std::thread> ts;
-  std::vector<std::exception_ptr> errors(world);
-  for (int r = 0; r < world; ++r)
-    ts.emplace_back([&, r] {
-      try {
-        CommOptions o;
-        o.rank = r;
-        o.world_size = world;
-        o.key_prefix = prefix;
-        o.store_addr = "127.0.0.1";
-        o.store_port = server.port();
-        o.timeout_s = 20;
-        auto comm = make_cpu_communicator(o);
-        body(r, *comm);
-      } catch (...) {
-        errors[r] = std::current_exception();
-      }
-    });
-  for (auto& t : ts) t.join();
-  for (auto& e : errors)
-    if (e) std::rethrow_exception(e);
+  lf::comm::testing::run_ranks(world, body);
 }
 
 at::Tensor rank_tensor(int rank, int64_t n, at::ScalarType dtype) {

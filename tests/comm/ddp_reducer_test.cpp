@@ -3,14 +3,14 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
-#include <boost/asio/io_context.hpp>
 #include <thread>
 
 #include "lf/comm/communicator.h"
 #include "lf/comm/ddp_reducer.h"
-#include "lf/rendezvous/server.h"
+#include "test_ranks.h"
 
 using namespace lf::comm;
+using lf::comm::testing::run_ranks;
 
 namespace {
 
@@ -40,37 +40,6 @@ at::Tensor batch(int rank, int micro, int rows) {
 
 // Different row counts per rank and micro-step: "sequences of different lengths".
 int rows_of(int rank, int micro) { return 3 + rank * 2 + micro; }
-
-void run_ranks(int world, const std::function<void(int, Communicator&)>& body) {
-  boost::asio::io_context io;
-  lf::rdzv::ServerOptions so;
-  so.bind_host = "127.0.0.1";
-  lf::rdzv::RendezvousServer server(io, so);
-  server.start([](int, const std::string&) {});
-  std::thread io_thread([&] { io.run(); });
-  std::vector<std::thread> ts;
-  std::vector<std::exception_ptr> errors(world);
-  for (int r = 0; r < world; ++r)
-    ts.emplace_back([&, r] {
-      try {
-        CommOptions o;
-        o.rank = r;
-        o.world_size = world;
-        o.store_addr = "127.0.0.1";
-        o.store_port = server.port();
-        o.timeout_s = 30;
-        auto comm = make_cpu_communicator(o);
-        body(r, *comm);
-      } catch (...) {
-        errors[r] = std::current_exception();
-      }
-    });
-  for (auto& t : ts) t.join();
-  io.stop();
-  io_thread.join();
-  for (auto& e : errors)
-    if (e) std::rethrow_exception(e);
-}
 
 }  // namespace
 

@@ -5,48 +5,24 @@
 #include <c10/cuda/CUDAStream.h>
 #include <gtest/gtest.h>
 
-#include <boost/asio/io_context.hpp>
 #include <thread>
 
 #include "lf/comm/communicator.h"
 #include "lf/common/error.h"
-#include "lf/rendezvous/server.h"
+#include "test_ranks.h"
 
 using namespace lf::comm;
 
 namespace {
 
 void run_gpu_ranks(int world, const std::function<void(int, Communicator&)>& body) {
-  boost::asio::io_context io;
-  lf::rdzv::ServerOptions so;
-  so.bind_host = "127.0.0.1";
-  lf::rdzv::RendezvousServer server(io, so);
-  server.start([](int, const std::string&) {});
-  std::thread io_thread([&] { io.run(); });
-  std::vector<std::thread> ts;
-  std::vector<std::exception_ptr> errors(world);
-  for (int r = 0; r < world; ++r)
-    ts.emplace_back([&, r] {
-      try {
-        c10::cuda::set_device(r);
-        CommOptions o;
-        o.rank = r;
-        o.world_size = world;
-        o.store_addr = "127.0.0.1";
-        o.store_port = server.port();
-        o.timeout_s = 60;
-        auto comm = make_nccl_communicator(o);
-        body(r, *comm);
+  lf::comm::testing::run_ranks(
+      world,
+      [&](int rank, Communicator& c) {
+        body(rank, c);
         c10::cuda::device_synchronize();
-      } catch (...) {
-        errors[r] = std::current_exception();
-      }
-    });
-  for (auto& t : ts) t.join();
-  io.stop();
-  io_thread.join();
-  for (auto& e : errors)
-    if (e) std::rethrow_exception(e);
+      },
+      make_nccl_communicator, [](int rank) { c10::cuda::set_device(static_cast<c10::DeviceIndex>(rank)); });
 }
 
 }  // namespace
