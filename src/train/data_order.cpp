@@ -4,7 +4,6 @@
 #include <ATen/CPUGeneratorImpl.h>
 
 #include <algorithm>
-#include <mutex>
 
 #include "lf/common/error.h"
 
@@ -13,11 +12,8 @@ namespace lf::train {
 std::vector<int64_t> epoch_permutation(int64_t n, uint64_t seed, int64_t epoch) {
   LF_CHECK(n >= 0, ConfigError, "epoch_permutation: negative example count {}", n);
   auto gen = at::make_generator<at::CPUGeneratorImpl>(seed + static_cast<uint64_t>(epoch));
-  at::Tensor perm;
-  {
-    std::lock_guard<std::mutex> lock(gen.mutex());
-    perm = at::randperm(n, gen, at::TensorOptions().dtype(at::kLong));
-  }
+  // randperm takes the generator's lock itself.
+  const auto perm = at::randperm(n, gen, at::TensorOptions().dtype(at::kLong));
   const auto* p = perm.data_ptr<int64_t>();
   return {p, p + n};
 }

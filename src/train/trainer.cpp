@@ -443,6 +443,20 @@ TrainSummary Trainer::train() {
     const fs::path out(c.output_dir);
     st.save_model(out);
     write_json_file(out / "train_results.json", metrics, 4);
+    write_json_file(out / "trainer_state.json", st.trainer_state(global_step, epoch_f), 2);
+    if (c.plot_loss) {
+      for (const char* key : {"loss", "eval_loss"}) {
+        std::vector<std::pair<double, double>> pts;
+        for (const auto& e : st.log_history)
+          if (e.contains(key) && e.contains("step")) pts.emplace_back(e["step"].get<double>(), e[key].get<double>());
+        const fs::path png = out / fmt::format("training_{}.png", key);
+        if (plot_curve(png, pts, key, fmt::format("training {} of {}", key, c.output_dir)))
+          spdlog::info("figure saved at: {}", png.string());
+        else if (std::string(key) == "eval_loss" && eval_on)
+          spdlog::warn("no metric {} to plot", key);
+      }
+    }
+    // LLaMA-Factory evaluates once more after saving the state and the plots (do_eval).
     json all = metrics;
     if (eval_on) {
       const auto t0 = Clock::now();
@@ -458,22 +472,9 @@ TrainSummary Trainer::train() {
       for (auto& [k, v] : ev.items()) all[k] = v;
       json ev_log = ev;
       ev_log["step"] = global_step;
-      st.log_history.push_back(ev_log);
+      st.log_event(ev_log, json::object(), global_step);
     }
     write_json_file(out / "all_results.json", all, 4);
-    write_json_file(out / "trainer_state.json", st.trainer_state(global_step, epoch_f), 2);
-    if (c.plot_loss) {
-      for (const char* key : {"loss", "eval_loss"}) {
-        std::vector<std::pair<double, double>> pts;
-        for (const auto& e : st.log_history)
-          if (e.contains(key) && e.contains("step")) pts.emplace_back(e["step"].get<double>(), e[key].get<double>());
-        const fs::path png = out / fmt::format("training_{}.png", key);
-        if (plot_curve(png, pts, key, fmt::format("training {} of {}", key, c.output_dir)))
-          spdlog::info("figure saved at: {}", png.string());
-        else if (std::string(key) == "eval_loss" && eval_on)
-          spdlog::warn("no metric {} to plot", key);
-      }
-    }
     spdlog::info("training done: {} steps in {:.1f}s, train_loss {:.4f}; outputs in {}", global_step, sum.runtime_s,
                  sum.train_loss, out.string());
   }

@@ -3,7 +3,11 @@
 // whose vocabulary does not fit the model. Uses the shipped tiny model folder.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <filesystem>
 #include <fstream>
+#include <functional>
 
 #include "lf/common/error.h"
 #include "lf/config/train_config.h"
@@ -75,7 +79,7 @@ TEST_F(TrainErrors, OutputDirExists) {
 
 TEST_F(TrainErrors, EmptyDataset) {
   const auto msg = error_of([&] { run(yaml(""), {"dataset=none"}); });
-  EXPECT_NE(msg.find("empty"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("dataset none"), std::string::npos) << msg;
 }
 
 TEST_F(TrainErrors, VocabularyMismatch) {

@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 #include <torch/csrc/autograd/autograd.h>
 
+#include <unistd.h>
+
 #include <fstream>
 #include <set>
 
@@ -189,7 +191,7 @@ TEST(Trainer, OutputsAsHfAndLlamaFactory) {
   EXPECT_DOUBLE_EQ(first["loss"].get<double>(), (sum.steps[0].loss + sum.steps[1].loss) / 2);
   int evals = 0;
   for (const auto& l : lines) evals += l.contains("eval_loss");
-  EXPECT_EQ(evals, 2);
+  EXPECT_EQ(evals, 3);  // eval_steps 5 and 10, and the final evaluation
 
   const auto state = testing::read_json(out / "trainer_state.json");
   EXPECT_EQ(state["global_step"], 10);
