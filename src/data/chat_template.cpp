@@ -112,7 +112,8 @@ std::vector<std::string> ChatTemplate::names() {
 }
 
 ChatTemplate::ChatTemplate(const std::string& name, const Tokenizer& tokenizer,
-                           const std::optional<std::string>& default_system)
+                           const std::optional<std::string>& default_system,
+                           const std::optional<std::string>& tool_format)
     : tokenizer_(tokenizer) {
   auto it = registry().find(name);
   LF_CHECK(it != registry().end(), ConfigError,
@@ -120,6 +121,14 @@ ChatTemplate::ChatTemplate(const std::string& name, const Tokenizer& tokenizer,
            name, join_names());
   spec_ = it->second;
   if (default_system) spec_.default_system = *default_system;
+  if (tool_format) {
+    LF_CHECK(*tool_format == "default" || *tool_format == "qwen" || *tool_format == "llama3" ||
+                 *tool_format == "mistral",
+             ConfigError, "tool_format '{}' is not supported (default, qwen, llama3, mistral)",
+             *tool_format);
+    spec_.tool_format = *tool_format;
+    spec_.format_function = spec_.efficient_eos ? Slots{text("{{content}}")} : Slots{text("{{content}}"), eos()};
+  }
 
   // Template.fix_special_tokens.
   std::optional<int32_t> eos = tokenizer.eos_id();

@@ -69,6 +69,7 @@ DataArgs parse_data_args(const YAML::Node& root, const std::string& where) {
   if (auto n = set("val_size")) a.val_size = scalar<double>(*n, "val_size", where, "a number");
   if (auto n = set("mix_strategy")) a.mix_strategy = scalar<std::string>(*n, "mix_strategy", where, "a name");
   if (auto n = set("default_system")) a.default_system = scalar<std::string>(*n, "default_system", where, "a string");
+  if (auto n = set("tool_format")) a.tool_format = scalar<std::string>(*n, "tool_format", where, "a name");
   if (auto n = set("tokenized_path")) a.tokenized_path = scalar<std::string>(*n, "tokenized_path", where, "a path");
   if (auto n = set("model_name_or_path"))
     a.model_name_or_path = scalar<std::string>(*n, "model_name_or_path", where, "a path");

@@ -148,8 +148,9 @@ std::vector<Example> load_examples(const DataArgs& args, const std::vector<std::
 
 uint64_t sft_cache_key(const DataArgs& args, const Tokenizer& tokenizer) {
   uint64_t h = fnv1a64(fmt::format(
-      "v{}|tok:{:x}|tpl:{}|sys:{}|cut:{}|top:{}|mh:{}|pack:{}/{}|max:{}|val:{}|seed:{}", kCacheFormat,
-      tokenizer.fingerprint(), template_of(args), args.default_system.value_or("\x01"),
+      "v{}|tok:{:x}|tpl:{}|tools:{}|sys:{}|cut:{}|top:{}|mh:{}|pack:{}/{}|max:{}|val:{}|seed:{}", kCacheFormat,
+      tokenizer.fingerprint(), template_of(args), args.tool_format.value_or(""),
+      args.default_system.value_or("\x01"),
       args.cutoff_len, args.train_on_prompt, args.mask_history, args.packing, args.preprocessing_batch_size,
       args.max_samples.value_or(-1), args.val_size, args.seed));
   for (const auto* names : {&args.dataset, &args.eval_dataset}) {
@@ -195,7 +196,7 @@ ChatTemplate resolve_template(const DataArgs& args, const Tokenizer& tokenizer) 
            "`template:` is not set and the tokenizer at {} has a chat_template; LLaMA-Factory "
            "would parse that Jinja template, lf-train needs the name: set template: to one of {}",
            tokenizer.source().string(), fmt::join(ChatTemplate::names(), ", "));
-  return ChatTemplate(template_of(args), tokenizer, args.default_system);
+  return ChatTemplate(template_of(args), tokenizer, args.default_system, args.tool_format);
 }
 
 SftData load_sft_data(const DataArgs& args, const Tokenizer& tokenizer, double lock_timeout_s) {

@@ -38,8 +38,11 @@ class ChatTemplate {
   // Resolves the template and the special tokens the way
   // get_template_and_fix_tokenizer does (replace_eos, eos/pad fallbacks).
   // Throws ConfigError for an unknown name (listing the known ones).
+  // `tool_format` (the YAML key) swaps the tool/function formatters as
+  // LLaMA-Factory does: function slots become "{{content}}" + eos.
   ChatTemplate(const std::string& name, const Tokenizer& tokenizer,
-               const std::optional<std::string>& default_system = std::nullopt);
+               const std::optional<std::string>& default_system = std::nullopt,
+               const std::optional<std::string>& tool_format = std::nullopt);
 
   // (source_ids, target_ids) per turn, like Template.encode_multiturn. `tools`
   // is the dataset's tools JSON ("" for none); `origin` names the record in errors.

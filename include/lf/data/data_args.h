@@ -29,6 +29,7 @@ struct DataArgs {
   double val_size = 0.0;                  // fraction (< 1) or count (>= 1)
   std::string mix_strategy = "concat";
   std::optional<std::string> default_system;
+  std::optional<std::string> tool_format;  // overrides the template's tool/function format
   std::string tokenized_path;             // empty: no cache
   std::string model_name_or_path;         // folder with tokenizer.json
   std::string stage = "sft";
