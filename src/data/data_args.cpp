@@ -68,6 +68,15 @@ DataArgs parse_data_args(const YAML::Node& root, const std::string& where) {
   if (auto n = set("max_samples")) a.max_samples = scalar<int64_t>(*n, "max_samples", where, "an integer");
   if (auto n = set("val_size")) a.val_size = scalar<double>(*n, "val_size", where, "a number");
   if (auto n = set("mix_strategy")) a.mix_strategy = scalar<std::string>(*n, "mix_strategy", where, "a name");
+  if (auto n = set("interleave_probs")) {
+    for (const std::string& v : name_list(*n, "interleave_probs", where)) {
+      try {
+        a.interleave_probs.push_back(std::stod(v));
+      } catch (const std::exception&) {
+        LF_THROW(ConfigError, "{}: interleave_probs entry '{}' is not a number", where, v);
+      }
+    }
+  }
   if (auto n = set("default_system")) a.default_system = scalar<std::string>(*n, "default_system", where, "a string");
   if (auto n = set("tool_format")) a.tool_format = scalar<std::string>(*n, "tool_format", where, "a name");
   if (auto n = set("tokenized_path")) a.tokenized_path = scalar<std::string>(*n, "tokenized_path", where, "a path");
@@ -91,8 +100,15 @@ DataArgs parse_data_args(const YAML::Node& root, const std::string& where) {
   LF_CHECK(a.preprocessing_batch_size > 0, ConfigError,
            "{}: preprocessing_batch_size must be positive, got {}", where, a.preprocessing_batch_size);
   LF_CHECK(a.val_size >= 0, ConfigError, "{}: val_size must be >= 0, got {}", where, a.val_size);
-  LF_CHECK(a.mix_strategy == "concat", ConfigError,
-           "{}: mix_strategy '{}' is not supported yet (only concat)", where, a.mix_strategy);
+  LF_CHECK(a.mix_strategy == "concat" || a.mix_strategy == "interleave_under" ||
+               a.mix_strategy == "interleave_over",
+           ConfigError,
+           "{}: mix_strategy '{}' is not supported (concat, interleave_under, interleave_over; "
+           "LLaMA-Factory's interleave_once fails on map-style datasets too)",
+           where, a.mix_strategy);
+  LF_CHECK(a.interleave_probs.empty() || a.interleave_probs.size() == a.dataset.size(), ConfigError,
+           "{}: interleave_probs has {} entries for {} datasets", where, a.interleave_probs.size(),
+           a.dataset.size());
   LF_CHECK(a.stage == "sft", ConfigError,
            "{}: stage '{}' is not supported by lf-train's data pipeline (only sft)", where, a.stage);
   LF_CHECK(a.eval_dataset.empty() || a.val_size <= 1e-6, ConfigError,

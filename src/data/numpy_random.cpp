@@ -1,5 +1,6 @@
 #include "numpy_random.h"
 
+#include <algorithm>
 #include <array>
 
 namespace lf {
@@ -105,6 +106,51 @@ uint64_t NumpyPcg64::interval(uint64_t max) {
     }
   }
   return value;
+}
+
+double NumpyPcg64::uniform() { return static_cast<double>(next64() >> 11) * (1.0 / 9007199254740992.0); }
+
+std::vector<size_t> interleave_indices(const std::vector<size_t>& lengths,
+                                       const std::vector<double>& probabilities, uint64_t seed,
+                                       bool oversampling) {
+  const size_t k = lengths.size();
+  std::vector<size_t> offsets(k, 0);
+  for (size_t i = 1; i < k; ++i) offsets[i] = offsets[i - 1] + lengths[i - 1];
+  std::vector<size_t> out;
+  if (k == 0) return out;
+  if (probabilities.empty()) {
+    const size_t rows = oversampling ? *std::max_element(lengths.begin(), lengths.end())
+                                     : *std::min_element(lengths.begin(), lengths.end());
+    for (size_t r = 0; r < rows; ++r)
+      for (size_t i = 0; i < k; ++i)
+        if (lengths[i] > 0) out.push_back(offsets[i] + r % lengths[i]);
+    return out;
+  }
+  // Generator.choice(k, size=1000, p): searchsorted(cumsum(p) / sum, u, 'right').
+  std::vector<double> cdf(k);
+  double acc = 0;
+  for (size_t i = 0; i < k; ++i) cdf[i] = acc += probabilities[i];
+  for (double& c : cdf) c /= cdf.back();
+  NumpyPcg64 rng(seed);
+  std::vector<bool> exhausted(k, false);
+  std::vector<size_t> current(k, 0);
+  auto stop = [&] {
+    return oversampling ? std::all_of(exhausted.begin(), exhausted.end(), [](bool b) { return b; })
+                        : std::any_of(exhausted.begin(), exhausted.end(), [](bool b) { return b; });
+  };
+  while (true) {
+    // numpy draws in blocks of 1000; drawing one at a time consumes the same stream.
+    double u = rng.uniform();
+    size_t src = static_cast<size_t>(std::upper_bound(cdf.begin(), cdf.end(), u) - cdf.begin());
+    if (src >= k) src = k - 1;
+    if (stop()) break;
+    out.push_back(current[src] + offsets[src]);
+    if (++current[src] >= lengths[src]) {
+      exhausted[src] = true;
+      current[src] = 0;
+    }
+  }
+  return out;
 }
 
 std::vector<size_t> numpy_permutation(uint64_t seed, size_t n) {

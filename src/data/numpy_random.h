@@ -14,6 +14,7 @@ class NumpyPcg64 {
   uint64_t next64();
   uint32_t next32();
   uint64_t interval(uint64_t max);  // random_interval: uniform in [0, max]
+  double uniform();                 // Generator.random(): [0, 1) with 53 bits
 
  private:
   unsigned __int128 state_ = 0;
@@ -23,5 +24,13 @@ class NumpyPcg64 {
 };
 
 std::vector<size_t> numpy_permutation(uint64_t seed, size_t n);
+
+// HF datasets' _interleave_map_style_datasets: indices into the concatenation
+// of datasets of `lengths`. Empty `probabilities`: round robin; else sources
+// drawn with default_rng(seed).choice(n, 1000, p) batches. `oversampling`:
+// "all_exhausted" (stop once every source wrapped) vs "first_exhausted".
+std::vector<size_t> interleave_indices(const std::vector<size_t>& lengths,
+                                       const std::vector<double>& probabilities, uint64_t seed,
+                                       bool oversampling);
 
 }  // namespace lf

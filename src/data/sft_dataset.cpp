@@ -135,24 +135,41 @@ Tokenizer load_tokenizer_for(const DataArgs& args) {
 std::vector<Example> load_examples(const DataArgs& args, const std::vector<std::string>& names) {
   LF_CHECK(!names.empty(), ConfigError, "no dataset given; set `dataset:` to names from {}",
            (args.resolve(args.dataset_dir) / "dataset_info.json").string());
-  std::vector<Example> all;
+  std::vector<std::vector<Example>> parts;
   for (const DatasetAttr& attr : load_dataset_list(names, args.resolve(args.dataset_dir))) {
     LF_CHECK(!attr.ranking, ConfigError,
              "dataset '{}' is a ranking (preference) dataset; stage sft needs a supervised one",
              attr.name);
-    auto part = read_dataset(attr, args);
+    parts.push_back(read_dataset(attr, args));
+  }
+  if (parts.size() == 1) return std::move(parts[0]);
+  std::vector<Example> all;
+  std::vector<size_t> lengths;
+  for (auto& part : parts) {
+    lengths.push_back(part.size());
     all.insert(all.end(), std::make_move_iterator(part.begin()), std::make_move_iterator(part.end()));
   }
-  return all;
+  if (args.mix_strategy == "concat") return all;
+  // merge_dataset -> datasets.interleave_datasets(probabilities, seed, stopping_strategy).
+  LF_CHECK(args.interleave_probs.empty() || args.interleave_probs.size() == parts.size(), ConfigError,
+           "interleave_probs has {} entries for {} datasets", args.interleave_probs.size(), parts.size());
+  const auto indices =
+      interleave_indices(lengths, args.interleave_probs, args.seed, args.mix_strategy == "interleave_over");
+  std::vector<Example> mixed;
+  mixed.reserve(indices.size());
+  for (size_t i : indices) mixed.push_back(all[i]);  // oversampling repeats examples
+  return mixed;
 }
 
 uint64_t sft_cache_key(const DataArgs& args, const Tokenizer& tokenizer) {
   uint64_t h = fnv1a64(fmt::format(
-      "v{}|tok:{:x}|tpl:{}|tools:{}|sys:{}|cut:{}|top:{}|mh:{}|pack:{}/{}|max:{}|val:{}|seed:{}", kCacheFormat,
+      "v{}|tok:{:x}|tpl:{}|tools:{}|sys:{}|cut:{}|top:{}|mh:{}|pack:{}/{}|max:{}|val:{}|seed:{}|mix:{}:{}",
+      kCacheFormat,
       tokenizer.fingerprint(), template_of(args), args.tool_format.value_or(""),
       args.default_system.value_or("\x01"),
       args.cutoff_len, args.train_on_prompt, args.mask_history, args.packing, args.preprocessing_batch_size,
-      args.max_samples.value_or(-1), args.val_size, args.seed));
+      args.max_samples.value_or(-1), args.val_size, args.seed, args.mix_strategy,
+      fmt::join(args.interleave_probs, ",")));
   for (const auto* names : {&args.dataset, &args.eval_dataset}) {
     h = fnv1a64("|set", h);
     for (const DatasetAttr& attr : load_dataset_list(*names, args.resolve(args.dataset_dir))) {
@@ -196,7 +213,10 @@ ChatTemplate resolve_template(const DataArgs& args, const Tokenizer& tokenizer) 
            "`template:` is not set and the tokenizer at {} has a chat_template; LLaMA-Factory "
            "would parse that Jinja template, lf-train needs the name: set template: to one of {}",
            tokenizer.source().string(), fmt::join(ChatTemplate::names(), ", "));
-  return ChatTemplate(template_of(args), tokenizer, args.default_system, args.tool_format);
+  ChatTemplate tmpl(template_of(args), tokenizer, args.default_system, args.tool_format);
+  LF_CHECK(!(args.train_on_prompt && tmpl.spec().efficient_eos), ConfigError,
+           "template '{}' does not support train_on_prompt (as in LLaMA-Factory)", tmpl.spec().name);
+  return tmpl;
 }
 
 SftData load_sft_data(const DataArgs& args, const Tokenizer& tokenizer, double lock_timeout_s) {

@@ -264,3 +264,44 @@ TEST(DataPipeline, UnsetTemplateWithChatTemplateTokenizerAsksForAName) {
 
 }  // namespace
 }  // namespace lf
+
+namespace lf {
+namespace {
+
+// interleave.json: HF datasets' _interleave_map_style_datasets on small
+// datasets (round robin and probability sampling, both stopping strategies).
+TEST(DataPipeline, InterleaveIndicesMatchHfDatasets) {
+  std::ifstream in(test::fixtures_dir() / "data" / "interleave.json");
+  auto cases = nlohmann::json::parse(in);
+  ASSERT_GE(cases.size(), 6u);
+  for (const auto& c : cases) {
+    std::vector<double> probs;
+    if (!c["probs"].is_null()) probs = c["probs"].get<std::vector<double>>();
+    auto got = interleave_indices(c["lengths"].get<std::vector<size_t>>(), probs, c["seed"].get<uint64_t>(),
+                                  c["strategy"] == "all_exhausted");
+    EXPECT_EQ(got, c["indices"].get<std::vector<size_t>>()) << c["lengths"] << " " << c["strategy"];
+  }
+}
+
+}  // namespace
+}  // namespace lf
+
+namespace lf {
+namespace {
+
+TEST(DataPipeline, InterleaveMixesDatasetsLikeLlamaFactory) {
+  LF_REQUIRE_ASSETS();
+  DataArgs a = fixture_args("alpaca_samples,sharegpt_samples");
+  a.mix_strategy = "interleave_under";
+  auto under = load_examples(a, a.dataset);
+  ASSERT_EQ(under.size(), 12u);  // round robin until the 6-example set runs out
+  EXPECT_NE(under[1].origin.find("sharegpt_samples.jsonl:1"), std::string::npos) << under[1].origin;
+  a.mix_strategy = "interleave_over";
+  a.interleave_probs = {0.5, 0.5};
+  auto over = load_examples(a, a.dataset);
+  auto want = interleave_indices({10, 6}, {0.5, 0.5}, 42, true);
+  ASSERT_EQ(over.size(), want.size());
+}
+
+}  // namespace
+}  // namespace lf

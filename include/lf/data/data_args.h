@@ -27,7 +27,8 @@ struct DataArgs {
   bool packing = false;
   std::optional<int64_t> max_samples;
   double val_size = 0.0;                  // fraction (< 1) or count (>= 1)
-  std::string mix_strategy = "concat";
+  std::string mix_strategy = "concat";    // concat | interleave_under | interleave_over
+  std::vector<double> interleave_probs;   // empty: round robin
   std::optional<std::string> default_system;
   std::optional<std::string> tool_format;  // overrides the template's tool/function format
   std::string tokenized_path;             // empty: no cache
