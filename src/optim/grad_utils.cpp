@@ -28,14 +28,16 @@ double clip_grad_norm(const std::vector<at::Tensor>& params, double max_norm) {
 bool DynamicLossScaler::unscale(const std::vector<at::Tensor>& params) const {
   c10::NoGradGuard no_grad;
   const double inv = 1.0 / scale_;
-  bool found_inf = false;
+  // One flag per device, one host sync at the end (not one per parameter).
+  at::Tensor found;
   for (const auto& p : params) {
     auto g = p.grad();
     if (!g.defined()) continue;
-    if (!found_inf && !at::isfinite(g).all().item<bool>()) found_inf = true;
+    auto bad = at::logical_not(at::isfinite(g).all()).to(at::kFloat);
+    found = found.defined() ? at::maximum(found, bad.to(found.device())) : bad;
     g.mul_(inv);
   }
-  return found_inf;
+  return found.defined() && found.item<float>() > 0;
 }
 
 void DynamicLossScaler::update(bool found_inf) {

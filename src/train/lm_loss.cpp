@@ -71,7 +71,7 @@ at::Tensor lm_head_loss_sum(const at::Tensor& normed_hidden, const at::Tensor& w
   if (rows.numel() == 0) return (normed_hidden.sum() * 0).to(at::kFloat);
   auto hs = h.index_select(0, rows);  // [M, C]: only target positions reach lm_head
   auto ys = y.index_select(0, rows);
-  if (chunk_rows <= 0) chunk_rows = std::max<int64_t>(1, (int64_t{256} << 20) / (4 * weight.size(0)));
+  if (chunk_rows <= 0) chunk_rows = std::max<int64_t>(1, (int64_t{1} << 30) / (4 * weight.size(0)));
   const bool grad_on = c10::GradMode::is_enabled();
   return ChunkedLmLoss::apply(hs, weight, ys, chunk_rows, grad_on && hs.requires_grad(),
                               grad_on && weight.requires_grad());

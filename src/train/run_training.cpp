@@ -121,10 +121,11 @@ void train_from_config(const config::LoadedConfig& loaded) {
   s.pad_id = tokenizer.pad_id().value_or(tokenizer.eos_id().value_or(0));
   const fs::path src(c.model_name_or_path);
   s.model_dir = fs::is_directory(src) ? src : src.parent_path();
-  spdlog::info("model: {} ({} layers, vocab {}) on {}, {} {}, params {}, compute {}", c.model_name_or_path,
+  spdlog::info("model: {} ({} layers, vocab {}) on {}, {}{}, weights {}, compute {}{}", c.model_name_or_path,
                model->num_layers(), vocab, lo.device.str(), c.finetuning_type,
-               c.finetuning_type == "lora" ? fmt::format("rank {}", c.lora_rank) : std::string(),
-               c10::toString(lo.param_dtype), c10::toString(mixed));
+               c.finetuning_type == "lora" ? fmt::format(" rank {}", c.lora_rank) : std::string(),
+               c10::toString(lo.param_dtype), c10::toString(mixed),
+               c.gradient_checkpointing ? ", gradient checkpointing" : "");
   Trainer trainer(std::move(s));
   trainer.train();
 }

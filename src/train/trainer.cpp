@@ -1,10 +1,12 @@
 #include "lf/train/trainer.h"
 
 #include <ATen/ATen.h>
+#include <c10/core/CachingDeviceAllocator.h>
 #include <c10/core/GradMode.h>
 #include <torch/csrc/autograd/autograd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -285,6 +287,8 @@ TrainSummary Trainer::train() {
   // HF's steps_in_epoch: micro-batches per epoch (for the fractional epoch).
   const int64_t micro_per_epoch = (n + layout.micro_batch * layout.world - 1) / (layout.micro_batch * layout.world);
   const int64_t total = total_train_steps(c, n, st.s.world);
+  const bool on_cuda = st.device.is_cuda();
+  if (on_cuda) c10::getDeviceAllocator(c10::DeviceType::CUDA)->resetPeakStats(st.device.index());
   LF_CHECK(total > 0, ConfigError, "no optimizer steps to run (num_train_epochs {}, max_steps {})", c.num_train_epochs,
            c.max_steps);
   st.total_steps = total;
@@ -302,10 +306,12 @@ TrainSummary Trainer::train() {
     st.log_writer = std::make_unique<TrainerLogWriter>(fs::path(c.output_dir) / "trainer_log.jsonl");
   }
   const bool tty = st.s.progress && isatty(2);
-  spdlog::info("training: {} examples, {} epochs, {} optimizer steps ({} per epoch, global batch {}), warmup {} steps, "
+  spdlog::info("training: {} examples, {} optimizer steps ({}; {} steps per epoch, global batch {}), warmup {} steps, "
                "{} trainable parameters",
-               n, c.max_steps > 0 ? fmt::format("max_steps {} ->", c.max_steps) : fmt::format("{}", c.num_train_epochs),
-               total, spe, layout.global_batch(), st.sched.warmup_steps,
+               n, total,
+               c.max_steps > 0 ? fmt::format("max_steps {}", c.max_steps)
+                               : fmt::format("num_train_epochs {}", c.num_train_epochs),
+               spe, layout.global_batch(), st.sched.warmup_steps,
                [&] {
                  int64_t k = 0;
                  for (auto& p : st.params) k += p.numel();
@@ -325,6 +331,7 @@ TrainSummary Trainer::train() {
     const auto perm = epoch_permutation(n, static_cast<uint64_t>(c.seed), epoch);
     int64_t micro_done = 0;
     for (int64_t s = 0; s < spe && global_step < total; ++s) {
+      const auto step_start = Clock::now();
       const auto micro = rank_micro_batches(perm, s, layout, st.s.rank);
       int64_t step_targets = 0;
       for (auto i : step_examples(perm, s, layout)) step_targets += num_targets(data, i);
@@ -333,13 +340,14 @@ TrainSummary Trainer::train() {
       st.opt->set_lr(lr);
       const double scale = st.fp16 ? st.scaler.scale() : 1.0;
       at::Tensor loss_acc = at::zeros({}, at::TensorOptions().dtype(at::kDouble).device(st.device));
-      int64_t step_tokens = 0;
+      int64_t step_tokens = 0, step_padded = 0;
       for (const auto& idx : micro) {
         const auto b = collate(data, idx, st.s.pad_id);
         auto loss_sum = st.forward_loss_sum(b, true);
         torch::autograd::backward({loss_sum * (scale / denom)});
         loss_acc += loss_sum.detach().to(at::kDouble);
         step_tokens += b.num_tokens;
+        step_padded += b.input_ids.numel();
         st.flos += 6.0 * static_cast<double>(b.input_ids.numel()) * static_cast<double>(st.non_embedding_params);
       }
       micro_done += (st.s.world == 1) ? static_cast<int64_t>(micro.size())
@@ -366,7 +374,9 @@ TrainSummary Trainer::train() {
       st.tokens_seen += step_tokens;
       epoch_f = static_cast<double>(epoch) + static_cast<double>(micro_done) / static_cast<double>(micro_per_epoch);
       last_grad_norm = grad_norm;
-      StepRecord rec{global_step, step_loss, lr, grad_norm, epoch_f, found_inf, scale, step_targets, step_tokens};
+      StepRecord rec{global_step, step_loss, lr,          grad_norm,   epoch_f,
+                     found_inf,   scale,     step_targets, step_tokens, step_padded,
+                     seconds_since(step_start)};
       sum.steps.push_back(rec);
       loss_since_log += step_loss;
       total_loss += step_loss;
@@ -426,6 +436,26 @@ TrainSummary Trainer::train() {
   sum.train_loss = global_step > 0 ? total_loss / static_cast<double>(global_step) : 0.0;
   sum.tokens_seen = st.tokens_seen;
   sum.epoch = epoch_f;
+  if (on_cuda)
+    sum.peak_memory_bytes = c10::getDeviceAllocator(c10::DeviceType::CUDA)
+                                ->getDeviceStats(st.device.index())
+                                .allocated_bytes[0]
+                                .peak;
+  {
+    // Steady-state speed, as the peer benchmark measures it: median step after 3 warm-up steps.
+    std::vector<const StepRecord*> steady;
+    for (const auto& r : sum.steps)
+      if (r.step > 3 || sum.steps.size() <= 3) steady.push_back(&r);
+    std::sort(steady.begin(), steady.end(), [](auto* a, auto* b) { return a->seconds < b->seconds; });
+    const auto* med = steady[steady.size() / 2];
+    json perf = {{"steps", global_step},
+                 {"median_step_s", med->seconds},
+                 {"tokens_per_s", static_cast<double>(med->padded_tokens) / med->seconds},
+                 {"real_tokens_per_s_overall", static_cast<double>(sum.tokens_seen) / sum.runtime_s},
+                 {"peak_memory_gib", static_cast<double>(sum.peak_memory_bytes) / (1 << 30)},
+                 {"device", st.device.str()}};
+    spdlog::info("perf: {}", perf.dump());
+  }
 
   // HF's speed_metrics("train", ...): samples = n x epochs, or max_steps x global batch.
   const double samples = c.max_steps > 0 ? static_cast<double>(total * layout.global_batch())

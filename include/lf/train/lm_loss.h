@@ -4,7 +4,7 @@
 // logits give its cross-entropy sum and, in the same pass, its gradients
 // (softmax - onehot) @ W and (softmax - onehot)^T @ h; backward only scales them by
 // the incoming gradient. Peak extra memory is one [chunk, V] fp32 block instead of
-// [B*T, V] (150k vocabulary: 1024 rows = 0.6 GB vs 5 GB at 8k tokens).
+// [B*T, V] (150k vocabulary: 1765 rows = 1 GiB vs 5 GiB for 8k tokens).
 //
 // Math as transformers' ForCausalLMLoss: hidden[:, :-1] predicts labels[:, 1:], -100
 // ignored, logits upcast to fp32, reduction "sum" (the caller divides by the step's
@@ -18,7 +18,7 @@ namespace lf::train {
 // normed_hidden [B,T,C] (after the final norm, in the compute dtype), weight [V,C]
 // (lm_head or the tied embedding, any float dtype), labels [B,T] int64 on the same
 // device. Returns a 0-dim fp32 sum. Differentiable w.r.t. normed_hidden and weight
-// (weight only when it requires grad). chunk_rows <= 0 picks ~256 MB of fp32 logits.
+// (weight only when it requires grad). chunk_rows <= 0 picks ~1 GiB of fp32 logits per chunk.
 at::Tensor lm_head_loss_sum(const at::Tensor& normed_hidden, const at::Tensor& weight, const at::Tensor& labels,
                             int64_t chunk_rows = 0);
 

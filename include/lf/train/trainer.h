@@ -50,7 +50,9 @@ struct StepRecord {
   bool skipped = false;   // fp16 overflow: no update
   double loss_scale = 1;  // fp16: the scale used by this step
   int64_t num_targets = 0;
-  int64_t num_tokens = 0;
+  int64_t num_tokens = 0;     // real tokens of this rank's micro-batches
+  int64_t padded_tokens = 0;  // B x T summed over this rank's micro-batches (what the GPU computed)
+  double seconds = 0;         // wall time of the step (forward, backward, optimizer)
 };
 
 struct EvalRecord {
@@ -68,6 +70,7 @@ struct TrainSummary {
   double runtime_s = 0;
   int64_t tokens_seen = 0;
   double epoch = 0;
+  int64_t peak_memory_bytes = 0;  // CUDA caching allocator's peak (0 on CPU)
 };
 
 // NaN/inf training loss: stops the run; exit code kExitConfig (a learning rate or
