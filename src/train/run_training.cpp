@@ -118,7 +118,7 @@ void train_from_config(const config::LoadedConfig& loaded) {
   }
   s.train = &data.train;
   s.eval = &data.eval;
-  s.pad_id = tokenizer.pad_id().value_or(tokenizer.eos_id().value_or(0));
+  s.pad_id = data.pad_id;  // LLaMA-Factory: the tokenizer's pad token, else eos
   const fs::path src(c.model_name_or_path);
   s.model_dir = fs::is_directory(src) ? src : src.parent_path();
   spdlog::info("model: {} ({} layers, vocab {}) on {}, {}{}, weights {}, compute {}{}", c.model_name_or_path,
