@@ -79,6 +79,19 @@ const std::map<std::string, TemplateSpec>& registry() {
                    "<|im_start|>assistant\n")},
              {}, "You are Qwen, created by Alibaba Cloud. You are a helpful assistant.",
              {"<|im_end|>"}, false, true, false, {text("{{content}}<|im_end|>\n")}, "qwen"));
+    auto qwen3 = [&](std::string name, bool reasoning) {
+      TemplateSpec t = make(std::move(name),
+                            {text("<|im_start|>user\n{{content}}<|im_end|>\n<|im_start|>assistant\n")},
+                            {text("{{content}}<|im_end|>\n")},
+                            {text("<|im_start|>system\n{{content}}<|im_end|>\n")},
+                            {text("<|im_start|>user\n<tool_response>\n{{content}}\n</tool_response><|im_end|>\n"
+                                  "<|im_start|>assistant\n")},
+                            {}, "", {"<|im_end|>"}, false, true, false, {text("{{content}}<|im_end|>\n")}, "qwen");
+      t.reasoning = reasoning;
+      return t;
+    };
+    add(qwen3("qwen3", true));
+    add(qwen3("qwen3_nothink", false));
     return m;
   }();
   return templates;
@@ -97,6 +110,24 @@ Slots apply(const Slots& slots, const std::vector<std::pair<std::string, std::st
   return out;
 }
 
+constexpr std::string_view kThoughtOpen = "<think>\n", kThoughtClose = "\n</think>\n\n";
+
+// Template.remove_thought: re.sub(open(.*?)close, "", DOTALL).lstrip("\n").
+std::string remove_thought(const std::string& content) {
+  std::string out;
+  size_t pos = 0;
+  while (true) {
+    size_t o = content.find(kThoughtOpen, pos);
+    size_t c = o == std::string::npos ? std::string::npos : content.find(kThoughtClose, o + kThoughtOpen.size());
+    if (c == std::string::npos) break;
+    out.append(content, pos, o - pos);
+    pos = c + kThoughtClose.size();
+  }
+  out.append(content, pos);
+  size_t first = out.find_first_not_of('\n');
+  return first == std::string::npos ? std::string() : out.substr(first);
+}
+
 std::string join_names() {
   std::string s;
   for (const auto& [name, t] : registry()) s += (s.empty() ? "" : ", ") + name;
@@ -112,9 +143,10 @@ std::vector<std::string> ChatTemplate::names() {
 }
 
 ChatTemplate::ChatTemplate(const std::string& name, const Tokenizer& tokenizer,
-                           const std::optional<std::string>& default_system,
-                           const std::optional<std::string>& tool_format)
-    : tokenizer_(tokenizer) {
+                           const TemplateOptions& options)
+    : options_(options), tokenizer_(tokenizer) {
+  const auto& default_system = options.default_system;
+  const auto& tool_format = options.tool_format;
   auto it = registry().find(name);
   LF_CHECK(it != registry().end(), ConfigError,
            "template '{}' is not known to lf-train (known: {}); set `template:` to one of them",
@@ -180,8 +212,49 @@ std::vector<int32_t> ChatTemplate::to_ids(const Slots& slots) const {
 }
 
 std::vector<std::pair<std::vector<int32_t>, std::vector<int32_t>>> ChatTemplate::encode_multiturn(
-    const std::vector<Message>& messages, const std::string& system_in, const std::string& tools,
-    const std::string& origin) const {
+    const std::vector<Message>& messages_in, const std::string& system, const std::string& tools,
+    const std::string& origin, bool mask_history) const {
+  std::vector<std::vector<int32_t>> encoded;
+  if (!spec_.reasoning) {
+    encoded = encode_messages(messages_in, system, tools, origin);
+  } else {
+    // ReasoningTemplate.encode_multiturn.
+    std::vector<Message> messages = messages_in;
+    const bool discard_history_cot = mask_history && !options_.preserve_thinking;
+    if (!options_.enable_thinking)
+      for (size_t i = 1; i < messages.size(); i += 2) messages[i].content = remove_thought(messages[i].content);
+    if (discard_history_cot)
+      for (size_t i = 1; i + 2 < messages.size(); i += 2) messages[i].content = remove_thought(messages[i].content);
+    encoded = encode_messages(messages, system, tools, origin);
+    const std::vector<int32_t> thought_ids =
+        tokenizer_.encode(std::string(kThoughtOpen) + std::string(kThoughtClose), false);
+    std::vector<size_t> turns;
+    if (discard_history_cot) {
+      turns.push_back(messages.size() - 2);
+    } else {
+      for (size_t i = 0; i < messages.size(); i += 2) turns.push_back(i);
+    }
+    for (size_t i : turns) {
+      if (i + 1 >= messages.size()) continue;
+      const std::string& reply = messages[i + 1].content;
+      if (reply.find("<think>") != std::string::npos || reply.find("</think>") != std::string::npos) continue;
+      if (!options_.enable_thinking) {
+        encoded[i].insert(encoded[i].end(), thought_ids.begin(), thought_ids.end());
+      } else {
+        encoded[i + 1].insert(encoded[i + 1].begin(), thought_ids.begin(), thought_ids.end());
+      }
+    }
+  }
+  std::vector<std::pair<std::vector<int32_t>, std::vector<int32_t>>> pairs;
+  for (size_t i = 0; i + 1 < encoded.size(); i += 2)
+    pairs.emplace_back(std::move(encoded[i]), std::move(encoded[i + 1]));
+  return pairs;
+}
+
+std::vector<std::vector<int32_t>> ChatTemplate::encode_messages(const std::vector<Message>& messages,
+                                                                const std::string& system_in,
+                                                                const std::string& tools,
+                                                                const std::string& origin) const {
   const std::string system = system_in.empty() ? spec_.default_system : system_in;
   std::vector<std::vector<int32_t>> encoded;
   encoded.reserve(messages.size());
@@ -226,10 +299,7 @@ std::vector<std::pair<std::vector<int32_t>, std::vector<int32_t>>> ChatTemplate:
     elements.insert(elements.end(), turn.begin(), turn.end());
     encoded.push_back(to_ids(elements));
   }
-  std::vector<std::pair<std::vector<int32_t>, std::vector<int32_t>>> pairs;
-  for (size_t i = 0; i + 1 < encoded.size(); i += 2)
-    pairs.emplace_back(std::move(encoded[i]), std::move(encoded[i + 1]));
-  return pairs;
+  return encoded;
 }
 
 }  // namespace lf

@@ -79,6 +79,9 @@ DataArgs parse_data_args(const YAML::Node& root, const std::string& where) {
   }
   if (auto n = set("default_system")) a.default_system = scalar<std::string>(*n, "default_system", where, "a string");
   if (auto n = set("tool_format")) a.tool_format = scalar<std::string>(*n, "tool_format", where, "a name");
+  if (auto n = set("enable_thinking")) a.enable_thinking = scalar<bool>(*n, "enable_thinking", where, "true/false");
+  if (auto n = set("preserve_thinking"))
+    a.preserve_thinking = scalar<bool>(*n, "preserve_thinking", where, "true/false");
   if (auto n = set("tokenized_path")) a.tokenized_path = scalar<std::string>(*n, "tokenized_path", where, "a path");
   if (auto n = set("model_name_or_path"))
     a.model_name_or_path = scalar<std::string>(*n, "model_name_or_path", where, "a path");

@@ -163,9 +163,10 @@ std::vector<Example> load_examples(const DataArgs& args, const std::vector<std::
 
 uint64_t sft_cache_key(const DataArgs& args, const Tokenizer& tokenizer) {
   uint64_t h = fnv1a64(fmt::format(
-      "v{}|tok:{:x}|tpl:{}|tools:{}|sys:{}|cut:{}|top:{}|mh:{}|pack:{}/{}|max:{}|val:{}|seed:{}|mix:{}:{}",
+      "v{}|tok:{:x}|tpl:{}|think:{}{}|tools:{}|sys:{}|cut:{}|top:{}|mh:{}|pack:{}/{}|max:{}|val:{}|seed:{}|mix:{}:{}",
       kCacheFormat,
-      tokenizer.fingerprint(), template_of(args), args.tool_format.value_or(""),
+      tokenizer.fingerprint(), template_of(args), args.enable_thinking, args.preserve_thinking,
+      args.tool_format.value_or(""),
       args.default_system.value_or("\x01"),
       args.cutoff_len, args.train_on_prompt, args.mask_history, args.packing, args.preprocessing_batch_size,
       args.max_samples.value_or(-1), args.val_size, args.seed, args.mix_strategy,
@@ -208,12 +209,21 @@ std::vector<EncodedExample> encode_examples(const std::vector<Example>& examples
   return out;
 }
 
+TemplateOptions template_options(const DataArgs& args) {
+  TemplateOptions o;
+  o.default_system = args.default_system;
+  o.tool_format = args.tool_format;
+  o.enable_thinking = args.enable_thinking;
+  o.preserve_thinking = args.preserve_thinking;
+  return o;
+}
+
 ChatTemplate resolve_template(const DataArgs& args, const Tokenizer& tokenizer) {
   LF_CHECK(!args.template_name.empty() || !tokenizer.has_chat_template(), ConfigError,
            "`template:` is not set and the tokenizer at {} has a chat_template; LLaMA-Factory "
            "would parse that Jinja template, lf-train needs the name: set template: to one of {}",
            tokenizer.source().string(), fmt::join(ChatTemplate::names(), ", "));
-  ChatTemplate tmpl(template_of(args), tokenizer, args.default_system, args.tool_format);
+  ChatTemplate tmpl(template_of(args), tokenizer, template_options(args));
   LF_CHECK(!(args.train_on_prompt && tmpl.spec().efficient_eos), ConfigError,
            "template '{}' does not support train_on_prompt (as in LLaMA-Factory)", tmpl.spec().name);
   return tmpl;

@@ -30,7 +30,8 @@ bool encode_supervised(const Example& example, const ChatTemplate& tmpl,
   if (example.prompt.size() % 2 != 1 || example.response.size() != 1) return false;
   std::vector<Message> messages = example.prompt;
   messages.push_back(example.response[0]);
-  auto pairs = tmpl.encode_multiturn(messages, example.system, example.tools, example.origin);
+  auto pairs = tmpl.encode_multiturn(messages, example.system, example.tools, example.origin,
+                                     options.mask_history);
   const bool efficient_eos = tmpl.spec().efficient_eos;
   int64_t total_length = efficient_eos ? 1 : 0;
   if (options.mask_history) std::reverse(pairs.begin(), pairs.end());

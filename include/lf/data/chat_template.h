@@ -31,6 +31,16 @@ struct TemplateSpec {
   bool efficient_eos = false;
   bool replace_eos = false;
   bool fuse_system_into_user = false;  // LLaMA-Factory's Llama2Template
+  bool reasoning = false;              // LLaMA-Factory's ReasoningTemplate (<think> handling)
+};
+
+// The YAML keys that adjust a template (LLaMA-Factory's DataArguments).
+struct TemplateOptions {
+  std::optional<std::string> default_system;
+  // Swaps the tool/function formatters; function slots become "{{content}}" + eos.
+  std::optional<std::string> tool_format;
+  bool enable_thinking = true;     // reasoning templates: train on (empty) thoughts
+  bool preserve_thinking = false;  // reasoning templates: keep history thoughts with mask_history
 };
 
 class ChatTemplate {
@@ -38,17 +48,15 @@ class ChatTemplate {
   // Resolves the template and the special tokens the way
   // get_template_and_fix_tokenizer does (replace_eos, eos/pad fallbacks).
   // Throws ConfigError for an unknown name (listing the known ones).
-  // `tool_format` (the YAML key) swaps the tool/function formatters as
-  // LLaMA-Factory does: function slots become "{{content}}" + eos.
-  ChatTemplate(const std::string& name, const Tokenizer& tokenizer,
-               const std::optional<std::string>& default_system = std::nullopt,
-               const std::optional<std::string>& tool_format = std::nullopt);
+  ChatTemplate(const std::string& name, const Tokenizer& tokenizer, const TemplateOptions& options = {});
 
   // (source_ids, target_ids) per turn, like Template.encode_multiturn. `tools`
   // is the dataset's tools JSON ("" for none); `origin` names the record in errors.
+  // `mask_history` drops history thoughts in reasoning templates unless
+  // preserve_thinking (LLaMA-Factory's discarding_history_cot).
   std::vector<std::pair<std::vector<int32_t>, std::vector<int32_t>>> encode_multiturn(
       const std::vector<Message>& messages, const std::string& system, const std::string& tools = "",
-      const std::string& origin = "") const;
+      const std::string& origin = "", bool mask_history = false) const;
 
   const TemplateSpec& spec() const { return spec_; }
   int32_t eos_id() const { return eos_id_; }
@@ -60,7 +68,12 @@ class ChatTemplate {
  private:
   std::vector<int32_t> to_ids(const Slots& slots) const;
 
+  std::vector<std::vector<int32_t>> encode_messages(const std::vector<Message>& messages,
+                                                    const std::string& system, const std::string& tools,
+                                                    const std::string& origin) const;
+
   TemplateSpec spec_;
+  TemplateOptions options_;
   Tokenizer tokenizer_;
   int32_t eos_id_ = -1;
   int32_t pad_id_ = -1;

@@ -31,6 +31,8 @@ struct DataArgs {
   std::vector<double> interleave_probs;   // empty: round robin
   std::optional<std::string> default_system;
   std::optional<std::string> tool_format;  // overrides the template's tool/function format
+  bool enable_thinking = true;             // reasoning templates (qwen3)
+  bool preserve_thinking = false;
   std::string tokenized_path;             // empty: no cache
   std::string model_name_or_path;         // folder with tokenizer.json
   std::string stage = "sft";

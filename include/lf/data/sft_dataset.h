@@ -28,6 +28,7 @@ struct SftData {
 // a tokenizer with a Jinja chat_template is an error (LLaMA-Factory would parse
 // that template; lf-train asks for an explicit name instead).
 ChatTemplate resolve_template(const DataArgs& args, const Tokenizer& tokenizer);
+TemplateOptions template_options(const DataArgs& args);
 
 // Converted examples of `names` (dataset_info.json order, max_samples each,
 // concatenated). Throws ConfigError with file:line for malformed records.
