@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <climits>
+#include <cstdint>
 #include <map>
 
 #include "lf/common/error.h"
@@ -13,31 +16,32 @@ namespace {
 Slot text(std::string s) { return Slot{Slot::Kind::kText, std::move(s)}; }
 Slot bos() { return Slot{Slot::Kind::kBos, ""}; }
 Slot eos() { return Slot{Slot::Kind::kEos, ""}; }
+Slot token(std::string s) { return Slot{Slot::Kind::kToken, std::move(s)}; }
 
-// register_template's defaults: user/system "{{content}}", assistant
-// "{{content}}" + eos (no eos with efficient_eos), observation = user.
-TemplateSpec make(std::string name, Slots user, Slots assistant, Slots system, Slots observation,
-                  Slots prefix, std::string default_system, std::vector<std::string> stop_words,
-                  bool efficient_eos, bool replace_eos, bool fuse_system, Slots function = {},
-                  std::string tool_format = "default") {
+TemplateSpec gen(const char* name, Slots user, Slots assistant, Slots system, Slots function,
+                 Slots observation, Slots prefix, const char* default_system,
+                 std::vector<std::string> stop_words, const char* tool_format, const char* tools_format,
+                 const char* thought_open, const char* thought_close, const char* call_open,
+                 const char* call_close, bool efficient_eos, bool replace_eos, TemplateKind kind) {
   TemplateSpec t;
-  t.name = std::move(name);
-  const bool has_user = !user.empty();
-  t.format_user = has_user ? user : Slots{text("{{content}}")};
-  t.format_assistant = !assistant.empty() ? assistant
-                       : efficient_eos     ? Slots{text("{{content}}")}
-                                           : Slots{text("{{content}}"), eos()};
-  t.format_system = !system.empty() ? system : Slots{text("{{content}}")};
-  t.format_observation = !observation.empty() ? observation : t.format_user;
+  t.name = name;
+  t.format_user = std::move(user);
+  t.format_assistant = std::move(assistant);
+  t.format_system = std::move(system);
+  t.format_function = std::move(function);
+  t.format_observation = std::move(observation);
   t.format_prefix = std::move(prefix);
-  // The default function formatter reuses the assistant slots.
-  t.format_function = !function.empty() ? std::move(function) : t.format_assistant;
-  t.tool_format = std::move(tool_format);
-  t.default_system = std::move(default_system);
+  t.default_system = default_system;
   t.stop_words = std::move(stop_words);
+  t.tool_format = tool_format;
+  t.tools_format = tools_format;
+  t.thought_open = thought_open;
+  t.thought_close = thought_close;
+  t.tool_call_open = call_open;
+  t.tool_call_close = call_close;
   t.efficient_eos = efficient_eos;
   t.replace_eos = replace_eos;
-  t.fuse_system_into_user = fuse_system;
+  t.kind = kind;
   return t;
 }
 
@@ -45,53 +49,7 @@ const std::map<std::string, TemplateSpec>& registry() {
   static const std::map<std::string, TemplateSpec> templates = [] {
     std::map<std::string, TemplateSpec> m;
     auto add = [&](TemplateSpec t) { m.emplace(t.name, std::move(t)); };
-    add(make("alpaca", {text("### Instruction:\n{{content}}\n\n### Response:\n")},
-             {text("{{content}}"), eos(), text("\n\n")}, {}, {}, {},
-             "Below is an instruction that describes a task. Write a response that appropriately "
-             "completes the request.\n\n",
-             {}, false, false, false));
-    add(make("chatml", {text("<|im_start|>user\n{{content}}<|im_end|>\n<|im_start|>assistant\n")},
-             {text("{{content}}<|im_end|>\n")}, {text("<|im_start|>system\n{{content}}<|im_end|>\n")},
-             {text("<|im_start|>tool\n{{content}}<|im_end|>\n<|im_start|>assistant\n")}, {}, "",
-             {"<|im_end|>", "<|im_start|>"}, false, true, false));
-    add(make("default", {text("Human: {{content}}"), eos(), text("\nAssistant:")},
-             {text("{{content}}"), eos(), text("\n")}, {text("System: {{content}}"), eos(), text("\n")},
-             {}, {}, "", {}, false, false, false));
-    add(make("empty", {}, {text("{{content}}")}, {}, {}, {}, "", {}, false, false, false));
-    add(make("llama2", {bos(), text("[INST] {{content}} [/INST]")}, {},
-             {text("<<SYS>>\n{{content}}\n<</SYS>>\n\n")}, {}, {}, "", {}, false, false, true));
-    add(make("llama3",
-             {text("<|start_header_id|>user<|end_header_id|>\n\n{{content}}<|eot_id|>"
-                   "<|start_header_id|>assistant<|end_header_id|>\n\n")},
-             {text("{{content}}<|eot_id|>")},
-             {text("<|start_header_id|>system<|end_header_id|>\n\n{{content}}<|eot_id|>")},
-             {text("<|start_header_id|>ipython<|end_header_id|>\n\n{{content}}<|eot_id|>"
-                   "<|start_header_id|>assistant<|end_header_id|>\n\n")},
-             {bos()}, "", {"<|eot_id|>", "<|eom_id|>"}, false, true, false,
-             {text("{{content}}<|eot_id|>")}, "llama3"));
-    add(make("mistral", {text("[INST] {{content}}[/INST]")}, {text(" {{content}}"), eos()},
-             {text("{{content}}\n\n")},
-             {text("[TOOL_RESULTS] {\"content\": {{content}}}[/TOOL_RESULTS]")}, {bos()}, "", {},
-             false, false, true, {text("[TOOL_CALLS] {{content}}"), eos()}, "mistral"));
-    add(make("qwen", {text("<|im_start|>user\n{{content}}<|im_end|>\n<|im_start|>assistant\n")},
-             {text("{{content}}<|im_end|>\n")}, {text("<|im_start|>system\n{{content}}<|im_end|>\n")},
-             {text("<|im_start|>user\n<tool_response>\n{{content}}\n</tool_response><|im_end|>\n"
-                   "<|im_start|>assistant\n")},
-             {}, "You are Qwen, created by Alibaba Cloud. You are a helpful assistant.",
-             {"<|im_end|>"}, false, true, false, {text("{{content}}<|im_end|>\n")}, "qwen"));
-    auto qwen3 = [&](std::string name, bool reasoning) {
-      TemplateSpec t = make(std::move(name),
-                            {text("<|im_start|>user\n{{content}}<|im_end|>\n<|im_start|>assistant\n")},
-                            {text("{{content}}<|im_end|>\n")},
-                            {text("<|im_start|>system\n{{content}}<|im_end|>\n")},
-                            {text("<|im_start|>user\n<tool_response>\n{{content}}\n</tool_response><|im_end|>\n"
-                                  "<|im_start|>assistant\n")},
-                            {}, "", {"<|im_end|>"}, false, true, false, {text("{{content}}<|im_end|>\n")}, "qwen");
-      t.reasoning = reasoning;
-      return t;
-    };
-    add(qwen3("qwen3", true));
-    add(qwen3("qwen3_nothink", false));
+#include "template_registry.inc"
     return m;
   }();
   return templates;
@@ -110,22 +68,50 @@ Slots apply(const Slots& slots, const std::vector<std::pair<std::string, std::st
   return out;
 }
 
-constexpr std::string_view kThoughtOpen = "<think>\n", kThoughtClose = "\n</think>\n\n";
-
 // Template.remove_thought: re.sub(open(.*?)close, "", DOTALL).lstrip("\n").
-std::string remove_thought(const std::string& content) {
+std::string remove_thought(const std::string& content, const std::string& open, const std::string& close) {
   std::string out;
   size_t pos = 0;
   while (true) {
-    size_t o = content.find(kThoughtOpen, pos);
-    size_t c = o == std::string::npos ? std::string::npos : content.find(kThoughtClose, o + kThoughtOpen.size());
+    size_t o = content.find(open, pos);
+    size_t c = o == std::string::npos ? std::string::npos : content.find(close, o + open.size());
     if (c == std::string::npos) break;
     out.append(content, pos, o - pos);
-    pos = c + kThoughtClose.size();
+    pos = c + close.size();
   }
   out.append(content, pos);
   size_t first = out.find_first_not_of('\n');
   return first == std::string::npos ? std::string() : out.substr(first);
+}
+
+std::string strip(const std::string& s) {
+  size_t b = s.find_first_not_of(" \t\n\r\f\v"), e = s.find_last_not_of(" \t\n\r\f\v");
+  return b == std::string::npos ? "" : s.substr(b, e - b + 1);
+}
+
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j)
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] != b[j - 1] ? 1 : 0)});
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+
+std::string suggest(const std::string& name) {
+  std::string best;
+  size_t best_d = SIZE_MAX;
+  for (const auto& [known, t] : registry()) {
+    size_t d = edit_distance(name, known);
+    if (d < best_d) {
+      best_d = d;
+      best = known;
+    }
+  }
+  return best_d <= 3 ? fmt::format("did you mean '{}'? ", best) : std::string();
 }
 
 std::string join_names() {
@@ -149,8 +135,8 @@ ChatTemplate::ChatTemplate(const std::string& name, const Tokenizer& tokenizer,
   const auto& tool_format = options.tool_format;
   auto it = registry().find(name);
   LF_CHECK(it != registry().end(), ConfigError,
-           "template '{}' is not known to lf-train (known: {}); set `template:` to one of them",
-           name, join_names());
+           "template '{}' is not known to lf-train ({}known: {}); set `template:` to one of them",
+           name, suggest(name), join_names());
   spec_ = it->second;
   if (default_system) spec_.default_system = *default_system;
   if (tool_format) {
@@ -159,6 +145,7 @@ ChatTemplate::ChatTemplate(const std::string& name, const Tokenizer& tokenizer,
              ConfigError, "tool_format '{}' is not supported (default, qwen, llama3, mistral)",
              *tool_format);
     spec_.tool_format = *tool_format;
+    spec_.tools_format = *tool_format;
     spec_.format_function = spec_.efficient_eos ? Slots{text("{{content}}")} : Slots{text("{{content}}"), eos()};
   }
 
@@ -215,19 +202,20 @@ std::vector<std::pair<std::vector<int32_t>, std::vector<int32_t>>> ChatTemplate:
     const std::vector<Message>& messages_in, const std::string& system, const std::string& tools,
     const std::string& origin, bool mask_history) const {
   std::vector<std::vector<int32_t>> encoded;
-  if (!spec_.reasoning) {
+  if (spec_.kind != TemplateKind::kReasoning) {
     encoded = encode_messages(messages_in, system, tools, origin);
   } else {
     // ReasoningTemplate.encode_multiturn.
     std::vector<Message> messages = messages_in;
     const bool discard_history_cot = mask_history && !options_.preserve_thinking;
+    auto drop = [&](Message& m) { m.content = remove_thought(m.content, spec_.thought_open, spec_.thought_close); };
     if (!options_.enable_thinking)
-      for (size_t i = 1; i < messages.size(); i += 2) messages[i].content = remove_thought(messages[i].content);
+      for (size_t i = 1; i < messages.size(); i += 2) drop(messages[i]);
     if (discard_history_cot)
-      for (size_t i = 1; i + 2 < messages.size(); i += 2) messages[i].content = remove_thought(messages[i].content);
+      for (size_t i = 1; i + 2 < messages.size(); i += 2) drop(messages[i]);
     encoded = encode_messages(messages, system, tools, origin);
-    const std::vector<int32_t> thought_ids =
-        tokenizer_.encode(std::string(kThoughtOpen) + std::string(kThoughtClose), false);
+    const std::vector<int32_t> thought_ids = tokenizer_.encode(spec_.thought_open + spec_.thought_close, false);
+    const std::string open_word = strip(spec_.thought_open), close_word = strip(spec_.thought_close);
     std::vector<size_t> turns;
     if (discard_history_cot) {
       turns.push_back(messages.size() - 2);
@@ -237,7 +225,7 @@ std::vector<std::pair<std::vector<int32_t>, std::vector<int32_t>>> ChatTemplate:
     for (size_t i : turns) {
       if (i + 1 >= messages.size()) continue;
       const std::string& reply = messages[i + 1].content;
-      if (reply.find("<think>") != std::string::npos || reply.find("</think>") != std::string::npos) continue;
+      if (reply.find(open_word) != std::string::npos || reply.find(close_word) != std::string::npos) continue;
       if (!options_.enable_thinking) {
         encoded[i].insert(encoded[i].end(), thought_ids.begin(), thought_ids.end());
       } else {
@@ -265,9 +253,9 @@ std::vector<std::vector<int32_t>> ChatTemplate::encode_messages(const std::vecto
     if (i == 0) {
       elements = spec_.format_prefix;
       if (!system.empty() || !tools.empty()) {
-        const std::string tool_text = tools.empty() ? "" : format_tools(spec_.tool_format, tools, origin);
+        const std::string tool_text = tools.empty() ? "" : format_tools(spec_.tools_format, tools, origin);
         Slots sys = apply(spec_.format_system, {{"content", system + tool_text}});
-        if (spec_.fuse_system_into_user) {
+        if (spec_.kind == TemplateKind::kLlama2) {
           // Llama2Template keeps only the first slot of the system formatter.
           system_text = sys.empty() ? "" : sys[0].text;
         } else {
@@ -278,7 +266,7 @@ std::vector<std::vector<int32_t>> ChatTemplate::encode_messages(const std::vecto
     Slots turn;
     switch (m.role) {
       case Role::kUser:
-        turn = spec_.fuse_system_into_user
+        turn = spec_.kind == TemplateKind::kLlama2
                    ? apply(spec_.format_user, {{"content", system_text + m.content}})
                    : apply(spec_.format_user, {{"content", m.content}, {"idx", std::to_string(i / 2)}});
         break;
@@ -290,8 +278,11 @@ std::vector<std::vector<int32_t>> ChatTemplate::encode_messages(const std::vecto
         break;
       case Role::kFunction:
         turn = apply(spec_.format_function,
-                     {{"content", format_function_calls(spec_.tool_format, m.content,
-                                                        !spec_.fuse_system_into_user, origin)}});
+                     {{"content", format_function_calls(
+                                      spec_.tool_format, m.content, spec_.kind != TemplateKind::kLlama2,
+                                      {spec_.thought_open, spec_.thought_close, spec_.tool_call_open,
+                                       spec_.tool_call_close},
+                                      origin)}});
         break;
       default:
         LF_THROW(ConfigError, "{}: a system turn inside a conversation is not supported", origin);

@@ -34,8 +34,6 @@ constexpr std::string_view kQwenToolPrompt =
     "within <tool_call></tool_call> XML tags:\n<tool_call>\n{{\"name\": <function-name>, "
     "\"arguments\": <args-json-object>}}\n</tool_call>";
 
-constexpr std::string_view kThinkOpen = "<think>\n", kThinkClose = "\n</think>\n\n";
-constexpr std::string_view kToolCallOpen = "<tool_call>", kToolCallClose = "</tool_call>";
 
 std::mutex g_date_mu;
 std::string g_date;
@@ -198,7 +196,10 @@ std::string render_calls(const std::string& fmt_name, const std::vector<Function
     if (fmt_name == "llama3" && list.size() == 1) return python_json_dumps(list[0]);
     return python_json_dumps(list);
   }
-  LF_THROW(ConfigError, "{}: tool format '{}' is not supported", origin, fmt_name);
+  LF_THROW(ConfigError,
+           "{}: tool format '{}' is not supported by lf-train yet (default, qwen, llama3, mistral); "
+           "set tool_format: to one of them or drop tool calls from the data",
+           origin, fmt_name);
 }
 
 // re.search(re.escape(open) + "(.*?)" + re.escape(close), DOTALL): first match.
@@ -261,19 +262,22 @@ std::string format_tools(const std::string& tool_format, const std::string& tool
     for (const auto& t : tools) wrapped.push_back(wrap_function(t));
     return "[AVAILABLE_TOOLS] " + python_json_dumps(wrapped) + "[/AVAILABLE_TOOLS]";
   }
-  LF_THROW(ConfigError, "{}: tool format '{}' is not supported", origin, tool_format);
+  LF_THROW(ConfigError,
+           "{}: tool format '{}' is not supported by lf-train yet (default, qwen, llama3, mistral); "
+           "set tool_format: to one of them or drop the tools column",
+           origin, tool_format);
 }
 
 std::string format_function_calls(const std::string& tool_format, const std::string& content,
-                                  bool parse_words, const std::string& origin) {
+                                  bool parse_words, const CallWords& words, const std::string& origin) {
   size_t b, e;
   std::string inner;
-  if (parse_words && find_between(content, kToolCallOpen, kToolCallClose, b, e, inner)) {
+  if (parse_words && find_between(content, words.call_open, words.call_close, b, e, inner)) {
     std::string thought = replace_all(content, content.substr(b, e - b), "");
     return thought + render_calls(tool_format, parse_functions(inner, origin), origin);
   }
   std::string json_part = content, thought;
-  if (parse_words && find_between(content, kThinkOpen, kThinkClose, b, e, inner)) {
+  if (parse_words && find_between(content, words.thought_open, words.thought_close, b, e, inner)) {
     thought = content.substr(b, e - b);
     json_part = replace_all(content, thought, "");
   }

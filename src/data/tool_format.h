@@ -18,9 +18,13 @@ std::string format_tools(const std::string& tool_format, const std::string& tool
 
 // FunctionFormatter.apply's text (before slot substitution) for a function-call
 // turn whose content is JSON ({"name", "arguments"} or a list of them).
-// `parse_words`: Template passes thought/tool-call words, Llama2Template does not.
+// `parse_words`: Template passes its thought/tool-call words, Llama2Template
+// does not.
+struct CallWords {
+  std::string thought_open, thought_close, call_open, call_close;
+};
 std::string format_function_calls(const std::string& tool_format, const std::string& content,
-                                  bool parse_words, const std::string& origin);
+                                  bool parse_words, const CallWords& words, const std::string& origin);
 
 // Llama-3's tool prompt embeds today's date ("%d %b %Y") as LLaMA-Factory does;
 // tests pin it. Empty restores the clock.

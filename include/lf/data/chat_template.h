@@ -1,8 +1,9 @@
 #pragma once
 // Chat templates as LLaMA-Factory 0.9.5 defines them (template.py): each slot
 // is encoded separately with add_special_tokens=False and the ids joined; the
-// Jinja chat template is never rendered. Names: default, empty, qwen, llama3,
-// mistral, alpaca, chatml, llama2.
+// Jinja chat template is never rendered. The 118 definitions are generated from
+// LLaMA-Factory's own TEMPLATES (template_registry.inc); parity is tested for
+// default, empty, qwen, qwen3, qwen3_nothink, llama3 and mistral.
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -21,17 +22,26 @@ struct Slot {
 };
 using Slots = std::vector<Slot>;
 
+// LLaMA-Factory's template classes that change encoding.
+enum class TemplateKind {
+  kPlain,      // Template
+  kLlama2,     // Llama2Template: system fused into the first user turn
+  kReasoning,  // ReasoningTemplate: <think> handling, enable_thinking
+};
+
 struct TemplateSpec {
   std::string name;
   Slots format_user, format_assistant, format_system, format_observation, format_prefix;
   Slots format_function;               // function-call turns ({{content}} = rendered calls)
-  std::string tool_format = "default";  // tool_utils name for tools and function calls
+  std::string tool_format = "default";   // tool_utils name for function calls
+  std::string tools_format = "default";  // tool_utils name for the tool list
   std::string default_system;
   std::vector<std::string> stop_words;
+  std::string thought_open = "<think>\n", thought_close = "\n</think>\n\n";
+  std::string tool_call_open = "<tool_call>", tool_call_close = "</tool_call>";
   bool efficient_eos = false;
   bool replace_eos = false;
-  bool fuse_system_into_user = false;  // LLaMA-Factory's Llama2Template
-  bool reasoning = false;              // LLaMA-Factory's ReasoningTemplate (<think> handling)
+  TemplateKind kind = TemplateKind::kPlain;
 };
 
 // The YAML keys that adjust a template (LLaMA-Factory's DataArguments).
