@@ -22,7 +22,8 @@ const std::set<std::string, std::less<>> kImplemented = {
     "adam_epsilon", "max_grad_norm", "bf16", "fp16", "seed", "gradient_checkpointing",
     "disable_gradient_checkpointing", "eval_strategy", "eval_steps", "logging_steps", "save_strategy", "save_steps",
     "save_total_limit", "plot_loss", "output_dir", "overwrite_output_dir", "resume_from_checkpoint", "do_train",
-    "ddp_bucket_cap_mb", "optim"};
+    "ddp_bucket_cap_mb", "optim", "mix_strategy", "interleave_probs", "default_system", "tool_format",
+    "enable_thinking", "preserve_thinking", "preprocessing_batch_size", "preprocessing_num_workers"};
 
 // Ignoring these would silently change what is trained or how: refuse non-default values.
 const std::map<std::string, std::string, std::less<>> kRefused = {
@@ -56,12 +57,7 @@ const std::map<std::string, std::string, std::less<>> kRefused = {
     {"add_tokens", "adding tokens is not supported"},
     {"add_special_tokens", "adding special tokens is not supported"},
     {"split_special_tokens", "split_special_tokens changes tokenisation and is not supported"},
-    {"mix_strategy", "only mix_strategy: concat is supported"},
-    {"interleave_probs", "only mix_strategy: concat is supported"},
     {"neat_packing", "neat_packing is not supported (packing: true is)"},
-    {"tool_format", "tool-call formatting is not supported"},
-    {"default_system", "overriding the template's system prompt is not supported"},
-    {"enable_thinking", "changing the template's thinking mode is not supported"},
     {"streaming", "streaming datasets are not supported"},
     {"label_smoothing_factor", "label smoothing is not supported"},
     {"lr_scheduler_kwargs", "scheduler arguments are not supported"},

@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 #include <yaml-cpp/yaml.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <map>
@@ -109,6 +110,25 @@ void apply(const Reader& r, TrainConfig& c) {
   r.read("mask_history", c.mask_history, "true or false");
   r.read("packing", c.packing, "true or false");
   r.read("tokenized_path", c.tokenized_path, "a path");
+  r.read("mix_strategy", c.mix_strategy, "concat, interleave_under or interleave_over");
+  if (r.has("interleave_probs")) {
+    std::vector<std::string> probs;
+    r.read_list("interleave_probs", probs);
+    c.interleave_probs.clear();
+    for (const auto& p : probs) {
+      char* end = nullptr;
+      double v = std::strtod(p.c_str(), &end);
+      LF_CHECK(end && *end == '\0' && v >= 0, ConfigError, "{}: `interleave_probs` entry '{}' is not a probability",
+               r.where("interleave_probs"), p);
+      c.interleave_probs.push_back(v);
+    }
+  }
+  r.read_optional("default_system", c.default_system, "a string");
+  r.read_optional("tool_format", c.tool_format, "a tool format name");
+  r.read("enable_thinking", c.enable_thinking, "true or false");
+  r.read("preserve_thinking", c.preserve_thinking, "true or false");
+  r.read("preprocessing_batch_size", c.preprocessing_batch_size, "an integer");
+  r.read("preprocessing_num_workers", c.preprocessing_num_workers, "an integer");
   r.read("per_device_train_batch_size", c.per_device_train_batch_size, "an integer");
   r.read("per_device_eval_batch_size", c.per_device_eval_batch_size, "an integer");
   r.read("gradient_accumulation_steps", c.gradient_accumulation_steps, "an integer");
@@ -156,6 +176,7 @@ void validate(const Reader& r, TrainConfig& c) {
   check_one_of(r, "init_weights", c.init_weights, {"pretrained", "random"});
   check_one_of(r, "lr_scheduler_type", c.lr_scheduler_type, {"linear", "cosine", "constant", "constant_with_warmup"});
   check_one_of(r, "eval_strategy", c.eval_strategy, {"no", "steps", "epoch"});
+  check_one_of(r, "mix_strategy", c.mix_strategy, {"concat", "interleave_under", "interleave_over"});
   check_one_of(r, "save_strategy", c.save_strategy, {"no", "steps", "epoch"});
   LF_CHECK(!(c.bf16 && c.fp16), ConfigError, "{}: `bf16` and `fp16` are both true: choose one", r.where("fp16"));
   auto positive = [&](const char* key, double v) {
@@ -170,6 +191,7 @@ void validate(const Reader& r, TrainConfig& c) {
   positive("logging_steps", c.logging_steps);
   positive("save_steps", c.save_steps);
   positive("ddp_bucket_cap_mb", c.ddp_bucket_cap_mb);
+  positive("preprocessing_batch_size", static_cast<double>(c.preprocessing_batch_size));
   LF_CHECK(c.max_steps > 0 || c.num_train_epochs > 0, ConfigError,
            "set `max_steps` > 0 or `num_train_epochs` > 0 (got {} and {})", c.max_steps, c.num_train_epochs);
   LF_CHECK(c.lora_dropout >= 0 && c.lora_dropout < 1, ConfigError, "{}: `lora_dropout` must be in [0, 1), got {}",

@@ -63,6 +63,9 @@ TEST(Config, DefaultsAreLlamaFactorys) {
   }
   // Derived by LLaMA-Factory's rules rather than copied: lora_alpha = 2 x rank; checkpointing on.
   EXPECT_EQ(c.lora_alpha, 16);
+  EXPECT_EQ(c.mix_strategy, "concat");
+  EXPECT_TRUE(c.enable_thinking);
+  EXPECT_EQ(c.preprocessing_batch_size, 1000);
   EXPECT_EQ(c.warmup_ratio, 0);  // None in transformers 5 (warmup_steps took over): no warmup
   EXPECT_TRUE(c.gradient_checkpointing);
 }
@@ -88,10 +91,22 @@ TEST(Config, RefusedKeysAreErrorsOnlyWhenTheyWouldChangeTheResult) {
   EXPECT_NE(e.find("2 problems"), std::string::npos) << e;  // every problem at once
 }
 
+TEST(Config, DataKeysThatLlamaFactoryUsersSet) {
+  auto c = parse_train_config(kMinimal + "mix_strategy: interleave_under\ninterleave_probs: 0.3,0.7\n"
+                                         "default_system: Be brief.\ntool_format: qwen\nenable_thinking: false\n",
+                              {}, "cfg.yaml").config;
+  EXPECT_EQ(c.mix_strategy, "interleave_under");
+  EXPECT_EQ(c.interleave_probs, (std::vector<double>{0.3, 0.7}));
+  EXPECT_EQ(c.default_system.value(), "Be brief.");
+  EXPECT_EQ(c.tool_format.value(), "qwen");
+  EXPECT_FALSE(c.enable_thinking);
+  EXPECT_NE(error_of(kMinimal + "mix_strategy: random\n").find("mix_strategy: random"), std::string::npos);
+}
+
 TEST(Config, NoEffectKeysWarnWhenSet) {
-  auto quiet = parse_train_config(kMinimal + "report_to: none\noverwrite_cache: false\n", {}, "cfg.yaml");
+  auto quiet = parse_train_config(kMinimal + "report_to: none\noverwrite_cache: false\npreprocessing_num_workers: 16\n", {}, "cfg.yaml");
   EXPECT_TRUE(quiet.warnings.empty());
-  auto loud = parse_train_config(kMinimal + "report_to: wandb\npreprocessing_num_workers: 16\ndeepspeed: ds_z3.json\n",
+  auto loud = parse_train_config(kMinimal + "report_to: wandb\nddp_timeout: 9000\ndeepspeed: ds_z3.json\n",
                                  {}, "cfg.yaml");
   ASSERT_EQ(loud.warnings.size(), 3u);
   std::string all = loud.warnings[0] + loud.warnings[1] + loud.warnings[2];

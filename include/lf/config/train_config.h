@@ -36,6 +36,14 @@ struct TrainConfig {
   bool mask_history = false;
   bool packing = false;
   std::string tokenized_path;
+  std::string mix_strategy = "concat";  // concat | interleave_under | interleave_over
+  std::vector<double> interleave_probs;  // empty: round robin
+  std::optional<std::string> default_system;
+  std::optional<std::string> tool_format;
+  bool enable_thinking = true;
+  bool preserve_thinking = false;
+  int64_t preprocessing_batch_size = 1000;  // packing groups within each batch (LLaMA-Factory)
+  int64_t preprocessing_num_workers = 0;    // threads (0: all cores); no effect on the result
   // ---- optimisation
   int64_t per_device_train_batch_size = 8;
   int64_t per_device_eval_batch_size = 8;
