@@ -31,6 +31,14 @@ DataArgs data_args_from(const config::TrainConfig& c) {
   a.max_samples = c.max_samples;
   a.val_size = c.val_size;
   a.tokenized_path = c.tokenized_path;
+  a.mix_strategy = c.mix_strategy;
+  a.interleave_probs = c.interleave_probs;
+  a.default_system = c.default_system;
+  a.tool_format = c.tool_format;
+  a.enable_thinking = c.enable_thinking;
+  a.preserve_thinking = c.preserve_thinking;
+  a.preprocessing_batch_size = c.preprocessing_batch_size;
+  a.preprocessing_num_workers = static_cast<int>(c.preprocessing_num_workers);
   a.model_name_or_path = c.model_name_or_path;
   a.stage = c.stage;
   a.seed = static_cast<uint64_t>(c.seed);

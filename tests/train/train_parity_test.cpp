@@ -5,6 +5,9 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstdio>
+
 #include "lf/model/loader.h"
 #include "lf/model/lora.h"
 #include "lf/model/tensor_io.h"
@@ -21,6 +24,9 @@ using testing::read_json;
 
 void expect_steps_match(const TrainSummary& got, const nlohmann::json& want) {
   ASSERT_EQ(got.steps.size(), want.size());
+  double worst = 0;
+  for (size_t i = 0; i < want.size(); ++i) worst = std::max(worst, std::fabs(got.steps[i].loss - want[i]["loss"].get<double>()));
+  std::printf("max |loss - HF loss| over %zu steps: %.3g\n", want.size(), worst);
   for (size_t i = 0; i < want.size(); ++i) {
     const auto& w = want[i];
     const auto& g = got.steps[i];
@@ -36,13 +42,16 @@ void expect_steps_match(const TrainSummary& got, const nlohmann::json& want) {
 void expect_weights_match(const std::vector<model::NamedParam>& params, const std::filesystem::path& file) {
   const auto ref = model::load_tensor_file(file);
   size_t matched = 0;
+  double worst = 0;
   for (const auto& p : params) {
     auto it = ref.find(p.name);
     ASSERT_NE(it, ref.end()) << p.name << " missing from " << file;
     const double diff = (p.tensor->detach().to(at::kDouble) - it->second.to(at::kDouble)).abs().max().item<double>();
     EXPECT_LT(diff, 1e-4) << p.name;
+    worst = std::max(worst, diff);
     ++matched;
   }
+  std::printf("max |weight - HF weight| over %zu tensors: %.3g\n", matched, worst);
   EXPECT_EQ(matched, ref.size());
 }
 

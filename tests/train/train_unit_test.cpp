@@ -219,3 +219,40 @@ TEST(Trainer, OutputsAsHfAndLlamaFactory) {
 
 }  // namespace
 }  // namespace lf::train
+
+namespace lf::train {
+namespace {
+
+// bf16 paths (CPU): full = fp32 master weights with bf16 activations; LoRA = a bf16
+// frozen base with fp32 adapters. The loss stays close to the fp32 reference and the
+// master/adapter weights stay fp32.
+TEST(MixedPrecision, Bf16FullAndLoraTrackFp32) {
+  const auto data = fixture_dataset();
+  const auto want = testing::read_json(testing::fixtures() / "expected.json");
+  for (const std::string kind : {"full", "lora"}) {
+    SCOPED_TRACE(kind);
+    auto c = fixture_config(kind);
+    c.bf16 = true;
+    c.max_steps = 10;
+    model::LoadOptions lo;
+    if (kind == "lora") lo.param_dtype = at::kBFloat16;
+    auto m = model::load_causal_lm(c.model_name_or_path, lo);
+    m->set_compute_dtype(at::kBFloat16);
+    auto s = setup_for(c, *m, data);
+    if (kind == "lora") s.lora = model::load_lora_adapter(*m, testing::fixtures() / "lora_init");
+    s.config.gradient_checkpointing = true;
+    Trainer t(std::move(s));
+    const auto sum = t.train();
+    for (size_t i = 0; i < sum.steps.size(); ++i)
+      EXPECT_NEAR(sum.steps[i].loss, want[kind][i]["loss"].get<double>(), 0.03) << "step " << i + 1;
+    if (kind == "full") {
+      EXPECT_EQ(m->named_parameters()[0].tensor->scalar_type(), at::kFloat);
+    } else {
+      EXPECT_EQ(model::lora_parameters(*m)[0].tensor->scalar_type(), at::kFloat);
+      EXPECT_EQ(m->named_parameters()[0].tensor->scalar_type(), at::kBFloat16);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace lf::train
