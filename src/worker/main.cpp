@@ -1,13 +1,23 @@
-// lf-worker: the libtorch process the agent spawns. For now the model entry points
-// (bench-model, check-logits); the trainer (issue 5) adds `train`.
+// lf-worker: the libtorch process the agent spawns: `train CONFIG.yaml [key=value ...]`
+// (the trainer, src/train, when built) and the model entry points (bench-model,
+// check-logits).
 // Exit codes: lf/common/exit_codes.h (typed errors map through Error::exit_code()).
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <exception>
 
+#include <string>
+#include <vector>
+
+#include "lf/common/env.h"
 #include "lf/common/error.h"
+#include "lf/common/log.h"
 #include "lf/worker/bench_model.h"
 #include "lf/worker/check_logits.h"
+#ifdef LF_WORKER_WITH_TRAIN
+#include "lf/config/train_config.h"
+#include "lf/train/run_training.h"
+#endif
 
 int main(int argc, char** argv) {
   CLI::App app{"lf-worker: lf-train's libtorch worker"};
@@ -40,7 +50,25 @@ int main(int argc, char** argv) {
   c->add_option("--seed", check.seed);
   c->add_option("--device", check.device);
 
+#ifdef LF_WORKER_WITH_TRAIN
+  std::string train_config;
+  auto* t = app.add_subcommand("train", "train as LLaMA-Factory would (run by the agent: lf-train CONFIG.yaml)");
+  t->add_option("config", train_config, "LLaMA-Factory YAML")->required();
+  t->allow_extras();  // key=value overrides
+#endif
+
   CLI11_PARSE(app, argc, argv);
+#ifdef LF_WORKER_WITH_TRAIN
+  if (t->parsed()) {
+    lf::init_logging("worker r" + lf::env_string("RANK").value_or("0"));
+    try {
+      return lf::train::run_training(lf::config::load_train_config(train_config, t->remaining()));
+    } catch (const lf::Error& e) {  // config errors before run_training maps its own
+      spdlog::error("{}", e.what());
+      return e.exit_code();
+    }
+  }
+#endif
   try {
     if (b->parsed()) std::printf("RESULT %s\n", lf::worker::run_bench_model(bench).c_str());
     if (c->parsed()) std::printf("CHECK_LOGITS %s\n", lf::worker::run_check_logits(check).c_str());
