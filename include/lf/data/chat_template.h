@@ -2,8 +2,9 @@
 // Chat templates as LLaMA-Factory 0.9.5 defines them (template.py): each slot
 // is encoded separately with add_special_tokens=False and the ids joined; the
 // Jinja chat template is never rendered. The 118 definitions are generated from
-// LLaMA-Factory's own TEMPLATES (template_registry.inc); parity is tested for
-// default, empty, qwen, qwen3, qwen3_nothink, llama3 and mistral.
+// LLaMA-Factory's own TEMPLATES (template_registry.inc); ids and labels are
+// checked against LLaMA-Factory for 50 of them (tests/fixtures/data/reference.jsonl),
+// including qwen, qwen3, llama3, mistral, default and empty with their own tokenizers.
 #include <cstdint>
 #include <optional>
 #include <string>
