@@ -27,7 +27,9 @@ configure() {
   cmake -S "$1" -B "$2" -G Ninja -DCMAKE_BUILD_TYPE=Release \
     -DLF_WITH_TORCH=ON -DLF_WITH_CUDA=ON -DTORCH_CUDA_ARCH_LIST=9.0a \
     "-DCMAKE_PREFIX_PATH=$TP;$LF_DEPS/usr;$LF_DEPS/usr/lib/x86_64-linux-gnu/cmake" \
-    "-DCMAKE_CXX_FLAGS=-I$LF_DEPS/usr/include" "-DLF_PYTHON=$(command -v python3)" > "$2.configure.log" 2>&1
+    "-DCMAKE_CXX_FLAGS=-I$LF_DEPS/usr/include" "-DLF_PYTHON=$(command -v python3)" \
+    "-DCMAKE_EXE_LINKER_FLAGS=-Wl,-rpath-link,$LF_DEPS/usr/lib/x86_64-linux-gnu:$LF_DEPS/lib/x86_64-linux-gnu" \
+    > "$2.configure.log" 2>&1
 }
 status=full
 if ! configure . "$BUILD_DIR"; then
@@ -44,8 +46,14 @@ if [[ -n "${LF_DEVICE_TARGETS:-}" ]]; then
 elif ! ninja -C "$BUILD_DIR" -j16 -k 0 > "$BUILD_DIR.build.log" 2>&1; then
   grep -E "FAILED|error:" "$BUILD_DIR.build.log" | head -20
   echo "device/build: the full tree failed to build; building lf-worker and model_test only"
-  ninja -C "$BUILD_DIR" -j16 lf-worker model_test || exit 1
   status=partial
+  if ! ninja -C "$BUILD_DIR" -j16 lf-worker model_test >> "$BUILD_DIR.build.log" 2>&1; then
+    echo "device/build: those failed too; falling back to scripts/device/model_only"
+    BUILD_DIR=$BUILD_DIR-model
+    configure scripts/device/model_only "$BUILD_DIR" || { tail -30 "$BUILD_DIR.configure.log"; exit 1; }
+    ninja -C "$BUILD_DIR" -j16 || exit 1
+    status=model-only
+  fi
 fi
 # model_bench.sh runs the lf-worker of the last successful build.
 ln -sfn "$BUILD_DIR" build-device-last

@@ -12,6 +12,17 @@ DEBS=(
   libpcre2-dev libpcre2-8-0 libpcre2-16-0 libpcre2-32-0 libpcre2-posix3
   libicu-dev libicu72 nlohmann-json3-dev
   pkgconf-bin libpkgconf3
+  # cairo for src/train's plots: the -dev packages pkgconf needs to resolve cairo.pc
+  # (its Requires.private), and the runtime libraries libcairo.so.2 links against.
+  # Not glib/ffi/mount/selinux runtimes: only their .pc files are read, and keeping
+  # their (older) libraries off LD_LIBRARY_PATH keeps the image's python intact.
+  libcairo2-dev libcairo2 libglib2.0-dev libpixman-1-dev libpixman-1-0 libfontconfig-dev
+  libfontconfig1 fontconfig-config libfreetype-dev libfreetype6 libpng-dev libpng16-16
+  libxcb-shm0-dev libxcb-shm0 libxcb1-dev libxcb1 libxcb-render0-dev libxcb-render0
+  libxrender-dev libxrender1 libx11-dev libx11-6 libx11-data libxext-dev libxext6
+  libxau-dev libxau6 libxdmcp-dev libxdmcp6 x11proto-dev libffi-dev libexpat1-dev libexpat1
+  libbrotli-dev libbrotli1 zlib1g-dev libbsd-dev libbsd0 libmd-dev libmd0 libmount-dev
+  libselinux1-dev libsepol-dev libblkid-dev uuid-dev libsm-dev libice-dev
 )
 mkdir -p .deps/debs
 cd .deps/debs
