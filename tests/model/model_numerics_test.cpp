@@ -131,6 +131,18 @@ TEST(ModelNumerics, MixedPrecisionComputeStaysClose) {
   EXPECT_LE(rel_err(logits.to(at::kFloat), ref.at("logits")), 5e-2);
 }
 
+TEST(ModelNumerics, ExplicitPositionIdsMatchDefault) {
+  auto model = load_causal_lm(fixture("llama_tiny").string(), LoadOptions{});
+  auto ids = load_ref("llama_ref.safetensors").at("input_ids");
+  auto pos = at::arange(ids.size(1), at::TensorOptions().dtype(at::kLong)).unsqueeze(0).expand_as(ids);
+  EXPECT_LE(test::max_abs_diff(model->forward(ids, pos), model->forward(ids)), 1e-6);
+  // RoPE is relative: a constant shift leaves the logits unchanged (to rounding), a
+  // restart in the middle of the row (packing) does not.
+  EXPECT_LE(test::max_abs_diff(model->forward(ids, pos + 7), model->forward(ids)), 1e-5);
+  auto restart = pos.remainder(ids.size(1) / 2);
+  EXPECT_GT(test::max_abs_diff(model->forward(ids, restart), model->forward(ids)), 1e-4);
+}
+
 TEST(ModelNumerics, RandomInitFollowsHf) {
   LoadOptions o;
   o.random_init = true;

@@ -39,7 +39,8 @@ class CausalLM {
   bool gradient_checkpointing() const { return gradient_checkpointing_; }
 
   at::Tensor embed(const at::Tensor& input_ids) const;  // [B,T] int64 -> [B,T,C]
-  // position_ids [B,T] (packed sequences) or undefined for 0..T-1.
+  // position_ids [B,T] or undefined for 0..T-1. They only move RoPE: attention stays
+  // causal over the whole row (no per-sequence masking of packed rows).
   RopeTables rope(int64_t seq_len, const at::Tensor& position_ids = {}) const;
   at::Tensor head(const at::Tensor& hidden) const;  // final norm + lm_head: [B,T,C] -> [B,T,V]
   at::Tensor final_norm(const at::Tensor& hidden) const;
