@@ -1,9 +1,13 @@
 #pragma once
 // The whole SFT data path, as LLaMA-Factory's get_dataset(stage="sft") runs it:
-// dataset_info.json -> files -> converter -> max_samples -> merge (concat) ->
-// val_size split -> template + supervised preprocessing (or packing), with a
-// tokenized cache under tokenized_path keyed by tokenizer, template,
+// dataset_info.json -> files (JSON, JSONL, Parquet) -> converter -> max_samples
+// -> merge (concat, or interleave as HF datasets does) -> val_size split (numpy's
+// permutation, bit-exact) -> template + supervised preprocessing (or packing),
+// with a tokenized cache under tokenized_path keyed by tokenizer, template,
 // cutoff_len, flags and file contents.
+//
+// Trainer use: DataArgs from the config -> load_tokenizer_for -> load_sft_data;
+// then SftData::train.input_ids(i) / labels(i) (-100 = not trained) and pad_id.
 #include <cstdint>
 #include <vector>
 
@@ -30,11 +34,12 @@ struct SftData {
 ChatTemplate resolve_template(const DataArgs& args, const Tokenizer& tokenizer);
 TemplateOptions template_options(const DataArgs& args);
 
-// Converted examples of `names` (dataset_info.json order, max_samples each,
-// concatenated). Throws ConfigError with file:line for malformed records.
+// Converted examples of `names` (max_samples each, merged per mix_strategy).
+// Throws ConfigError with file:line for malformed records.
 std::vector<Example> load_examples(const DataArgs& args, const std::vector<std::string>& names);
 
-// Tokenizer at args.model_name_or_path.
+// Tokenizer at args.model_name_or_path, in the transformers flavor (the ids
+// LLaMA-Factory gets from AutoTokenizer).
 Tokenizer load_tokenizer_for(const DataArgs& args);
 
 // Key over tokenizer fingerprint, template, cutoff_len, flags, seed, val_size,
