@@ -54,6 +54,7 @@ void AdamW::step() {
   for (const auto& g : groups_) {
     // Fused path: every CUDA parameter of the group in one kernel launch.
     std::vector<at::Tensor> fp, fg, fm, fv, fs;
+    at::Tensor step_t;  // one 0-dim step count, read (not written) by the fused kernel
     for (const auto& p : g.params) {
       auto& m = exp_avg_[k];
       auto& v = exp_avg_sq_[k];
@@ -65,7 +66,8 @@ void AdamW::step() {
         fg.push_back(grad);
         fm.push_back(m);
         fv.push_back(v);
-        fs.push_back(at::full({}, static_cast<double>(step_), p.options().dtype(at::kFloat)));
+        if (!step_t.defined()) step_t = at::full({}, static_cast<double>(step_), p.options().dtype(at::kFloat));
+        fs.push_back(step_t);
         continue;
       }
       // torch.optim.adamw._single_tensor_adamw, step for step.

@@ -13,14 +13,13 @@ double clip_grad_norm(const std::vector<at::Tensor>& params, double max_norm) {
   for (const auto& p : params)
     if (p.grad().defined()) grads.push_back(p.grad());
   if (grads.empty()) return 0.0;
-  // torch: norm of the per-tensor norms (each in its grad's dtype, then fp32).
+  // torch: the norm of the per-tensor norms (one multi-tensor launch per device / dtype group).
   std::vector<at::Tensor> norms;
-  norms.reserve(grads.size());
-  for (const auto& g : grads) norms.push_back(at::linalg_vector_norm(g, 2).to(at::kFloat).to(grads[0].device()));
+  for (const auto& n : at::_foreach_norm(grads, 2)) norms.push_back(n.to(at::kFloat).to(grads[0].device()));
   auto total = at::linalg_vector_norm(at::stack(norms), 2);
   if (max_norm > 0) {
     auto coef = at::clamp_max(max_norm / (total + 1e-6), 1.0);
-    for (auto& g : grads) g.mul_(coef.to(g.device()).to(g.scalar_type()));
+    at::_foreach_mul_(grads, coef.to(grads[0].scalar_type()));
   }
   return total.item<double>();
 }

@@ -82,8 +82,16 @@ void train_from_config(const config::LoadedConfig& loaded) {
   LF_CHECK(!(c.bf16 && c.fp16), ConfigError, "bf16 and fp16 are both true; choose one");
   LF_CHECK(!c.model_name_or_path.empty(), ConfigError, "model_name_or_path is not set");
   LF_CHECK(!c.dataset.empty(), ConfigError, "dataset is not set (names from {}/dataset_info.json)", c.dataset_dir);
+  const char* world_env = std::getenv("WORLD_SIZE");
+  LF_CHECK(!world_env || std::atoll(world_env) <= 1, ConfigError,
+           "WORLD_SIZE={}: the trainer runs one process for now (data-parallel training lands with the "
+           "communicator); run with NPROC_PER_NODE=1 NNODES=1",
+           world_env ? world_env : "");
   check_output_dir(c);
-  at::manual_seed(static_cast<uint64_t>(c.seed));
+  // DESIGN "RNG": the global generators (dropout) from (seed, rank); weights and LoRA
+  // init take their own seed, identical on every rank.
+  const char* rank_env = std::getenv("RANK");
+  at::manual_seed(static_cast<uint64_t>(c.seed) + static_cast<uint64_t>(rank_env ? std::atoll(rank_env) : 0));
 
   const auto args = data_args_from(c);
   const auto tokenizer = load_tokenizer_for(args);

@@ -250,6 +250,9 @@ Trainer::Trainer(TrainerSetup setup) {
     }
   }
   LF_CHECK(!st.trainable.empty(), ConfigError, "the model has no trainable parameters");
+  LF_CHECK(st.s.world == 1 || (st.s.all_reduce_grads && st.s.all_reduce_sum), ConfigError,
+           "world size {} needs the gradient all-reduce hooks (TrainerSetup::all_reduce_grads / all_reduce_sum)",
+           st.s.world);
   optim::ParamGroup decay{{}, c.weight_decay}, no_decay{{}, 0.0};
   std::vector<std::pair<std::string, at::Tensor>> ordered;
   for (auto& [name, t] : st.trainable) (optim::hf_decays(name) ? decay : no_decay).params.push_back(t);
@@ -303,6 +306,7 @@ TrainSummary Trainer::train() {
   const bool outputs = st.s.write_outputs && st.s.rank == 0;
   if (outputs) {
     fs::create_directories(c.output_dir);
+    fs::remove(fs::path(c.output_dir) / "trainer_log.jsonl");  // LLaMA-Factory starts a new log (no resume yet)
     st.log_writer = std::make_unique<TrainerLogWriter>(fs::path(c.output_dir) / "trainer_log.jsonl");
   }
   const bool tty = st.s.progress && isatty(2);
@@ -353,7 +357,11 @@ TrainSummary Trainer::train() {
       micro_done += (st.s.world == 1) ? static_cast<int64_t>(micro.size())
                                       : (static_cast<int64_t>(step_examples(perm, s, layout).size()) +
                                          layout.micro_batch * layout.world - 1) / (layout.micro_batch * layout.world);
-      const double step_loss = loss_acc.item<double>() / denom;  // the step's one host sync
+      double step_loss = loss_acc.item<double>() / denom;  // the step's one host sync
+      if (st.s.world > 1) {
+        st.s.all_reduce_grads(st.params);
+        step_loss = st.s.all_reduce_sum(step_loss);
+      }
       LF_CHECK(std::isfinite(step_loss), NonFiniteLossError,
                "the training loss is {} at step {} of {} (epoch {:.2f}, lr {:.3g}); lower learning_rate, check the "
                "data, or use bf16 instead of fp16",

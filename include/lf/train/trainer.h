@@ -10,6 +10,7 @@
 // (run_training.h) does that from a config. Not thread-safe; one device.
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -39,6 +40,12 @@ struct TrainerSetup {
   bool progress = true;       // progress bar / lines on stderr
   int64_t loss_chunk_rows = 0;  // lm_head_loss_sum's chunk (0: automatic)
   optim::LossScalerOptions loss_scaler;  // fp16 only (torch GradScaler defaults)
+  // The data-parallel seam (world > 1; required then): sum every trainable grad over
+  // the ranks after the step's last backward (the loss is already divided by the
+  // step's global target count, so a sum, not a mean), and sum a scalar over ranks
+  // (the logged loss). DDP buckets / ZeRO plug in here.
+  std::function<void(const std::vector<at::Tensor>& params)> all_reduce_grads;
+  std::function<double(double)> all_reduce_sum;
 };
 
 struct StepRecord {
