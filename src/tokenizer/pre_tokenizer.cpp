@@ -232,6 +232,11 @@ std::unique_ptr<PreTokenizer> make_pre_tokenizer(const nlohmann::json& j, PreTok
     return std::make_unique<ByteLevelPre>(j.value("add_prefix_space", false),
                                           j.value("use_regex", true));
   }
+  if (type == "Digits") {
+    // HF splits on char::is_numeric (Nd, Nl, No), each digit or each run.
+    return std::make_unique<RegexSplit>(j.value("individual_digits", false) ? "\\p{N}" : "\\p{N}+",
+                                        Behavior::kIsolated, false);
+  }
   if (type == "Metaspace") {
     std::string scheme = j.value("prepend_scheme", "");
     if (scheme.empty()) scheme = j.value("add_prefix_space", true) ? "always" : "never";
@@ -246,7 +251,7 @@ std::unique_ptr<PreTokenizer> make_pre_tokenizer(const nlohmann::json& j, PreTok
   }
   LF_THROW(ConfigError,
            "tokenizer.json uses pre_tokenizer type '{}', which lf-train does not support "
-           "(supported: Split, ByteLevel, Metaspace, Sequence)",
+           "(supported: Split, ByteLevel, Metaspace, Digits, Sequence)",
            type);
 }
 

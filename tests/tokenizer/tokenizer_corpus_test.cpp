@@ -4,6 +4,9 @@
 
 #include <fmt/format.h>
 
+#include <unistd.h>
+
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -68,6 +71,55 @@ TEST(TokenizerCorpus, TenThousandTextsMatchHfTokenizers) {
     EXPECT_EQ(id_failures, 0) << name;
     EXPECT_EQ(decode_failures, 0) << name;
   }
+}
+
+}  // namespace
+}  // namespace lf
+
+namespace lf {
+namespace {
+
+// variants.jsonl (scripts/fixtures/make_variant_fixture.py): the real files with
+// other pipeline stages swapped in (Digits, NFKC, Lowercase, Metaspace
+// pre-tokenizer/decoder, string Split with MergedWithPrevious); ids and decoded
+// strings from PyPI `tokenizers` on the first 300 corpus texts.
+TEST(TokenizerCorpus, PipelineVariantsMatchHfTokenizers) {
+  LF_REQUIRE_ASSETS();
+  std::ifstream corpus(test::fixtures_dir() / "tokenizer" / "corpus.jsonl");
+  std::vector<std::string> texts;
+  for (std::string line; texts.size() < 300 && std::getline(corpus, line);)
+    texts.push_back(nlohmann::json::parse(line)["t"].get<std::string>());
+  std::ifstream in(test::fixtures_dir() / "tokenizer" / "variants.jsonl");
+  ASSERT_TRUE(in.good());
+  int variants = 0;
+  for (std::string line; std::getline(in, line);) {
+    auto v = nlohmann::json::parse(line);
+    std::ifstream base_file(test::assets_dir() / v["base"].get<std::string>() / "tokenizer.json");
+    auto base = nlohmann::json::parse(base_file);
+    for (auto it = v["patch"].begin(); it != v["patch"].end(); ++it) base[it.key()] = it.value();
+    auto dir = std::filesystem::temp_directory_path() /
+               ("lf_variant_" + v["name"].get<std::string>() + "_" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir);
+    std::ofstream(dir / "tokenizer.json") << base.dump();
+    Tokenizer tok = Tokenizer::load(dir / "tokenizer.json");
+    auto want_ids = v["ids"].get<std::vector<std::vector<int32_t>>>();
+    auto want_dec = v["decoded"].get<std::vector<std::string>>();
+    ASSERT_EQ(want_ids.size(), texts.size());
+    int failures = 0;
+    for (size_t i = 0; i < texts.size(); ++i) {
+      auto ids = tok.encode(texts[i]);
+      if (ids != want_ids[i] && ++failures <= 3)
+        ADD_FAILURE() << v["name"] << " text #" << i << " " << nlohmann::json(texts[i]) << "\n want "
+                      << nlohmann::json(want_ids[i]) << "\n got  " << nlohmann::json(ids);
+      if (ids == want_ids[i] && tok.decode(ids) != want_dec[i] && ++failures <= 3)
+        ADD_FAILURE() << v["name"] << " decode #" << i << " want " << nlohmann::json(want_dec[i]) << " got "
+                      << nlohmann::json(tok.decode(ids));
+    }
+    EXPECT_EQ(failures, 0) << v["name"];
+    std::filesystem::remove_all(dir);
+    ++variants;
+  }
+  EXPECT_GE(variants, 5);
 }
 
 }  // namespace
