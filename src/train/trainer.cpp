@@ -250,8 +250,9 @@ Trainer::Trainer(TrainerSetup setup) {
     }
   }
   LF_CHECK(!st.trainable.empty(), ConfigError, "the model has no trainable parameters");
-  LF_CHECK(st.s.world == 1 || (st.s.all_reduce_grads && st.s.all_reduce_sum), ConfigError,
-           "world size {} needs the gradient all-reduce hooks (TrainerSetup::all_reduce_grads / all_reduce_sum)",
+  LF_CHECK(st.s.world == 1 || (st.s.before_backward && st.s.after_backward && st.s.all_reduce_sum), ConfigError,
+           "world size {} needs the data-parallel hooks (TrainerSetup::before_backward / after_backward / "
+           "all_reduce_sum)",
            st.s.world);
   optim::ParamGroup decay{{}, c.weight_decay}, no_decay{{}, 0.0};
   std::vector<std::pair<std::string, at::Tensor>> ordered;
@@ -345,7 +346,13 @@ TrainSummary Trainer::train() {
       const double scale = st.fp16 ? st.scaler.scale() : 1.0;
       at::Tensor loss_acc = at::zeros({}, at::TensorOptions().dtype(at::kDouble).device(st.device));
       int64_t step_tokens = 0, step_padded = 0;
-      for (const auto& idx : micro) {
+      // Micro-steps of the whole step (equal on every rank; this rank's may run out first).
+      const auto step_size = static_cast<int64_t>(step_examples(perm, s, layout).size());
+      const int64_t n_micro = (step_size + layout.micro_batch * layout.world - 1) / (layout.micro_batch * layout.world);
+      for (int64_t k = 0; k < n_micro; ++k) {
+        if (st.s.before_backward) st.s.before_backward(k == n_micro - 1);
+        if (k >= static_cast<int64_t>(micro.size())) continue;
+        const auto& idx = micro[static_cast<size_t>(k)];
         const auto b = collate(data, idx, st.s.pad_id);
         auto loss_sum = st.forward_loss_sum(b, true);
         torch::autograd::backward({loss_sum * (scale / denom)});
@@ -354,14 +361,10 @@ TrainSummary Trainer::train() {
         step_padded += b.input_ids.numel();
         st.flos += 6.0 * static_cast<double>(b.input_ids.numel()) * static_cast<double>(st.non_embedding_params);
       }
-      micro_done += (st.s.world == 1) ? static_cast<int64_t>(micro.size())
-                                      : (static_cast<int64_t>(step_examples(perm, s, layout).size()) +
-                                         layout.micro_batch * layout.world - 1) / (layout.micro_batch * layout.world);
+      if (st.s.after_backward) st.s.after_backward();
+      micro_done += n_micro;
       double step_loss = loss_acc.item<double>() / denom;  // the step's one host sync
-      if (st.s.world > 1) {
-        st.s.all_reduce_grads(st.params);
-        step_loss = st.s.all_reduce_sum(step_loss);
-      }
+      if (st.s.world > 1) step_loss = st.s.all_reduce_sum(step_loss);
       LF_CHECK(std::isfinite(step_loss), NonFiniteLossError,
                "the training loss is {} at step {} of {} (epoch {:.2f}, lr {:.3g}); lower learning_rate, check the "
                "data, or use bf16 instead of fp16",

@@ -106,3 +106,72 @@ TEST(TrainParity, LoraMatchesPeftUnderHfTrainer) {
 
 }  // namespace
 }  // namespace lf::train
+
+#include <c10/core/GradMode.h>
+
+#include <barrier>
+#include <thread>
+
+namespace lf::train {
+namespace {
+
+// The data-parallel seam: two ranks (threads, each with its own model copy) with
+// micro-batch 1 x accumulation 2 take the same global batches as one process with
+// micro-batch 2, so they reproduce HF's reference too (DESIGN "Order" and "Loss").
+TEST(TrainParity, TwoRanksThroughTheDataParallelHooksMatchHf) {
+  const auto data = fixture_dataset();
+  auto c = fixture_config("full");
+  c.per_device_train_batch_size = 1;
+  std::vector<std::unique_ptr<model::CausalLM>> models;
+  std::vector<std::vector<at::Tensor>> params(2);
+  for (int r = 0; r < 2; ++r) {
+    models.push_back(model::load_causal_lm(c.model_name_or_path, {}));
+    for (auto& p : models.back()->named_parameters()) params[r].push_back(*p.tensor);
+  }
+  std::barrier sync(2);
+  double scalars[2] = {0, 0};
+  std::vector<TrainSummary> sums(2);
+  auto rank_main = [&](int r) {
+    TrainerSetup s;
+    s.config = c;
+    s.model = models[r].get();
+    s.train = &data;
+    s.rank = r;
+    s.world = 2;
+    s.write_outputs = false;
+    s.progress = false;
+    s.before_backward = [](bool) {};
+    s.after_backward = [&, r] {
+      sync.arrive_and_wait();
+      if (r == 0) {
+        c10::NoGradGuard g;
+        for (size_t i = 0; i < params[0].size(); ++i) {
+          auto a = params[0][i].grad(), b = params[1][i].grad();
+          auto total = a.defined() && b.defined() ? a + b : a.defined() ? a.clone() : b.clone();
+          params[0][i].mutable_grad() = total;
+          params[1][i].mutable_grad() = total.clone();
+        }
+      }
+      sync.arrive_and_wait();
+    };
+    s.all_reduce_sum = [&, r](double v) {
+      scalars[r] = v;
+      sync.arrive_and_wait();
+      const double total = scalars[0] + scalars[1];
+      sync.arrive_and_wait();
+      return total;
+    };
+    Trainer t(std::move(s));
+    sums[r] = t.train();
+  };
+  std::thread other(rank_main, 1);
+  rank_main(0);
+  other.join();
+  const auto want = read_json(fixtures() / "expected.json")["full"];
+  expect_steps_match(sums[0], want);
+  expect_steps_match(sums[1], want);
+  expect_weights_match(models[1]->named_parameters(), fixtures() / "full_final.safetensors");
+}
+
+}  // namespace
+}  // namespace lf::train

@@ -40,11 +40,15 @@ struct TrainerSetup {
   bool progress = true;       // progress bar / lines on stderr
   int64_t loss_chunk_rows = 0;  // lm_head_loss_sum's chunk (0: automatic)
   optim::LossScalerOptions loss_scaler;  // fp16 only (torch GradScaler defaults)
-  // The data-parallel seam (world > 1; required then): sum every trainable grad over
-  // the ranks after the step's last backward (the loss is already divided by the
-  // step's global target count, so a sum, not a mean), and sum a scalar over ranks
-  // (the logged loss). DDP buckets / ZeRO plug in here.
-  std::function<void(const std::vector<at::Tensor>& params)> all_reduce_grads;
+  // The data-parallel seam (world > 1; required then), shaped like comm::DdpReducer:
+  // before_backward(last) before every micro-step's backward (last: the step's final
+  // micro-step, when gradients must be synchronised), after_backward() after the final
+  // one (every grad is then the sum over ranks: the loss is already divided by the step's
+  // global target count), all_reduce_sum for the logged loss. Every rank runs the same
+  // number of micro-steps; a rank whose slice of a short last step is empty runs
+  // before_backward without a backward (the reducer must then contribute zeros).
+  std::function<void(bool last_micro_step)> before_backward;
+  std::function<void()> after_backward;
   std::function<double(double)> all_reduce_sum;
 };
 
