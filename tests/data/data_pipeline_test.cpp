@@ -119,8 +119,11 @@ TEST(DataPipeline, ByteOrderMarkAndCrlfAreAccepted) {
   for (const char* f : {"a.json", "b.jsonl"}) {
     DataFile df = read_data_file(dir / f);
     ASSERT_EQ(df.records.size(), 2u) << f;
-    for (const auto& r : df.records)
-      EXPECT_NO_THROW((void)nlohmann::json::parse(df.text.substr(r.begin, r.end - r.begin))) << f;
+    for (const auto& r : df.records) {
+      nlohmann::json parsed;
+      EXPECT_NO_THROW(parsed = nlohmann::json::parse(df.text.substr(r.begin, r.end - r.begin))) << f;
+      EXPECT_TRUE(parsed.contains("a")) << f;
+    }
   }
 }
 
