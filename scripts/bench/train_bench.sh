@@ -5,6 +5,8 @@
 #           bf16, random weights, no activation checkpointing (as the peer); tokens/s + peak memory
 # peer    : ../shared/bench/hf_reference.py (eager) on the same shapes, same machine, back to back
 # compile : the same with --compile
+# ckpt    : (not in the default set) 1.5B full and 0.5B LoRA with per-layer activation
+#           checkpointing, lf-train vs the peer's --ckpt
 # curve   : 50 bf16 steps of 0.5B full, lf-train vs HF Trainer from the same initial weights,
 #           same tokenized data and order (scripts/bench/train_curve_hf.py); tolerance below
 # Writes $OUT/train_bench.log, $OUT/train_results.jsonl and prints a table last.
@@ -85,6 +87,12 @@ for part in "${parts[@]}"; do
       for r in "${RUNS[@]}"; do set -- $r; run "hf-eager $1 $2" "$PY" "$HF_REF" --model $1 --mode $2 --seq 2048 --mbs 4; done ;;
     compile)
       for r in "${RUNS[@]}"; do set -- $r; run "hf-compile $1 $2" "$PY" "$HF_REF" --model $1 --mode $2 --seq 2048 --mbs 4 --compile; done ;;
+    ckpt)
+      for r in "1.5b full" "0.5b lora"; do
+        set -- $r
+        run "lf-ckpt $1 $2" $LF $(lf_args $1 $2) disable_gradient_checkpointing=false output_dir=$WORK/out/$1-$2-ckpt
+        run "hf-eager-ckpt $1 $2" "$PY" "$HF_REF" --model $1 --mode $2 --seq 2048 --mbs 4 --ckpt
+      done ;;
     curve)
       C=$WORK/curve; rm -rf "$C"; mkdir -p "$C"
       shape=0.5b; [[ ${TINY:-0} == 1 ]] && shape=tiny

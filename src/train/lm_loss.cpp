@@ -62,13 +62,19 @@ struct ChunkedLmLoss : public torch::autograd::Function<ChunkedLmLoss> {
 
 }  // namespace
 
+at::Tensor target_rows_of(const at::Tensor& cpu_labels) {
+  const int64_t t = cpu_labels.size(1);
+  return at::nonzero(cpu_labels.narrow(1, 1, t - 1).reshape({-1}) != model::kIgnoreIndex).squeeze(1);
+}
+
 at::Tensor lm_head_loss_sum(const at::Tensor& normed_hidden, const at::Tensor& weight, const at::Tensor& labels,
-                            int64_t chunk_rows) {
+                            int64_t chunk_rows, const at::Tensor& target_rows) {
   const int64_t b = normed_hidden.size(0), t = normed_hidden.size(1), c = normed_hidden.size(2);
   auto h = normed_hidden.narrow(1, 0, t - 1).reshape({b * (t - 1), c});  // [B*(T-1), C]
   auto y = labels.narrow(1, 1, t - 1).reshape({-1}).to(h.device());      // [B*(T-1)]
-  auto rows = at::nonzero(y != model::kIgnoreIndex).squeeze(1);           // [M]
-  if (rows.numel() == 0) return (normed_hidden.sum() * 0).to(at::kFloat);
+  auto rows = target_rows.defined() ? target_rows.to(h.device(), /*non_blocking=*/true)
+                                     : at::nonzero(y != model::kIgnoreIndex).squeeze(1);  // [M]
+  if (rows.numel() == 0) return (normed_hidden.sum() * 0).to(at::kFloat);  // numel: known on the host
   auto hs = h.index_select(0, rows);  // [M, C]: only target positions reach lm_head
   auto ys = y.index_select(0, rows);
   if (chunk_rows <= 0) chunk_rows = std::max<int64_t>(1, (int64_t{1} << 30) / (4 * weight.size(0)));

@@ -87,6 +87,10 @@ void train_from_config(const config::LoadedConfig& loaded) {
            "WORLD_SIZE={}: the trainer runs one process for now (data-parallel training lands with the "
            "communicator); run with NPROC_PER_NODE=1 NNODES=1",
            world_env ? world_env : "");
+  LF_CHECK(c.resume_from_checkpoint.empty(), ConfigError,
+           "resume_from_checkpoint: {}: resuming is not implemented yet in lf-train (checkpoint-N/ folders are "
+           "written, but a run always starts from step 0); remove the key to start a new run",
+           c.resume_from_checkpoint);
   check_output_dir(c);
   // DESIGN "RNG": the global generators (dropout) from (seed, rank); weights and LoRA
   // init take their own seed, identical on every rank.

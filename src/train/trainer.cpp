@@ -87,7 +87,7 @@ struct Trainer::State {
     for (const auto& layer : m.layers())
       x = ckpt ? model::checkpointed_layer_forward(layer, x, rope, training) : layer.forward(x, rope, training);
     auto h = m.final_norm(x);
-    auto loss = lm_head_loss_sum(h, m.lm_head_weight(), labels, s.loss_chunk_rows);
+    auto loss = lm_head_loss_sum(h, m.lm_head_weight(), labels, s.loss_chunk_rows, target_rows_of(b.labels));
     return loss;
   }
 
@@ -311,6 +311,10 @@ TrainSummary Trainer::train() {
     st.log_writer = std::make_unique<TrainerLogWriter>(fs::path(c.output_dir) / "trainer_log.jsonl");
   }
   const bool tty = st.s.progress && isatty(2);
+  // On a TTY the bar owns the last line: clear it before any log line.
+  auto clear_bar = [tty] {
+    if (tty) std::fprintf(stderr, "\r\033[K");
+  };
   spdlog::info("training: {} examples, {} optimizer steps ({}; {} steps per epoch, global batch {}), warmup {} steps, "
                "{} trainable parameters",
                n, total,
@@ -376,6 +380,7 @@ TrainSummary Trainer::train() {
         st.opt->step();
         ++st.sched_step;
       } else {
+        clear_bar();
         spdlog::warn("step {}: gradient overflow at loss scale {}; step skipped, scale lowered to {}",
                      global_step + 1, scale, scale * 0.5);
       }
@@ -434,6 +439,7 @@ TrainSummary Trainer::train() {
                    round_to(std::ceil(static_cast<double>(st.s.eval->size()) / c.per_device_eval_batch_size) / rt, 3)},
                   {"step", global_step}};
         st.log_event(e, json::object(), global_step);
+        clear_bar();
         spdlog::info("step {}/{} eval_loss {:.4f}", global_step, total, el);
       }
       const bool save_now = (save_every > 0 && global_step % save_every == 0) ||

@@ -19,7 +19,13 @@ namespace lf::train {
 // (lm_head or the tied embedding, any float dtype), labels [B,T] int64 on the same
 // device. Returns a 0-dim fp32 sum. Differentiable w.r.t. normed_hidden and weight
 // (weight only when it requires grad). chunk_rows <= 0 picks ~1 GiB of fp32 logits per chunk.
+// target_rows: the flat indices b*(T-1)+t of the target positions (labels[:, 1:] != -100),
+// int64 on the CPU; pass them when the labels are on the host anyway, to spare the device
+// sync that finding them on the device costs.
 at::Tensor lm_head_loss_sum(const at::Tensor& normed_hidden, const at::Tensor& weight, const at::Tensor& labels,
-                            int64_t chunk_rows = 0);
+                            int64_t chunk_rows = 0, const at::Tensor& target_rows = {});
+
+// The target_rows argument above, from host labels [B,T].
+at::Tensor target_rows_of(const at::Tensor& cpu_labels);
 
 }  // namespace lf::train
