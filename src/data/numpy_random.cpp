@@ -153,6 +153,74 @@ std::vector<size_t> interleave_indices(const std::vector<size_t>& lengths,
   return out;
 }
 
+NumpyLegacyRandom::NumpyLegacyRandom(uint32_t seed) {
+  for (int pos = 0; pos < 624; ++pos) {
+    key_[pos] = seed;
+    seed = 1812433253u * (seed ^ (seed >> 30)) + static_cast<uint32_t>(pos) + 1u;
+  }
+  pos_ = 624;
+}
+
+void NumpyLegacyRandom::generate() {
+  constexpr int kN = 624, kM = 397;
+  constexpr uint32_t kMatrixA = 0x9908b0dfu, kUpper = 0x80000000u, kLower = 0x7fffffffu;
+  int i = 0;
+  uint32_t y;
+  for (; i < kN - kM; ++i) {
+    y = (key_[i] & kUpper) | (key_[i + 1] & kLower);
+    key_[i] = key_[i + kM] ^ (y >> 1) ^ (-(y & 1u) & kMatrixA);
+  }
+  for (; i < kN - 1; ++i) {
+    y = (key_[i] & kUpper) | (key_[i + 1] & kLower);
+    key_[i] = key_[i + (kM - kN)] ^ (y >> 1) ^ (-(y & 1u) & kMatrixA);
+  }
+  y = (key_[kN - 1] & kUpper) | (key_[0] & kLower);
+  key_[kN - 1] = key_[kM - 1] ^ (y >> 1) ^ (-(y & 1u) & kMatrixA);
+  pos_ = 0;
+}
+
+uint32_t NumpyLegacyRandom::next32() {
+  if (pos_ == 624) generate();
+  uint32_t y = key_[pos_++];
+  y ^= y >> 11;
+  y ^= (y << 7) & 0x9d2c5680u;
+  y ^= (y << 15) & 0xefc60000u;
+  y ^= y >> 18;
+  return y;
+}
+
+uint64_t NumpyLegacyRandom::next64() {
+  uint64_t hi = next32();
+  return (hi << 32) | next32();
+}
+
+uint64_t NumpyLegacyRandom::interval(uint64_t max) {
+  if (max == 0) return 0;
+  uint64_t mask = max;
+  for (int s = 1; s <= 32; s <<= 1) mask |= mask >> s;
+  uint64_t value;
+  if (max <= 0xFFFFFFFFull) {
+    while ((value = (next32() & mask)) > max) {
+    }
+  } else {
+    while ((value = (next64() & mask)) > max) {
+    }
+  }
+  return value;
+}
+
+std::vector<size_t> NumpyLegacyRandom::sample(size_t n, size_t k) {
+  std::vector<size_t> perm(n);
+  for (size_t i = 0; i < n; ++i) perm[i] = i;
+  for (size_t i = n; i-- > 1;) std::swap(perm[i], perm[static_cast<size_t>(interval(i))]);
+  if (k <= n) {
+    perm.resize(k);
+    return perm;
+  }
+  for (size_t extra = k - n; extra > 0; --extra) perm.push_back(static_cast<size_t>(interval(n - 1)));
+  return perm;
+}
+
 std::vector<size_t> numpy_permutation(uint64_t seed, size_t n) {
   std::vector<size_t> perm(n);
   for (size_t i = 0; i < n; ++i) perm[i] = i;

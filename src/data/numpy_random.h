@@ -25,6 +25,24 @@ class NumpyPcg64 {
 
 std::vector<size_t> numpy_permutation(uint64_t seed, size_t n);
 
+// numpy's legacy global RandomState (MT19937) after np.random.seed(seed), which
+// transformers.set_seed(seed) performs before LLaMA-Factory loads datasets; its
+// num_samples sampling draws from it, dataset after dataset.
+class NumpyLegacyRandom {
+ public:
+  explicit NumpyLegacyRandom(uint32_t seed);
+  uint32_t next32();
+  uint64_t next64();
+  uint64_t interval(uint64_t max);  // random_interval / masked bounded draw in [0, max]
+  // dataset_attr.num_samples: permutation(n)[:k], then choice(n, k - n) if k > n.
+  std::vector<size_t> sample(size_t n, size_t k);
+
+ private:
+  void generate();
+  uint32_t key_[624];
+  int pos_ = 624;
+};
+
 // HF datasets' _interleave_map_style_datasets: indices into the concatenation
 // of datasets of `lengths`. Empty `probabilities`: round robin; else sources
 // drawn with default_rng(seed).choice(n, 1000, p) batches. `oversampling`:

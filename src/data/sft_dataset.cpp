@@ -14,7 +14,6 @@
 #include <thread>
 #include <nlohmann/json.hpp>
 #include <numeric>
-#include <random>
 
 #include "converter.h"
 #include "lf/common/error.h"
@@ -74,53 +73,57 @@ class CacheLock {
   int fd_ = -1;
 };
 
-// Record order after num_samples: LLaMA-Factory samples with numpy's global
-// RNG (not reproducible); here a seeded permutation, repeated when
-// num_samples exceeds the record count.
-std::vector<size_t> record_order(size_t n, const DatasetAttr& attr, const DataArgs& args) {
-  std::vector<size_t> order(n);
-  std::iota(order.begin(), order.end(), 0);
-  if (!attr.num_samples) return order;
-  std::mt19937_64 rng(args.seed);
-  std::shuffle(order.begin(), order.end(), rng);
-  const size_t want = static_cast<size_t>(*attr.num_samples);
-  std::vector<size_t> picked;
-  while (picked.size() < want && !order.empty())
-    for (size_t i = 0; i < order.size() && picked.size() < want; ++i) picked.push_back(order[i]);
-  return picked;
-}
-
-std::vector<Example> read_dataset(const DatasetAttr& attr, const DataArgs& args) {
-  std::vector<Example> out;
-  for (const fs::path& file : list_data_files(attr.path)) {
-    const size_t base = out.size();
-    if (file.extension() == ".parquet") {
-      std::vector<nlohmann::json> rows = read_parquet_records(file);
-      const std::vector<size_t> order = record_order(rows.size(), attr, args);
-      out.resize(base + order.size());
-      parallel_for(order.size(), args.preprocessing_num_workers, [&](size_t k) {
-        convert_record(rows[order[k]], attr, fmt::format("{}:row {}", file.string(), order[k] + 1),
-                       out[base + k]);
-      });
-      continue;
+// One dataset entry: every file (a folder's shards are one dataset, as in HF
+// datasets), then num_samples (numpy's global RNG, as LLaMA-Factory samples),
+// then max_samples, then conversion on all cores (only the kept records).
+std::vector<Example> read_dataset(const DatasetAttr& attr, const DataArgs& args, NumpyLegacyRandom& rng) {
+  struct Ref {
+    size_t file;
+    size_t index;
+  };
+  const std::vector<fs::path> files = list_data_files(attr.path);
+  std::vector<DataFile> texts(files.size());
+  std::vector<std::vector<nlohmann::json>> rows(files.size());
+  std::vector<Ref> refs;
+  for (size_t f = 0; f < files.size(); ++f) {
+    size_t count;
+    if (files[f].extension() == ".parquet") {
+      rows[f] = read_parquet_records(files[f]);
+      count = rows[f].size();
+    } else {
+      texts[f] = read_data_file(files[f]);
+      count = texts[f].records.size();
     }
-    DataFile df = read_data_file(file);
-    const std::vector<size_t> order = record_order(df.records.size(), attr, args);
-    out.resize(base + order.size());
-    parallel_for(order.size(), args.preprocessing_num_workers, [&](size_t k) {
-      const RecordSpan& span = df.records[order[k]];
-      const std::string origin = fmt::format("{}:{}", file.string(), span.line);
-      nlohmann::json rec;
-      try {
-        rec = nlohmann::json::parse(std::string_view(df.text).substr(span.begin, span.end - span.begin));
-      } catch (const nlohmann::json::parse_error& e) {
-        LF_THROW(ConfigError, "{}: malformed JSON record: {}", origin, e.what());
-      }
-      convert_record(rec, attr, origin, out[base + k]);
-    });
+    for (size_t i = 0; i < count; ++i) refs.push_back({f, i});
   }
-  if (args.max_samples && out.size() > static_cast<size_t>(*args.max_samples))
-    out.resize(static_cast<size_t>(*args.max_samples));
+  std::vector<size_t> order;
+  if (attr.num_samples) {
+    order = rng.sample(refs.size(), static_cast<size_t>(std::max<int64_t>(*attr.num_samples, 0)));
+  } else {
+    order.resize(refs.size());
+    std::iota(order.begin(), order.end(), 0);
+  }
+  if (args.max_samples && order.size() > static_cast<size_t>(*args.max_samples))
+    order.resize(static_cast<size_t>(*args.max_samples));
+  std::vector<Example> out(order.size());
+  parallel_for(order.size(), args.preprocessing_num_workers, [&](size_t k) {
+    const Ref& ref = refs[order[k]];
+    if (!rows[ref.file].empty()) {
+      convert_record(rows[ref.file][ref.index], attr,
+                     fmt::format("{}:row {}", files[ref.file].string(), ref.index + 1), out[k]);
+      return;
+    }
+    const DataFile& df = texts[ref.file];
+    const RecordSpan& span = df.records[ref.index];
+    const std::string origin = fmt::format("{}:{}", files[ref.file].string(), span.line);
+    nlohmann::json rec;
+    try {
+      rec = nlohmann::json::parse(std::string_view(df.text).substr(span.begin, span.end - span.begin));
+    } catch (const nlohmann::json::parse_error& e) {
+      LF_THROW(ConfigError, "{}: malformed JSON record: {}", origin, e.what());
+    }
+    convert_record(rec, attr, origin, out[k]);
+  });
   return out;
 }
 
@@ -132,7 +135,10 @@ Tokenizer load_tokenizer_for(const DataArgs& args) {
   return Tokenizer::load(args.resolve(args.model_name_or_path), TokenizerFlavor::kTransformers);
 }
 
-std::vector<Example> load_examples(const DataArgs& args, const std::vector<std::string>& names) {
+std::vector<Example> load_examples(const DataArgs& args, const std::vector<std::string>& names,
+                                   NumpyLegacyRandom* global_rng) {
+  NumpyLegacyRandom local_rng(static_cast<uint32_t>(args.seed));
+  NumpyLegacyRandom& rng = global_rng != nullptr ? *global_rng : local_rng;
   LF_CHECK(!names.empty(), ConfigError, "no dataset given; set `dataset:` to names from {}",
            (args.resolve(args.dataset_dir) / "dataset_info.json").string());
   std::vector<std::vector<Example>> parts;
@@ -140,7 +146,7 @@ std::vector<Example> load_examples(const DataArgs& args, const std::vector<std::
     LF_CHECK(!attr.ranking, ConfigError,
              "dataset '{}' is a ranking (preference) dataset; stage sft needs a supervised one",
              attr.name);
-    parts.push_back(read_dataset(attr, args));
+    parts.push_back(read_dataset(attr, args, rng));
   }
   if (parts.size() == 1) return std::move(parts[0]);
   std::vector<Example> all;
@@ -256,11 +262,14 @@ SftData load_sft_data(const DataArgs& args, const Tokenizer& tokenizer, double l
                    "re-tokenizing", cache_dir.string());
   }
 
-  std::vector<Example> train = load_examples(args, args.dataset);
+  // LLaMA-Factory draws num_samples from numpy's global RNG, seeded once by
+  // transformers.set_seed(seed): train datasets first, then eval ones.
+  NumpyLegacyRandom global_rng(static_cast<uint32_t>(args.seed));
+  std::vector<Example> train = load_examples(args, args.dataset, &global_rng);
   const size_t read = train.size();
   std::vector<Example> eval;
   if (!args.eval_dataset.empty()) {
-    eval = load_examples(args, args.eval_dataset);
+    eval = load_examples(args, args.eval_dataset, &global_rng);
   } else if (args.val_size > 1e-6) {
     // LLaMA-Factory: train_test_split(test_size=int(val_size) if val_size > 1 else
     // val_size, seed=seed); n_test = ceil(fraction * n); numpy's permutation

@@ -308,3 +308,46 @@ TEST(DataPipeline, InterleaveMixesDatasetsLikeLlamaFactory) {
 
 }  // namespace
 }  // namespace lf
+
+namespace lf {
+namespace {
+
+// numpy_legacy_sampling.json: np.random.seed(seed); permutation(n)[:k] (+ choice(n, k - n)),
+// LLaMA-Factory's num_samples sampling.
+TEST(DataPipeline, NumSamplesMatchesNumpyLegacyRandom) {
+  std::ifstream in(test::fixtures_dir() / "data" / "numpy_legacy_sampling.json");
+  auto cases = nlohmann::json::parse(in);
+  ASSERT_GE(cases.size(), 5u);
+  for (const auto& c : cases) {
+    NumpyLegacyRandom rng(c["seed"].get<uint32_t>());
+    EXPECT_EQ(rng.sample(c["n"].get<size_t>(), c["num_samples"].get<size_t>()),
+              c["indices"].get<std::vector<size_t>>())
+        << c["seed"] << " " << c["n"] << " " << c["num_samples"];
+  }
+}
+
+}  // namespace
+}  // namespace lf
+
+namespace lf {
+namespace {
+
+TEST(DataPipeline, NumSamplesDrawsFromTheGlobalNumpyStream) {
+  LF_REQUIRE_ASSETS();
+  DataArgs a = fixture_args("alpaca_samples");
+  auto all = load_examples(a, {"alpaca_samples"});
+  auto sub = load_examples(a, {"alpaca_samples_sub", "alpaca_samples_over"});
+  ASSERT_EQ(sub.size(), 4u + 13u);
+  NumpyLegacyRandom rng(42);
+  auto first = rng.sample(10, 4);
+  auto second = rng.sample(10, 13);  // the stream continues across datasets
+  for (size_t i = 0; i < 4; ++i) EXPECT_EQ(sub[i].origin, all[first[i]].origin) << i;
+  for (size_t i = 0; i < 13; ++i) EXPECT_EQ(sub[4 + i].origin, all[second[i]].origin) << i;
+  a.max_samples = 2;  // applied after num_samples, as in LLaMA-Factory
+  auto capped = load_examples(a, {"alpaca_samples_sub"});
+  ASSERT_EQ(capped.size(), 2u);
+  EXPECT_EQ(capped[1].origin, all[first[1]].origin);
+}
+
+}  // namespace
+}  // namespace lf

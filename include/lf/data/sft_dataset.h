@@ -19,6 +19,8 @@
 
 namespace lf {
 
+class NumpyLegacyRandom;  // numpy's global RNG stand-in (num_samples), src/data/numpy_random.h
+
 struct SftData {
   TokenizedDataset train;
   TokenizedDataset eval;  // empty unless val_size or eval_dataset
@@ -34,9 +36,12 @@ struct SftData {
 ChatTemplate resolve_template(const DataArgs& args, const Tokenizer& tokenizer);
 TemplateOptions template_options(const DataArgs& args);
 
-// Converted examples of `names` (max_samples each, merged per mix_strategy).
-// Throws ConfigError with file:line for malformed records.
-std::vector<Example> load_examples(const DataArgs& args, const std::vector<std::string>& names);
+// Converted examples of `names` (num_samples and max_samples each, merged per
+// mix_strategy). `global_rng` carries numpy's global RNG across calls (null:
+// a fresh one seeded with args.seed). Throws ConfigError with file:line for
+// malformed records.
+std::vector<Example> load_examples(const DataArgs& args, const std::vector<std::string>& names,
+                                   NumpyLegacyRandom* global_rng = nullptr);
 
 // Tokenizer at args.model_name_or_path, in the transformers flavor (the ids
 // LLaMA-Factory gets from AutoTokenizer).
