@@ -10,7 +10,8 @@
 # curve   : 50 bf16 steps of 0.5B full, lf-train vs HF Trainer from the same initial weights,
 #           same tokenized data and order (scripts/bench/train_curve_hf.py); tolerance below
 # Writes $OUT/train_bench.log, $OUT/train_results.jsonl and prints a table last.
-# Env: LF_TRAIN (trainer command; default the device build's lf-train-local), HF_REF,
+# Env: LF_TRAIN (trainer command; default the device build's lf-train-local, else
+# `lf-worker train`; the agent path is `lf-train CONFIG key=value...`), HF_REF,
 # STEPS (15), TINY=1 (CPU dry run of the lf side on the tiny model, 2 steps).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -21,6 +22,7 @@ LOG=$OUTD/train_bench.log
 RES=$OUTD/train_results.jsonl
 BUILD=${BUILD_DIR:-build-device-last}
 LF=${LF_TRAIN:-$BUILD/src/train/lf-train-local}
+[[ -z ${LF_TRAIN:-} && ! -x $LF ]] && LF="$BUILD/src/worker/lf-worker train"  # a partial device build
 HF_REF=${HF_REF:-.deps/bench/hf_reference.py}
 [[ -f $HF_REF ]] || HF_REF=../shared/bench/hf_reference.py
 PY=${PYTHON:-python3}
