@@ -7,45 +7,17 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
-#include <cmath>
 #include <cstdio>
-#include <nlohmann/json.hpp>
 
 #include "lf/common/log.h"
-#include "lf/model/loader.h"
-#include "lf/model/tensor_io.h"
-#include "lf/optim/adamw.h"
-#include "lf/optim/grad_utils.h"
-#include "lf/optim/lr_schedule.h"
 #include "lf/model/checkpointing.h"
-#include "lf/train/batch.h"
+#include "lf/model/lora.h"
 #include "lf/train/data_order.h"
 #include "lf/train/lm_loss.h"
-#include "outputs.h"
+#include "trainer_state.h"
 
 namespace lf::train {
 namespace fs = std::filesystem;
-using Clock = std::chrono::steady_clock;
-using json = nlohmann::json;
-
-namespace {
-
-double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
-
-// HF's `logging_steps` / `eval_steps` / `save_steps`: < 1 is a fraction of the total.
-int64_t resolve_interval(double v, int64_t total) {
-  if (v <= 0) return 0;
-  if (v < 1) return static_cast<int64_t>(std::ceil(static_cast<double>(total) * v));
-  return static_cast<int64_t>(v);
-}
-
-double round_to(double v, int digits) {
-  const double p = std::pow(10.0, digits);
-  return std::round(v * p) / p;
-}
-
-}  // namespace
 
 int64_t total_train_steps(const config::TrainConfig& c, int64_t n, int64_t world) {
   if (c.max_steps > 0) return c.max_steps;
@@ -53,179 +25,37 @@ int64_t total_train_steps(const config::TrainConfig& c, int64_t n, int64_t world
   return static_cast<int64_t>(std::ceil(c.num_train_epochs * static_cast<double>(steps_per_epoch(n, l))));
 }
 
-struct Trainer::State {
-  TrainerSetup s;
-  config::TrainConfig& c = s.config;
-  model::CausalLM& m;
-  c10::Device device;
-  std::vector<std::pair<std::string, at::Tensor>> trainable;  // HF names
-  std::vector<at::Tensor> params;
-  std::unique_ptr<optim::AdamW> opt;
-  optim::LrSchedule sched;
-  optim::DynamicLossScaler scaler;
-  bool fp16 = false;
-  int64_t sched_step = 0;  // HF's LambdaLR counter: advances only on steps that updated
-  int64_t non_embedding_params = 0;
+at::Tensor Trainer::State::forward_loss_sum(const Batch& b, bool training) {
+  auto ids = b.input_ids.to(device);
+  auto labels = b.labels.to(device);
+  auto x = m.embed(ids);  // [B,T,C]
+  const auto rope = m.rope(ids.size(1));
+  const bool ckpt = training && c.gradient_checkpointing && c10::GradMode::is_enabled();
+  for (const auto& layer : m.layers())
+    x = ckpt ? model::checkpointed_layer_forward(layer, x, rope, training) : layer.forward(x, rope, training);
+  auto h = m.final_norm(x);
+  auto loss = lm_head_loss_sum(h, m.lm_head_weight(), labels, s.loss_chunk_rows, target_rows_of(b.labels));
+  return loss;
+}
 
-  // Log state (HF TrainerState.log_history and LLaMA-Factory's trainer_log.jsonl).
-  json log_history = json::array();
-  std::unique_ptr<TrainerLogWriter> log_writer;
-  Clock::time_point start;
-  int64_t total_steps = 0;
-  int64_t tokens_seen = 0;
-  double flos = 0;
-
-  explicit State(TrainerSetup setup)
-      : s(std::move(setup)), m(*s.model), device(s.model->lm_head_weight().device()) {}
-
-  at::Tensor forward_loss_sum(const Batch& b, bool training) {
-    auto ids = b.input_ids.to(device);
-    auto labels = b.labels.to(device);
-    auto x = m.embed(ids);  // [B,T,C]
-    const auto rope = m.rope(ids.size(1));
-    const bool ckpt = training && c.gradient_checkpointing && c10::GradMode::is_enabled();
-    for (const auto& layer : m.layers())
-      x = ckpt ? model::checkpointed_layer_forward(layer, x, rope, training) : layer.forward(x, rope, training);
-    auto h = m.final_norm(x);
-    auto loss = lm_head_loss_sum(h, m.lm_head_weight(), labels, s.loss_chunk_rows, target_rows_of(b.labels));
-    return loss;
+double Trainer::State::evaluate() {
+  if (!s.eval || s.eval->size() == 0) return std::nan("");
+  c10::NoGradGuard no_grad;
+  const bool was_training = m.training();
+  m.set_training(false);
+  const auto n = static_cast<int64_t>(s.eval->size());
+  const int64_t bs = std::max<int64_t>(1, c.per_device_eval_batch_size);
+  double weighted = 0;
+  for (int64_t begin = 0; begin < n; begin += bs) {
+    std::vector<int64_t> idx;
+    for (int64_t i = begin; i < std::min(n, begin + bs); ++i) idx.push_back(i);
+    const auto b = collate(*s.eval, idx, s.pad_id);
+    const double sum = forward_loss_sum(b, false).item<double>();
+    weighted += (b.num_targets > 0 ? sum / static_cast<double>(b.num_targets) : 0.0) * static_cast<double>(idx.size());
   }
-
-  void log_event(json entry, const json& lf_extra, int64_t step) {
-    log_history.push_back(entry);
-    if (!log_writer) return;
-    const double elapsed = seconds_since(start);
-    const double remaining =
-        step > 0 ? elapsed / static_cast<double>(step) * static_cast<double>(total_steps - step) : 0.0;
-    nlohmann::ordered_json line;
-    line["current_steps"] = step;
-    line["total_steps"] = total_steps;
-    for (const char* k : {"loss", "eval_loss"})
-      if (entry.contains(k)) line[k] = entry[k];
-    if (entry.contains("learning_rate")) line["lr"] = entry["learning_rate"];
-    if (entry.contains("epoch")) line["epoch"] = entry["epoch"];
-    line["percentage"] = total_steps > 0 ? round_to(100.0 * static_cast<double>(step) / total_steps, 2) : 100.0;
-    line["elapsed_time"] = format_timedelta(elapsed);
-    line["remaining_time"] = format_timedelta(remaining);
-    if (tokens_seen > 0) {
-      line["throughput"] = round_to(static_cast<double>(tokens_seen) / std::max(elapsed, 1e-9), 2);
-      line["total_tokens"] = tokens_seen;
-    }
-    for (auto& [k, v] : lf_extra.items()) line[k] = v;
-    log_writer->write(line);
-  }
-
-  json trainer_state(int64_t global_step, double epoch) const {
-    const int64_t logging = resolve_interval(c.logging_steps, total_steps);
-    json j;
-    j["best_global_step"] = nullptr;
-    j["best_metric"] = nullptr;
-    j["best_model_checkpoint"] = nullptr;
-    j["epoch"] = epoch;
-    j["eval_steps"] = c.eval_steps ? resolve_interval(*c.eval_steps, total_steps) : logging;
-    j["global_step"] = global_step;
-    j["is_hyper_param_search"] = false;
-    j["is_local_process_zero"] = s.rank == 0;
-    j["is_world_process_zero"] = s.rank == 0;
-    j["log_history"] = log_history;
-    j["logging_steps"] = logging;
-    j["max_steps"] = total_steps;
-    j["num_input_tokens_seen"] = tokens_seen;
-    j["num_train_epochs"] = static_cast<int64_t>(std::ceil(c.num_train_epochs));
-    j["save_steps"] = resolve_interval(c.save_steps, total_steps);
-    j["stateful_callbacks"] = {{"TrainerControl",
-                                {{"args",
-                                  {{"should_epoch_stop", false},
-                                   {"should_evaluate", false},
-                                   {"should_log", false},
-                                   {"should_save", true},
-                                   {"should_training_stop", global_step >= total_steps}}},
-                                 {"attributes", json::object()}}}};
-    j["total_flos"] = flos;
-    j["train_batch_size"] = c.per_device_train_batch_size;
-    j["trial_name"] = nullptr;
-    j["trial_params"] = nullptr;
-    return j;
-  }
-
-  void save_model(const fs::path& dir) {
-    fs::create_directories(dir);
-    if (s.lora) {
-      model::save_lora_adapter(m, *s.lora, dir, c.model_name_or_path);
-    } else {
-      model::SaveOptions o;
-      if (!s.model_dir.empty() && fs::is_directory(s.model_dir)) o.copy_files_from = s.model_dir;
-      model::save_causal_lm(m, dir, o);
-    }
-    // Tokenizer side files next to the weights (LLaMA-Factory saves the tokenizer too).
-    if (!s.model_dir.empty() && fs::is_directory(s.model_dir)) {
-      std::vector<std::string> files;
-      for (const char* const* f = model::kModelSideFiles; *f; ++f) files.emplace_back(*f);
-      files.insert(files.end(), {"encoder.json", "vocab.bpe"});
-      for (const auto& f : files)
-        if (fs::exists(s.model_dir / f) && !fs::exists(dir / f)) fs::copy_file(s.model_dir / f, dir / f);
-    }
-  }
-
-  void save_checkpoint(int64_t global_step, double epoch) {
-    const fs::path out(c.output_dir);
-    const fs::path final_dir = out / fmt::format("checkpoint-{}", global_step);
-    const fs::path tmp = out / fmt::format(".checkpoint-{}.tmp", global_step);
-    fs::remove_all(tmp);
-    save_model(tmp);
-    std::vector<std::pair<std::string, at::Tensor>> state;
-    if (!opt->exp_avg().empty())
-      for (size_t i = 0; i < trainable.size(); ++i) {
-        state.emplace_back(trainable[i].first + ".exp_avg", opt->exp_avg()[i]);
-        state.emplace_back(trainable[i].first + ".exp_avg_sq", opt->exp_avg_sq()[i]);
-      }
-    if (!state.empty()) model::save_tensor_file(tmp / "optimizer.safetensors", state);
-    write_json_file(tmp / "trainer_state.json", trainer_state(global_step, epoch), 2);
-    json lf_state = {{"global_step", global_step},     {"scheduler_step", sched_step},
-                     {"optimizer_steps", opt->steps()}, {"loss_scale", scaler.scale()},
-                     {"growth_tracker", scaler.growth_tracker()}, {"epoch", epoch},
-                     {"seed", c.seed}};
-    write_json_file(tmp / "lf_trainer_state.json", lf_state, 2);
-    fs::remove_all(final_dir);
-    fs::rename(tmp, final_dir);
-    if (c.save_total_limit && *c.save_total_limit > 0) {
-      std::vector<std::pair<int64_t, fs::path>> ckpts;
-      for (const auto& e : fs::directory_iterator(out)) {
-        const auto name = e.path().filename().string();
-        if (e.is_directory() && name.rfind("checkpoint-", 0) == 0) {
-          try {
-            ckpts.emplace_back(std::stoll(name.substr(11)), e.path());
-          } catch (const std::exception&) {
-          }
-        }
-      }
-      std::sort(ckpts.begin(), ckpts.end());
-      while (static_cast<int64_t>(ckpts.size()) > *c.save_total_limit) {
-        fs::remove_all(ckpts.front().second);
-        ckpts.erase(ckpts.begin());
-      }
-    }
-  }
-
-  double evaluate() {
-    if (!s.eval || s.eval->size() == 0) return std::nan("");
-    c10::NoGradGuard no_grad;
-    const bool was_training = m.training();
-    m.set_training(false);
-    const auto n = static_cast<int64_t>(s.eval->size());
-    const int64_t bs = std::max<int64_t>(1, c.per_device_eval_batch_size);
-    double weighted = 0;
-    for (int64_t begin = 0; begin < n; begin += bs) {
-      std::vector<int64_t> idx;
-      for (int64_t i = begin; i < std::min(n, begin + bs); ++i) idx.push_back(i);
-      const auto b = collate(*s.eval, idx, s.pad_id);
-      const double sum = forward_loss_sum(b, false).item<double>();
-      weighted += (b.num_targets > 0 ? sum / static_cast<double>(b.num_targets) : 0.0) * static_cast<double>(idx.size());
-    }
-    m.set_training(was_training);
-    return weighted / static_cast<double>(n);
-  }
-};
+  m.set_training(was_training);
+  return weighted / static_cast<double>(n);
+}
 
 Trainer::Trainer(TrainerSetup setup) {
   LF_CHECK(setup.model != nullptr, ConfigError, "Trainer: no model");
