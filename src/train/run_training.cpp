@@ -1,6 +1,8 @@
 #include "lf/train/run_training.h"
 
 #include <ATen/ATen.h>
+#include <ATen/detail/CUDAHooksInterface.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -45,12 +47,15 @@ DataArgs data_args_from(const config::TrainConfig& c) {
   return a;
 }
 
+// GPU LOCAL_RANK (modulo the visible GPUs, so CUDA_VISIBLE_DEVICES=<one GPU> works too),
+// made the current device; else the CPU.
 c10::Device pick_device() {
-  if (at::hasCUDA()) {
-    const char* lr = std::getenv("LOCAL_RANK");
-    return {c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(lr ? std::atoi(lr) : 0)};
-  }
-  return {c10::DeviceType::CPU};
+  if (!at::hasCUDA()) return {c10::DeviceType::CPU};
+  const char* lr = std::getenv("LOCAL_RANK");
+  const int count = std::max<int>(1, static_cast<int>(at::detail::getCUDAHooks().deviceCount()));
+  const c10::Device device(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>((lr ? std::atoi(lr) : 0) % count));
+  c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->setDevice(device);
+  return device;
 }
 
 void check_output_dir(const config::TrainConfig& c) {
