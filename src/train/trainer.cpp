@@ -46,7 +46,8 @@ double Trainer::State::evaluate() {
   const auto n = static_cast<int64_t>(s.eval->size());
   const int64_t bs = std::max<int64_t>(1, c.per_device_eval_batch_size);
   double weighted = 0;
-  for (int64_t begin = 0; begin < n; begin += bs) {
+  // Batches of bs consecutive examples; with several ranks, batch k goes to rank k % world.
+  for (int64_t begin = s.rank * bs; begin < n; begin += bs * s.world) {
     std::vector<int64_t> idx;
     for (int64_t i = begin; i < std::min(n, begin + bs); ++i) idx.push_back(i);
     const auto b = collate(*s.eval, idx, s.pad_id);
@@ -54,6 +55,7 @@ double Trainer::State::evaluate() {
     weighted += (b.num_targets > 0 ? sum / static_cast<double>(b.num_targets) : 0.0) * static_cast<double>(idx.size());
   }
   m.set_training(was_training);
+  if (s.world > 1) weighted = s.all_reduce_sum(weighted);
   return weighted / static_cast<double>(n);
 }
 
@@ -140,6 +142,7 @@ TrainSummary Trainer::train() {
     fs::remove(fs::path(c.output_dir) / "trainer_log.jsonl");  // LLaMA-Factory starts a new log (no resume yet)
     st.log_writer = std::make_unique<TrainerLogWriter>(fs::path(c.output_dir) / "trainer_log.jsonl");
   }
+  if (st.s.rank != 0) st.s.progress = false;  // one progress display per job
   const bool tty = st.s.progress && isatty(2);
   // On a TTY the bar owns the last line: clear it before any log line.
   auto clear_bar = [tty] {

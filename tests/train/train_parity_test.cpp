@@ -122,6 +122,16 @@ TEST(TrainParity, TwoRanksThroughTheDataParallelHooksMatchHf) {
   const auto data = fixture_dataset();
   auto c = fixture_config("full");
   c.per_device_train_batch_size = 1;
+  c.eval_strategy = "steps";
+  c.eval_steps = 10;
+  c.per_device_eval_batch_size = 2;
+  std::vector<EncodedExample> ev;
+  for (size_t i = 0; i < 7; ++i) {
+    auto ids = data.input_ids(i);
+    auto lab = data.labels(i);
+    ev.push_back({{ids.begin(), ids.end()}, {lab.begin(), lab.end()}});
+  }
+  const auto eval = TokenizedDataset::from_examples(ev);
   std::vector<std::unique_ptr<model::CausalLM>> models;
   std::vector<std::vector<at::Tensor>> params(2);
   for (int r = 0; r < 2; ++r) {
@@ -136,6 +146,7 @@ TEST(TrainParity, TwoRanksThroughTheDataParallelHooksMatchHf) {
     s.config = c;
     s.model = models[r].get();
     s.train = &data;
+    s.eval = &eval;
     s.rank = r;
     s.world = 2;
     s.write_outputs = false;
@@ -171,6 +182,17 @@ TEST(TrainParity, TwoRanksThroughTheDataParallelHooksMatchHf) {
   expect_steps_match(sums[0], want);
   expect_steps_match(sums[1], want);
   expect_weights_match(models[1]->named_parameters(), fixtures() / "full_final.safetensors");
+  // Evaluation split over the ranks (batch k on rank k % 2) equals one process's.
+  ASSERT_EQ(sums[0].evals.size(), 1u);
+  TrainerSetup one;
+  one.config = c;
+  one.model = models[0].get();
+  one.train = &data;
+  one.eval = &eval;
+  one.write_outputs = false;
+  one.progress = false;
+  EXPECT_NEAR(Trainer(std::move(one)).evaluate(), sums[0].evals[0].eval_loss, 1e-6);
+  EXPECT_EQ(sums[0].evals[0].eval_loss, sums[1].evals[0].eval_loss);
 }
 
 }  // namespace
