@@ -83,6 +83,29 @@ void AdamW::step() {
   }
 }
 
+void AdamW::load_state(std::vector<at::Tensor> exp_avg, std::vector<at::Tensor> exp_avg_sq, int64_t steps) {
+  size_t k = 0;
+  for (const auto& g : groups_)
+    for (const auto& p : g.params) {
+      LF_CHECK(k < exp_avg.size() && k < exp_avg_sq.size() && exp_avg[k].sizes() == p.sizes() &&
+                   exp_avg_sq[k].sizes() == p.sizes(),
+               ConfigError, "AdamW::load_state: moment {} does not match its parameter", k);
+      ++k;
+    }
+  LF_CHECK(k == exp_avg.size() && k == exp_avg_sq.size(), ConfigError,
+           "AdamW::load_state: {} moments for {} parameters", exp_avg.size(), k);
+  exp_avg_.clear();
+  exp_avg_sq_.clear();
+  k = 0;
+  for (const auto& g : groups_)
+    for (const auto& p : g.params) {
+      exp_avg_.push_back(exp_avg[k].to(p.options()).contiguous());
+      exp_avg_sq_.push_back(exp_avg_sq[k].to(p.options()).contiguous());
+      ++k;
+    }
+  step_ = steps;
+}
+
 void AdamW::zero_grad() {
   for (auto& g : groups_)
     for (auto& p : g.params)

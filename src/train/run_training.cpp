@@ -64,9 +64,9 @@ void check_output_dir(const config::TrainConfig& c) {
   if (!fs::exists(out)) return;
   LF_CHECK(fs::is_directory(out), ConfigError, "output_dir {} exists and is not a folder", out.string());
   LF_CHECK(c.overwrite_output_dir || fs::is_empty(out), ConfigError,
-           "output_dir {} already exists and is not empty; set overwrite_output_dir: true to write over it, or choose "
-           "another output_dir",
-           out.string());
+           "output_dir {} already exists and is not empty; set overwrite_output_dir: true to write over it, "
+           "resume_from_checkpoint: {}/checkpoint-N to continue that run, or choose another output_dir",
+           out.string(), out.string());
 }
 
 int32_t max_token_id(const TokenizedDataset& d) {
@@ -92,11 +92,10 @@ void train_from_config(const config::LoadedConfig& loaded) {
            "WORLD_SIZE={}: the trainer runs one process for now (data-parallel training lands with the "
            "communicator); run with NPROC_PER_NODE=1 NNODES=1",
            world_env ? world_env : "");
-  LF_CHECK(c.resume_from_checkpoint.empty(), ConfigError,
-           "resume_from_checkpoint: {}: resuming is not implemented yet in lf-train (checkpoint-N/ folders are "
-           "written, but a run always starts from step 0); remove the key to start a new run",
-           c.resume_from_checkpoint);
-  check_output_dir(c);
+  if (c.resume_from_checkpoint.empty()) check_output_dir(c);
+  else
+    LF_CHECK(fs::is_directory(c.resume_from_checkpoint), ConfigError,
+             "resume_from_checkpoint: {} is not a folder (give output_dir/checkpoint-N)", c.resume_from_checkpoint);
   // DESIGN "RNG": the global generators (dropout) from (seed, rank); weights and LoRA
   // init take their own seed, identical on every rank.
   const char* rank_env = std::getenv("RANK");
@@ -151,6 +150,7 @@ void train_from_config(const config::LoadedConfig& loaded) {
                c.finetuning_type == "lora" ? fmt::format(" rank {}", c.lora_rank) : std::string(),
                c10::toString(lo.param_dtype), c10::toString(mixed),
                c.gradient_checkpointing ? ", gradient checkpointing" : "");
+  s.resume_from = c.resume_from_checkpoint;
   Trainer trainer(std::move(s));
   trainer.train();
 }

@@ -139,7 +139,8 @@ TrainSummary Trainer::train() {
   const bool outputs = st.s.write_outputs && st.s.rank == 0;
   if (outputs) {
     fs::create_directories(c.output_dir);
-    fs::remove(fs::path(c.output_dir) / "trainer_log.jsonl");  // LLaMA-Factory starts a new log (no resume yet)
+    // A new run starts a new log (LLaMA-Factory); a resumed one appends to it.
+    if (st.s.resume_from.empty()) fs::remove(fs::path(c.output_dir) / "trainer_log.jsonl");
     st.log_writer = std::make_unique<TrainerLogWriter>(fs::path(c.output_dir) / "trainer_log.jsonl");
   }
   if (st.s.rank != 0) st.s.progress = false;  // one progress display per job
@@ -169,10 +170,29 @@ TrainSummary Trainer::train() {
   double epoch_f = 0, loss_since_log = 0, total_loss = 0;
   int64_t last_logged = 0;
   double last_grad_norm = 0;
-  for (int64_t epoch = 0; global_step < total; ++epoch) {
+  if (!st.s.resume_from.empty()) {
+    const auto saved = st.load_checkpoint(st.s.resume_from);
+    global_step = saved.at("global_step").get<int64_t>();
+    epoch_f = saved.at("epoch").get<double>();
+    const auto& loop = saved.at("loop");
+    loss_since_log = loop.at("loss_since_log").get<double>();
+    total_loss = loop.at("total_loss").get<double>();
+    last_logged = loop.at("last_logged").get<int64_t>();
+    spdlog::info("resuming from {} at step {}/{} (epoch {:.2f})", st.s.resume_from.string(), global_step, total,
+                 epoch_f);
+  }
+  st.first_step = global_step;
+  st.first_tokens = st.tokens_seen;
+  // Every epoch has spe steps, so the cursor of step N is (N / spe, N % spe).
+  const int64_t start_epoch = global_step / spe, start_step = global_step % spe;
+  for (int64_t epoch = start_epoch; global_step < total; ++epoch) {
     const auto perm = epoch_permutation(n, static_cast<uint64_t>(c.seed), epoch);
     int64_t micro_done = 0;
-    for (int64_t s = 0; s < spe && global_step < total; ++s) {
+    const int64_t first = epoch == start_epoch ? start_step : 0;
+    for (int64_t s = 0; s < first; ++s)
+      micro_done += (static_cast<int64_t>(step_examples(perm, s, layout).size()) + layout.micro_batch * layout.world -
+                     1) / (layout.micro_batch * layout.world);
+    for (int64_t s = first; s < spe && global_step < total; ++s) {
       const auto step_start = Clock::now();
       const auto micro = rank_micro_batches(perm, s, layout, st.s.rank);
       int64_t step_targets = 0;
@@ -242,8 +262,8 @@ TrainSummary Trainer::train() {
         if (!tty && st.s.progress)
           spdlog::info("step {}/{} loss {:.4f} lr {:.3e} grad_norm {:.3f} {:.0f} tok/s ETA {}", global_step, total,
                        e["loss"].get<double>(), lr, grad_norm,
-                       static_cast<double>(st.tokens_seen) / std::max(seconds_since(st.start), 1e-9),
-                       format_timedelta(seconds_since(st.start) / global_step * (total - global_step)));
+                       static_cast<double>(st.tokens_seen - st.first_tokens) / std::max(seconds_since(st.start), 1e-9),
+                       format_timedelta(seconds_since(st.start) / (global_step - st.first_step) * (total - global_step)));
         loss_since_log = 0;
         last_logged = global_step;
       }
@@ -254,8 +274,8 @@ TrainSummary Trainer::train() {
         std::fprintf(stderr, "\r[%s%s] %lld/%lld loss %.4f lr %.3e %.0f tok/s ETA %s   ",
                      std::string(static_cast<size_t>(filled), '#').c_str(),
                      std::string(static_cast<size_t>(width - filled), '.').c_str(), static_cast<long long>(global_step),
-                     static_cast<long long>(total), step_loss, lr, static_cast<double>(st.tokens_seen) / std::max(el, 1e-9),
-                     format_timedelta(el / global_step * (total - global_step)).c_str());
+                     static_cast<long long>(total), step_loss, lr, static_cast<double>(st.tokens_seen - st.first_tokens) / std::max(el, 1e-9),
+                     format_timedelta(el / (global_step - st.first_step) * (total - global_step)).c_str());
         if (last) std::fprintf(stderr, "\n");
       }
       const bool epoch_end = s == spe - 1;
@@ -277,7 +297,9 @@ TrainSummary Trainer::train() {
       }
       const bool save_now = (save_every > 0 && global_step % save_every == 0) ||
                             (c.save_strategy == "epoch" && epoch_end) || (last && c.save_strategy != "no");
-      if (outputs && save_now) st.save_checkpoint(global_step, epoch_f);
+      if (outputs && save_now)
+        st.save_checkpoint(global_step, epoch_f,
+                           {{"loss_since_log", loss_since_log}, {"total_loss", total_loss}, {"last_logged", last_logged}});
     }
   }
   (void)last_grad_norm;
@@ -301,7 +323,7 @@ TrainSummary Trainer::train() {
     json perf = {{"steps", global_step},
                  {"median_step_s", med->seconds},
                  {"tokens_per_s", static_cast<double>(med->padded_tokens) / med->seconds},
-                 {"real_tokens_per_s_overall", static_cast<double>(sum.tokens_seen) / sum.runtime_s},
+                 {"real_tokens_per_s_overall", static_cast<double>(sum.tokens_seen - st.first_tokens) / sum.runtime_s},
                  {"peak_memory_gib", static_cast<double>(sum.peak_memory_bytes) / (1 << 30)},
                  {"device", st.device.str()}};
     spdlog::info("perf: {}", perf.dump());

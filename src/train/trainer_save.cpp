@@ -1,4 +1,7 @@
+#include <c10/core/GradMode.h>
+
 #include <fstream>
+#include <mutex>
 
 #include "lf/common/log.h"
 #include "lf/model/loader.h"
@@ -13,8 +16,9 @@ void Trainer::State::log_event(json entry, const json& lf_extra, int64_t step) {
   log_history.push_back(entry);
   if (!log_writer) return;
   const double elapsed = seconds_since(start);
-  const double remaining =
-      step > 0 ? elapsed / static_cast<double>(step) * static_cast<double>(total_steps - step) : 0.0;
+  const double remaining = step > first_step ? elapsed / static_cast<double>(step - first_step) *
+                                                  static_cast<double>(total_steps - step)
+                                            : 0.0;
   nlohmann::ordered_json line;
   line["current_steps"] = step;
   line["total_steps"] = total_steps;
@@ -26,7 +30,7 @@ void Trainer::State::log_event(json entry, const json& lf_extra, int64_t step) {
   line["elapsed_time"] = format_timedelta(elapsed);
   line["remaining_time"] = format_timedelta(remaining);
   if (tokens_seen > 0) {
-    line["throughput"] = round_to(static_cast<double>(tokens_seen) / std::max(elapsed, 1e-9), 2);
+    line["throughput"] = round_to(static_cast<double>(tokens_seen - first_tokens) / std::max(elapsed, 1e-9), 2);
     line["total_tokens"] = tokens_seen;
   }
   for (auto& [k, v] : lf_extra.items()) line[k] = v;
@@ -85,7 +89,7 @@ void Trainer::State::save_model(const fs::path& dir) {
   }
 }
 
-void Trainer::State::save_checkpoint(int64_t global_step, double epoch) {
+void Trainer::State::save_checkpoint(int64_t global_step, double epoch, const json& loop) {
   const fs::path out(c.output_dir);
   const fs::path final_dir = out / fmt::format("checkpoint-{}", global_step);
   const fs::path tmp = out / fmt::format(".checkpoint-{}.tmp", global_step);
@@ -102,7 +106,18 @@ void Trainer::State::save_checkpoint(int64_t global_step, double epoch) {
   json lf_state = {{"global_step", global_step},     {"scheduler_step", sched_step},
                    {"optimizer_steps", opt->steps()}, {"loss_scale", scaler.scale()},
                    {"growth_tracker", scaler.growth_tracker()}, {"epoch", epoch},
-                   {"seed", c.seed}};
+                   {"seed", c.seed},                  {"tokens_seen", tokens_seen},
+                   {"total_flos", flos},              {"loop", loop}};
+  // DESIGN "RNG": the generators' states (dropout masks continue as if uninterrupted).
+  std::vector<std::pair<std::string, at::Tensor>> rng;
+  auto capture = [&](const char* key, c10::Device d) {
+    auto gen = at::globalContext().defaultGenerator(d);
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    rng.emplace_back(key, gen.get_state());
+  };
+  capture("cpu", c10::Device(c10::DeviceType::CPU));
+  if (device.is_cuda()) capture("cuda", device);
+  model::save_tensor_file(tmp / "rng_state.safetensors", rng);
   write_json_file(tmp / "lf_trainer_state.json", lf_state, 2);
   fs::remove_all(final_dir);
   fs::rename(tmp, final_dir);
@@ -123,6 +138,64 @@ void Trainer::State::save_checkpoint(int64_t global_step, double epoch) {
       ckpts.erase(ckpts.begin());
     }
   }
+}
+
+json Trainer::State::load_checkpoint(const fs::path& dir) {
+  const auto state_file = dir / "lf_trainer_state.json";
+  LF_CHECK(fs::exists(state_file), ConfigError,
+           "resume_from_checkpoint: {} is not a checkpoint written by lf-train (no lf_trainer_state.json)",
+           dir.string());
+  std::ifstream in(state_file);
+  const json st = json::parse(in);
+  LF_CHECK(st.value("seed", c.seed) == c.seed, ConfigError,
+           "resume_from_checkpoint: {} was written with seed {}, this run has seed {}: the example order would differ",
+           dir.string(), st.value("seed", c.seed), c.seed);
+  c10::NoGradGuard no_grad;
+  // Weights: the adapter, or the full model.
+  if (s.lora) {
+    const auto saved = model::load_tensor_file(dir / "adapter_model.safetensors");
+    for (auto& p : model::lora_parameters(m)) {
+      auto it = saved.find(p.name);
+      LF_CHECK(it != saved.end(), ConfigError, "{}: no tensor {}", (dir / "adapter_model.safetensors").string(), p.name);
+      p.tensor->copy_(it->second);
+    }
+  } else {
+    model::load_weights(m, model::SafetensorsCheckpoint(dir));
+  }
+  // Optimizer moments, by parameter name.
+  if (fs::exists(dir / "optimizer.safetensors")) {
+    const auto saved = model::load_tensor_file(dir / "optimizer.safetensors");
+    std::vector<at::Tensor> m1, m2;
+    for (const auto& [name, t] : trainable) {
+      auto a = saved.find(name + ".exp_avg"), b = saved.find(name + ".exp_avg_sq");
+      LF_CHECK(a != saved.end() && b != saved.end(), ConfigError, "{}: no optimizer state for {}",
+               (dir / "optimizer.safetensors").string(), name);
+      m1.push_back(a->second);
+      m2.push_back(b->second);
+    }
+    opt->load_state(std::move(m1), std::move(m2), st.at("optimizer_steps").get<int64_t>());
+  }
+  sched_step = st.at("scheduler_step").get<int64_t>();
+  scaler.set_state(st.at("loss_scale").get<double>(), st.at("growth_tracker").get<int64_t>());
+  tokens_seen = st.value("tokens_seen", int64_t{0});
+  flos = st.value("total_flos", 0.0);
+  if (fs::exists(dir / "trainer_state.json")) {
+    std::ifstream ts(dir / "trainer_state.json");
+    log_history = json::parse(ts).value("log_history", json::array());
+  }
+  if (fs::exists(dir / "rng_state.safetensors")) {
+    const auto rng = model::load_tensor_file(dir / "rng_state.safetensors");
+    auto restore = [&](const char* key, c10::Device d) {
+      auto it = rng.find(key);
+      if (it == rng.end()) return;
+      auto gen = at::globalContext().defaultGenerator(d);
+      std::lock_guard<std::mutex> lock(gen.mutex());
+      gen.set_state(it->second);
+    };
+    restore("cpu", c10::Device(c10::DeviceType::CPU));
+    if (device.is_cuda()) restore("cuda", device);
+  }
+  return st;
 }
 
 }  // namespace lf::train

@@ -58,6 +58,9 @@ struct Trainer::State {
   Clock::time_point start;
   int64_t total_steps = 0;
   int64_t tokens_seen = 0;
+  // Where this process started (a resumed run): speeds and ETAs count only its own work.
+  int64_t first_step = 0;
+  int64_t first_tokens = 0;
   double flos = 0;
 
   explicit State(TrainerSetup setup)
@@ -71,7 +74,11 @@ struct Trainer::State {
   json trainer_state(int64_t global_step, double epoch) const;
   void save_model(const std::filesystem::path& dir);
   // output_dir/checkpoint-N, written to a temp folder and renamed; honours save_total_limit.
-  void save_checkpoint(int64_t global_step, double epoch);
+  // `loop` carries the loop's own counters (loss sums, last logged step) for resume.
+  void save_checkpoint(int64_t global_step, double epoch, const json& loop);
+  // Restores a save_checkpoint() folder into the model, optimizer, scaler, log history and
+  // RNGs; returns lf_trainer_state.json (the counters the loop restarts from).
+  json load_checkpoint(const std::filesystem::path& dir);
 };
 
 }  // namespace lf::train

@@ -293,3 +293,60 @@ TEST(Checkpointing, LoraDropoutSameWithAndWithoutCheckpointing) {
 
 }  // namespace
 }  // namespace lf::train
+
+namespace lf::train {
+namespace {
+
+// A run resumed from checkpoint-4 (weights, AdamW moments, schedule, counters, RNG,
+// example cursor) continues exactly as the uninterrupted run: full, and LoRA with
+// dropout (the restored RNG draws the same masks).
+TEST(Resume, ContinuesAsIfUninterrupted) {
+  const auto data = fixture_dataset();
+  const fs::path root = fs::temp_directory_path() / ("lf_train_resume_" + std::to_string(::getpid()));
+  fs::remove_all(root);
+  for (const std::string kind : {"full", "lora"}) {
+    SCOPED_TRACE(kind);
+    auto run = [&](const fs::path& out, const fs::path& resume, uint64_t seed) {
+      auto c = fixture_config(kind);
+      c.output_dir = out.string();
+      c.save_steps = 4;
+      c.lora_dropout = 0.2;
+      auto m = model::load_causal_lm(c.model_name_or_path, {});
+      auto s = setup_for(c, *m, data);
+      if (kind == "lora") {
+        auto lc = model::load_lora_adapter(*m, testing::fixtures() / "lora_init");
+        for (auto& layer : m->layers())
+          for (auto& [name, lin] : layer.linears())
+            if (lin->lora_) lin->lora_->dropout_ = 0.2;
+        lc.dropout = 0.2;
+        s.lora = lc;
+      }
+      s.write_outputs = true;
+      s.resume_from = resume;
+      at::manual_seed(seed);
+      Trainer t(std::move(s));
+      auto sum = t.train();
+      std::vector<at::Tensor> w;
+      for (auto& p : kind == "lora" ? model::lora_parameters(*m) : m->named_parameters())
+        w.push_back(p.tensor->detach().clone());
+      return std::make_pair(sum, w);
+    };
+    const auto [a, wa] = run(root / (kind + "_a"), {}, 5);
+    ASSERT_TRUE(fs::exists(root / (kind + "_a") / "checkpoint-4" / "optimizer.safetensors"));
+    const auto [b, wb] = run(root / (kind + "_b"), root / (kind + "_a") / "checkpoint-4", 999);
+    ASSERT_EQ(b.steps.size(), 6u);
+    for (size_t i = 0; i < b.steps.size(); ++i) {
+      EXPECT_EQ(b.steps[i].step, a.steps[i + 4].step);
+      EXPECT_NEAR(b.steps[i].loss, a.steps[i + 4].loss, 1e-7) << "step " << b.steps[i].step;
+      EXPECT_DOUBLE_EQ(b.steps[i].lr, a.steps[i + 4].lr);
+      EXPECT_NEAR(b.steps[i].epoch, a.steps[i + 4].epoch, 1e-12);
+    }
+    EXPECT_NEAR(b.train_loss, a.train_loss, 1e-7);
+    ASSERT_EQ(wa.size(), wb.size());
+    for (size_t i = 0; i < wa.size(); ++i) EXPECT_LT((wa[i] - wb[i]).abs().max().item<double>(), 1e-7) << i;
+  }
+  fs::remove_all(root);
+}
+
+}  // namespace
+}  // namespace lf::train

@@ -48,7 +48,8 @@ class AdamW {
   // Moment buffers in group order (for checkpoints); created lazily at the first step.
   std::vector<at::Tensor>& exp_avg() { return exp_avg_; }
   std::vector<at::Tensor>& exp_avg_sq() { return exp_avg_sq_; }
-  void set_steps(int64_t steps) { step_ = steps; }
+  // Restores moments (group order, shapes of the parameters) and the step count (resume).
+  void load_state(std::vector<at::Tensor> exp_avg, std::vector<at::Tensor> exp_avg_sq, int64_t steps);
 
  private:
   void init_state();

@@ -36,6 +36,10 @@ struct TrainerSetup {
   int64_t world = 1;
   // Source folder for tokenizer/config files copied next to saved weights (may be empty).
   std::filesystem::path model_dir;
+  // A checkpoint-N folder written by this trainer: weights (or adapter), optimizer
+  // moments, counters, log history and RNG states are restored, and training continues
+  // at step N+1 with the same example order (the cursor is (epoch, step) from N).
+  std::filesystem::path resume_from;
   bool write_outputs = true;  // false: train in memory only (tests)
   bool progress = true;       // progress bar / lines on stderr
   int64_t loss_chunk_rows = 0;  // lm_head_loss_sum's chunk (0: automatic)
