@@ -69,6 +69,24 @@ void check_output_dir(const config::TrainConfig& c) {
            out.string(), out.string());
 }
 
+// The highest checkpoint-N in output_dir that lf-train finished writing (renamed into place).
+fs::path last_checkpoint(const fs::path& out) {
+  fs::path best;
+  int64_t best_step = -1;
+  if (!fs::is_directory(out)) return best;
+  for (const auto& e : fs::directory_iterator(out)) {
+    const auto name = e.path().filename().string();
+    if (!e.is_directory() || name.rfind("checkpoint-", 0) != 0 || !fs::exists(e.path() / "lf_trainer_state.json"))
+      continue;
+    try {
+      const int64_t step = std::stoll(name.substr(11));
+      if (step > best_step) best_step = step, best = e.path();
+    } catch (const std::exception&) {
+    }
+  }
+  return best;
+}
+
 int32_t max_token_id(const TokenizedDataset& d) {
   int32_t m = -1;
   for (size_t i = 0; i < d.size(); ++i)
@@ -92,10 +110,24 @@ void train_from_config(const config::LoadedConfig& loaded) {
            "WORLD_SIZE={}: the trainer runs one process for now (data-parallel training lands with the "
            "communicator); run with NPROC_PER_NODE=1 NNODES=1",
            world_env ? world_env : "");
-  if (c.resume_from_checkpoint.empty()) check_output_dir(c);
-  else
-    LF_CHECK(fs::is_directory(c.resume_from_checkpoint), ConfigError,
-             "resume_from_checkpoint: {} is not a folder (give output_dir/checkpoint-N)", c.resume_from_checkpoint);
+  // Resume: the checkpoint named in the config; else, as LLaMA-Factory does, the last
+  // checkpoint of output_dir when overwrite_output_dir is false; and always after the agent
+  // restarted this worker (TORCHELASTIC_RESTART_COUNT > 0).
+  fs::path resume = c.resume_from_checkpoint;
+  if (resume.empty()) {
+    const char* restarts = std::getenv("TORCHELASTIC_RESTART_COUNT");
+    const bool restarted = restarts && std::atoll(restarts) > 0;
+    const auto last = last_checkpoint(c.output_dir);
+    if (!last.empty() && (restarted || !c.overwrite_output_dir)) {
+      resume = last;
+      spdlog::info("resuming training from {}{}", last.string(), restarted ? " (worker restart)" : "");
+    } else {
+      check_output_dir(c);
+    }
+  } else {
+    LF_CHECK(fs::is_directory(resume), ConfigError,
+             "resume_from_checkpoint: {} is not a folder (give output_dir/checkpoint-N)", resume.string());
+  }
   // DESIGN "RNG": the global generators (dropout) from (seed, rank); weights and LoRA
   // init take their own seed, identical on every rank.
   const char* rank_env = std::getenv("RANK");
@@ -150,7 +182,7 @@ void train_from_config(const config::LoadedConfig& loaded) {
                c.finetuning_type == "lora" ? fmt::format(" rank {}", c.lora_rank) : std::string(),
                c10::toString(lo.param_dtype), c10::toString(mixed),
                c.gradient_checkpointing ? ", gradient checkpointing" : "");
-  s.resume_from = c.resume_from_checkpoint;
+  s.resume_from = resume;
   Trainer trainer(std::move(s));
   trainer.train();
 }

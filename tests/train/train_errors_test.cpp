@@ -99,3 +99,18 @@ TEST_F(TrainErrors, VocabularyMismatch) {
 
 }  // namespace
 }  // namespace lf::train
+
+namespace lf::train {
+namespace {
+
+// LLaMA-Factory's rule: a non-empty output_dir with checkpoints and overwrite_output_dir
+// false resumes from the last checkpoint instead of refusing.
+TEST_F(TrainErrors, ExistingCheckpointIsResumed) {
+  run(yaml(""), {"save_strategy=steps", "save_steps=1"});
+  ASSERT_TRUE(fs::exists(dir_ / "out" / "checkpoint-2" / "lf_trainer_state.json"));
+  EXPECT_NO_THROW(run(yaml(""), {"save_strategy=steps", "save_steps=1", "max_steps=3"}));
+  EXPECT_TRUE(fs::exists(dir_ / "out" / "checkpoint-3"));
+}
+
+}  // namespace
+}  // namespace lf::train

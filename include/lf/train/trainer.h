@@ -4,7 +4,8 @@
 // batches, loss = sum of target-token CEs of the step / the step's target-token count,
 // AdamW with HF's decay groups, HF's lr schedules and warmup, global-norm clipping,
 // fp16 dynamic loss scaling, per-layer activation checkpointing, evaluation, HF /
-// LLaMA-Factory output files and checkpoint-N folders.
+// LLaMA-Factory output files and checkpoint-N folders (written to a temp folder and
+// renamed), from which a run resumes exactly (TrainerSetup::resume_from).
 //
 // The caller builds the model (dtype, LoRA) and the datasets; run_training()
 // (run_training.h) does that from a config. Not thread-safe; one device.
