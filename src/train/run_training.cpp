@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "lf/common/error.h"
 #include "lf/common/log.h"
@@ -69,8 +71,9 @@ void check_output_dir(const config::TrainConfig& c) {
            out.string(), out.string());
 }
 
-// The highest checkpoint-N in output_dir that lf-train finished writing (renamed into place).
-fs::path last_checkpoint(const fs::path& out) {
+// The highest checkpoint-N in output_dir that lf-train finished writing (renamed into
+// place); with `run_id`, only those this job wrote.
+fs::path last_checkpoint(const fs::path& out, const std::string& run_id = "") {
   fs::path best;
   int64_t best_step = -1;
   if (!fs::is_directory(out)) return best;
@@ -78,6 +81,11 @@ fs::path last_checkpoint(const fs::path& out) {
     const auto name = e.path().filename().string();
     if (!e.is_directory() || name.rfind("checkpoint-", 0) != 0 || !fs::exists(e.path() / "lf_trainer_state.json"))
       continue;
+    if (!run_id.empty()) {
+      std::ifstream in(e.path() / "lf_trainer_state.json");
+      const auto j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+      if (!j.is_object() || j.value("run_id", std::string()) != run_id) continue;
+    }
     try {
       const int64_t step = std::stoll(name.substr(11));
       if (step > best_step) best_step = step, best = e.path();
@@ -116,9 +124,12 @@ void train_from_config(const config::LoadedConfig& loaded) {
   fs::path resume = c.resume_from_checkpoint;
   if (resume.empty()) {
     const char* restarts = std::getenv("TORCHELASTIC_RESTART_COUNT");
-    const bool restarted = restarts && std::atoll(restarts) > 0;
-    const auto last = last_checkpoint(c.output_dir);
-    if (!last.empty() && (restarted || !c.overwrite_output_dir)) {
+    const char* run_id = std::getenv("TORCHELASTIC_RUN_ID");
+    const bool restarted = restarts && std::atoll(restarts) > 0 && run_id && *run_id;
+    // After a restart, only this job's checkpoints (a stale run's must not be picked up).
+    const auto last = c.overwrite_output_dir ? (restarted ? last_checkpoint(c.output_dir, run_id) : fs::path())
+                                             : last_checkpoint(c.output_dir);
+    if (!last.empty()) {
       resume = last;
       spdlog::info("resuming training from {}{}", last.string(), restarted ? " (worker restart)" : "");
     } else {

@@ -317,13 +317,15 @@ TrainSummary Trainer::train() {
     // Steady-state speed, as the peer benchmark measures it: median step after 3 warm-up steps.
     std::vector<const StepRecord*> steady;
     for (const auto& r : sum.steps)
-      if (r.step > 3 || sum.steps.size() <= 3) steady.push_back(&r);
+      if (r.step > st.first_step + 3 || sum.steps.size() <= 3) steady.push_back(&r);
     std::sort(steady.begin(), steady.end(), [](auto* a, auto* b) { return a->seconds < b->seconds; });
-    const auto* med = steady[steady.size() / 2];
+    static const StepRecord kNone{};
+    const auto* med = steady.empty() ? &kNone : steady[steady.size() / 2];
     json perf = {{"steps", global_step},
                  {"median_step_s", med->seconds},
-                 {"tokens_per_s", static_cast<double>(med->padded_tokens) / med->seconds},
-                 {"real_tokens_per_s_overall", static_cast<double>(sum.tokens_seen - st.first_tokens) / sum.runtime_s},
+                 {"tokens_per_s", med->seconds > 0 ? static_cast<double>(med->padded_tokens) / med->seconds : 0.0},
+                 {"real_tokens_per_s_overall",
+                  static_cast<double>(sum.tokens_seen - st.first_tokens) / std::max(sum.runtime_s, 1e-9)},
                  {"peak_memory_gib", static_cast<double>(sum.peak_memory_bytes) / (1 << 30)},
                  {"device", st.device.str()}};
     spdlog::info("perf: {}", perf.dump());
@@ -336,8 +338,8 @@ TrainSummary Trainer::train() {
                   {"total_flos", st.flos},
                   {"train_loss", sum.train_loss},
                   {"train_runtime", round_to(sum.runtime_s, 4)},
-                  {"train_samples_per_second", round_to(samples / sum.runtime_s, 3)},
-                  {"train_steps_per_second", round_to(static_cast<double>(total) / sum.runtime_s, 3)}};
+                  {"train_samples_per_second", round_to(samples / std::max(sum.runtime_s, 1e-9), 3)},
+                  {"train_steps_per_second", round_to(static_cast<double>(total) / std::max(sum.runtime_s, 1e-9), 3)}};
   json final_log = metrics;
   final_log["step"] = global_step;
   st.log_event(final_log, json::object(), global_step);

@@ -1,5 +1,6 @@
 #include <c10/core/GradMode.h>
 
+#include <cstdlib>
 #include <fstream>
 #include <mutex>
 
@@ -107,7 +108,9 @@ void Trainer::State::save_checkpoint(int64_t global_step, double epoch, const js
                    {"optimizer_steps", opt->steps()}, {"loss_scale", scaler.scale()},
                    {"growth_tracker", scaler.growth_tracker()}, {"epoch", epoch},
                    {"seed", c.seed},                  {"tokens_seen", tokens_seen},
-                   {"total_flos", flos},              {"loop", loop}};
+                   {"total_flos", flos},              {"loop", loop},
+                   // The job that wrote it: an agent restart resumes only its own job's checkpoints.
+                   {"run_id", std::getenv("TORCHELASTIC_RUN_ID") ? std::getenv("TORCHELASTIC_RUN_ID") : ""}};
   // DESIGN "RNG": the generators' states (dropout masks continue as if uninterrupted).
   std::vector<std::pair<std::string, at::Tensor>> rng;
   auto capture = [&](const char* key, c10::Device d) {
