@@ -135,6 +135,10 @@ void train_from_config(const config::LoadedConfig& loaded) {
     } else {
       check_output_dir(c);
     }
+  } else if (c.resume_from_checkpoint == "true" || c.resume_from_checkpoint == "True") {
+    resume = last_checkpoint(c.output_dir);  // HF: resume_from_checkpoint=True -> the last one
+    LF_CHECK(!resume.empty(), ConfigError, "resume_from_checkpoint: true, but {} holds no checkpoint-N written by lf-train",
+             c.output_dir);
   } else {
     LF_CHECK(fs::is_directory(resume), ConfigError,
              "resume_from_checkpoint: {} is not a folder (give output_dir/checkpoint-N)", resume.string());
