@@ -10,6 +10,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "lf/comm/ddp_reducer.h"
+#include "lf/comm/process_group.h"
 #include "lf/common/error.h"
 #include "lf/common/log.h"
 #include "lf/data/sft_dataset.h"
@@ -113,11 +115,7 @@ void train_from_config(const config::LoadedConfig& loaded) {
   LF_CHECK(!(c.bf16 && c.fp16), ConfigError, "bf16 and fp16 are both true; choose one");
   LF_CHECK(!c.model_name_or_path.empty(), ConfigError, "model_name_or_path is not set");
   LF_CHECK(!c.dataset.empty(), ConfigError, "dataset is not set (names from {}/dataset_info.json)", c.dataset_dir);
-  const char* world_env = std::getenv("WORLD_SIZE");
-  LF_CHECK(!world_env || std::atoll(world_env) <= 1, ConfigError,
-           "WORLD_SIZE={}: the trainer runs one process for now (data-parallel training lands with the "
-           "communicator); run with NPROC_PER_NODE=1 NNODES=1",
-           world_env ? world_env : "");
+  const auto world = comm::WorldInfo::from_env();
   // Resume: the checkpoint named in the config; else, as LLaMA-Factory does, the last
   // checkpoint of output_dir when overwrite_output_dir is false; and always after the agent
   // restarted this worker (TORCHELASTIC_RESTART_COUNT > 0).
@@ -145,8 +143,7 @@ void train_from_config(const config::LoadedConfig& loaded) {
   }
   // DESIGN "RNG": the global generators (dropout) from (seed, rank); weights and LoRA
   // init take their own seed, identical on every rank.
-  const char* rank_env = std::getenv("RANK");
-  at::manual_seed(static_cast<uint64_t>(c.seed) + static_cast<uint64_t>(rank_env ? std::atoll(rank_env) : 0));
+  at::manual_seed(static_cast<uint64_t>(c.seed) + static_cast<uint64_t>(world.rank));
 
   const auto args = data_args_from(c);
   const auto tokenizer = load_tokenizer_for(args);
@@ -198,6 +195,41 @@ void train_from_config(const config::LoadedConfig& loaded) {
                c10::toString(lo.param_dtype), c10::toString(mixed),
                c.gradient_checkpointing ? ", gradient checkpointing" : "");
   s.resume_from = resume;
+  s.rank = world.rank;
+  s.world = world.world_size;
+  // Data parallel: one communicator for the job (NCCL on GPU, TCP on CPU), the DDP
+  // reducer over the trainable parameters, rank 0's weights everywhere before step 1.
+  std::unique_ptr<comm::Communicator> communicator;
+  std::unique_ptr<comm::DdpReducer> ddp;
+  if (world.world_size > 1) {
+    communicator = comm::make_default_communicator(world, lo.device.is_cuda());
+    std::vector<at::Tensor> trainable;
+    if (s.lora) {
+      for (auto& p : model::lora_parameters(*model)) trainable.push_back(*p.tensor);
+    } else {
+      for (auto& p : model->named_parameters()) {
+        p.tensor->set_requires_grad(true);
+        trainable.push_back(*p.tensor);
+      }
+    }
+    comm::DdpOptions dopt;
+    dopt.bucket_cap_mb = c.ddp_bucket_cap_mb;
+    dopt.first_bucket_mb = std::min(1.0, c.ddp_bucket_cap_mb);
+    ddp = std::make_unique<comm::DdpReducer>(*communicator, std::move(trainable), dopt);
+    ddp->broadcast_parameters(0);
+    auto* reducer = ddp.get();
+    auto* cm = communicator.get();
+    const auto device = lo.device;
+    s.before_backward = [reducer](bool last) { reducer->prepare_backward(last); };
+    s.after_backward = [reducer] { reducer->finish_backward(); };
+    s.all_reduce_sum = [cm, device](double v) {
+      auto t = at::full({1}, v, at::TensorOptions(at::kDouble).device(device));
+      cm->all_reduce(t, comm::ReduceOp::kSum)->wait();
+      return t.item<double>();
+    };
+    spdlog::info("data parallel: rank {} of {} ({} backend, {} gradient buckets)", world.rank, world.world_size,
+                 communicator->backend(), ddp->num_buckets());
+  }
   Trainer trainer(std::move(s));
   trainer.train();
 }
