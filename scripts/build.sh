@@ -9,5 +9,7 @@ if [[ "${LF_WITH_TORCH:-ON}" == ON && -x .venv/bin/python ]]; then
   TP=$(.venv/bin/python -c 'import torch; print(torch.utils.cmake_prefix_path)')
   args+=(-DLF_WITH_TORCH=ON "-DCMAKE_PREFIX_PATH=$TP" "-DLF_PYTHON=$PWD/.venv/bin/python")
 fi
+# The LLaMA-Factory reference stack (scripts/fixtures/setup_reference_venv.sh), when present.
+[[ -x .venv-data/bin/python ]] && args+=("-DLF_REFERENCE_PYTHON=$PWD/.venv-data/bin/python")
 cmake -S . -B "$BUILD_DIR" "${args[@]}" "$@" >/dev/null
 cmake --build "$BUILD_DIR" -j "$(nproc)"
