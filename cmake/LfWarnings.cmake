@@ -2,3 +2,4 @@
 function(lf_add_options target)
   target_compile_options(${target} PRIVATE -Wall -Wextra -Wno-unused-parameter)
 endfunction()
+

@@ -9,14 +9,6 @@ from harness import Agent, PY, WORKER, free_port, live_pids_with, unique_marker,
 EXIT_CONFIG, EXIT_RDZV, EXIT_NETWORK, EXIT_ABORTED = 2, 10, 11, 13
 
 
-@pytest.fixture
-def agents():
-    started = []
-    yield started
-    for a in started:
-        a.cleanup()
-
-
 def launch(tmp_path, *args, env=None):
     return Agent(["launch", *args], env=env, tmp=str(tmp_path))
 

@@ -20,14 +20,6 @@ def two_nodes(tmp_path, worker_args, nproc=2, extra=(), env=None, node1_extra=()
     return port, node0, node1
 
 
-@pytest.fixture
-def agents():
-    started = []
-    yield started
-    for a in started:
-        a.cleanup()
-
-
 def test_two_nodes_two_workers_get_the_torchrun_environment(tmp_path, agents):
     env = {"CUDA_VISIBLE_DEVICES": "0,1", "NCCL_DEBUG": "INFO", "RDZV_ID": "envjob"}
     env.pop("OMP_NUM_THREADS", None)
