@@ -343,6 +343,15 @@ TrainSummary Trainer::train() {
   json final_log = metrics;
   final_log["step"] = global_step;
   st.log_event(final_log, json::object(), global_step);
+  // LLaMA-Factory evaluates once more at the end (do_eval). Every rank takes part (the
+  // evaluation is split over ranks and summed); only rank 0 writes the result.
+  double final_eval = std::nan("");
+  double final_eval_s = 0;
+  if (eval_on) {
+    const auto t0 = Clock::now();
+    final_eval = st.evaluate();
+    final_eval_s = seconds_since(t0);
+  }
   if (outputs) {
     const fs::path out(c.output_dir);
     st.save_model(out);
@@ -360,12 +369,10 @@ TrainSummary Trainer::train() {
           spdlog::warn("no metric {} to plot", key);
       }
     }
-    // LLaMA-Factory evaluates once more after saving the state and the plots (do_eval).
     json all = metrics;
     if (eval_on) {
-      const auto t0 = Clock::now();
-      const double el = st.evaluate();
-      const double rt = seconds_since(t0);
+      const double el = final_eval;
+      const double rt = std::max(final_eval_s, 1e-9);
       json ev = {{"epoch", epoch_f},
                  {"eval_loss", el},
                  {"eval_runtime", round_to(rt, 4)},

@@ -21,10 +21,11 @@ def free_port():
 
 
 def train(out, mode, layout):
-    """layout: (nodes, workers per node, micro-batch)."""
+    """layout: (nodes, workers per node, micro-batch). Evaluates every 10 steps and at the end."""
     nodes, nproc, mbs = layout
     args = [LF_TRAIN, "configs/tiny_cpu.yaml", f"output_dir={out}", f"finetuning_type={mode}", "max_steps=20",
-            "logging_steps=1", "eval_strategy=no", "plot_loss=false", "val_size=0", "save_steps=1000",
+            "logging_steps=1", "eval_strategy=steps", "eval_steps=10", "plot_loss=false", "val_size=0.05",
+            "save_steps=1000",
             "gradient_accumulation_steps=2", f"per_device_train_batch_size={mbs}", "lora_rank=4"]
     env = dict(os.environ, NNODES=str(nodes), NPROC_PER_NODE=str(nproc), MASTER_PORT=str(free_port()),
                OMP_NUM_THREADS="1")
@@ -35,7 +36,11 @@ def train(out, mode, layout):
         assert p.returncode == 0, o[-3000:]
     if nproc * nodes > 1:
         assert "data parallel: rank 0 of" in outs[0]
-    losses = [json.loads(l)["loss"] for l in open(os.path.join(out, "trainer_log.jsonl")) if '"loss"' in l]
+    log = [json.loads(l) for l in open(os.path.join(out, "trainer_log.jsonl"))]
+    losses = [e["loss"] for e in log if "loss" in e]
+    evals = [e["eval_loss"] for e in log if "eval_loss" in e]
+    assert json.load(open(os.path.join(out, "all_results.json")))["eval_loss"] == evals[-1]
+    losses += evals  # training losses, then the eval losses at steps 10 and 20 and the final one
     weights = load_file(os.path.join(out, "adapter_model.safetensors" if mode == "lora" else "model.safetensors"))
     return losses, weights
 
@@ -43,11 +48,11 @@ def train(out, mode, layout):
 @pytest.mark.parametrize("mode", ["full", "lora"])
 def test_data_parallel_equals_one_process(tmp_path, mode):
     ref_losses, ref_weights = train(tmp_path / "one", mode, (1, 1, 4))
-    assert len(ref_losses) == 20
+    assert len(ref_losses) == 20 + 3
     assert ref_losses[-1] < ref_losses[0], "the loss must fall, or the comparison proves little"
     for name, layout in (("two_ranks", (1, 2, 2)), ("two_nodes_two_ranks", (2, 2, 1))):
         losses, weights = train(tmp_path / name, mode, layout)
-        assert len(losses) == 20, name
+        assert len(losses) == len(ref_losses), name
         worst = max(abs(a - b) for a, b in zip(losses, ref_losses))
         assert worst <= TOL, f"{name}: per-step loss differs by {worst:.2e}"
         assert weights.keys() == ref_weights.keys()

@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# Issue 6's GPU acceptance in ONE device call on nvidia-h200-x2 (carry .deps):
+#   LF_DEVICE_TARGETS="lf-train lf-worker lf-comm-bench nccl_comm_test" LF_DEVICE_SKIP_TESTS=1 \
+#     scripts/device/build.sh && scripts/bench/ddp_bench.sh [comm] [startup] [equiv] [scale] [compile]
+# comm    : nccl_comm_test; all-reduce bus bandwidth through lf-train's comm layer (lf-comm-bench
+#           under lf-train launch) vs ../shared/bench/ceilings.py (raw NCCL through torch), 16 MiB/1 GiB
+# startup : launch -> first all-reduce, 2 workers: lf-train + lf-comm-bench vs torchrun + torchrun_startup.py
+# equiv   : bf16, 0.5B full, 20 steps, global batch 8 (1 GPU x mbs 4 x accum 2 vs 2 GPUs x 2 x 2, and
+#           2 nodes on one host: two agents with one GPU each, NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1):
+#           per-step loss relative differences (tolerance EQUIV_REL, provisional)
+# scale   : 1.5B full and 7B LoRA, seq 2048 packed, mbs 4: lf-train on 1 and 2 GPUs (and 2 GPUs over
+#           the network transport) vs torchrun hf_reference.py eager on 1 and 2 GPUs; scaling efficiency
+# compile : the peer with --compile on 1 and 2 GPUs (minutes per model: last)
+# TINY=1 runs the lf side on the CPU with the tiny model (2 workers over the TCP backend).
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+. scripts/bench/bench_common.sh
+LAUNCH=${LF_LAUNCH:-$BUILD/src/launcher/lf-train}
+COMM_BENCH=$BUILD/src/comm/lf-comm-bench
+SHARED_BENCH=$(dirname "$HF_REF")
+EQUIV_REL=${EQUIV_REL:-0.02}
+parts=("$@"); [[ ${#parts[@]} == 0 ]] && parts=(comm startup equiv scale compile)
+NET="NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1"
+
+# lf_ddp NPROC SIZE MODE [key=value ...]: one node, NPROC workers, through the real launcher.
+lf_ddp() {
+  local n=$1 size=$2 mode=$3; shift 3
+  env ${LF_ENV:-} NPROC_PER_NODE=$n MASTER_PORT=0 $LAUNCH $(lf_args $size $mode) \
+    output_dir=$WORK/out/ddp$n${LF_ENV:+-net}-$size-$mode "$@"
+}
+lf_ddp_net() { LF_ENV="$NET" lf_ddp "$@"; }
+
+# Two agents on this host, one GPU each, forced onto the network transport.
+two_node_equiv() {
+  local port=$((29600 + RANDOM % 300)) common="$(lf_args 0.5b full) $1"
+  for r in 0 1; do
+    env $NET NNODES=2 NODE_RANK=$r NPROC_PER_NODE=1 MASTER_PORT=$port CUDA_VISIBLE_DEVICES=$r \
+      $LAUNCH $common output_dir=$WORK/out/equiv-2node > "$OUTD/node$r.log" 2>&1 &
+  done
+  wait
+  cat "$OUTD/node0.log" "$OUTD/node1.log"
+}
+
+compare_losses() {  # REF_DIR DIR...: per-step relative loss difference vs REF
+  "$PY" - "$EQUIV_REL" "$@" <<'PYEOF'
+import json, sys
+tol, ref, others = float(sys.argv[1]), sys.argv[2], sys.argv[3:]
+load = lambda d: [json.loads(l)["loss"] for l in open(d + "/trainer_log.jsonl") if '"loss"' in l]
+a = load(ref)
+for d in others:
+    b = load(d)
+    rel = [abs(x - y) / abs(x) for x, y in zip(a, b)]
+    ok = len(a) == len(b) and max(rel) <= tol
+    print("EQUIV " + json.dumps({"run": d, "steps": len(b), "max_rel_diff": max(rel), "mean_rel_diff": sum(rel) / len(rel),
+                                 "tolerance": tol, "pass": ok}))
+PYEOF
+}
+
+[[ ${TINY:-0} != 1 ]] && nvidia-smi --query-gpu=name,clocks.sm,power.limit,memory.total --format=csv | tee -a "$LOG"
+for part in "${parts[@]}"; do
+  case $part in
+    comm)
+      [[ -x $BUILD/tests/comm/nccl_comm_test ]] && run "nccl_comm_test" $BUILD/tests/comm/nccl_comm_test
+      run "lf comm busbw" $LAUNCH launch --nproc-per-node 2 --master-port 0 -- $COMM_BENCH --sizes-mib 16,256,1024
+      run "lf comm busbw (network)" env $NET $LAUNCH launch --nproc-per-node 2 --master-port 0 -- $COMM_BENCH --sizes-mib 16,1024
+      run "torch ceilings" torchrun --nproc_per_node 2 "$SHARED_BENCH/ceilings.py" ;;
+    startup)
+      run "lf launch->first all-reduce" env T0=$(date +%s.%N) $LAUNCH launch --nproc-per-node 2 --master-port 0 -- \
+        $COMM_BENCH --sizes-mib 1 --iters 1
+      run "torchrun launch->first all-reduce" env T0=$(date +%s.%N) torchrun --nproc_per_node 2 \
+        "$SHARED_BENCH/torchrun_startup.py" ;;
+    equiv)
+      E="max_steps=20 save_strategy=no gradient_accumulation_steps=2 learning_rate=1e-4"
+      run "equiv 1 GPU" lf_ddp 1 0.5b full $E per_device_train_batch_size=4
+      run "equiv 2 GPUs" lf_ddp 2 0.5b full $E per_device_train_batch_size=2
+      run "equiv 2 nodes" two_node_equiv "$E per_device_train_batch_size=2"
+      run "equiv compare" compare_losses $WORK/out/ddp1-0.5b-full $WORK/out/ddp2-0.5b-full $WORK/out/equiv-2node ;;
+    scale)
+      for r in "1.5b full" "7b lora"; do
+        set -- $r
+        run "lf 1 GPU $1 $2" lf_ddp 1 $1 $2
+        run "lf 2 GPUs $1 $2 (per rank)" lf_ddp 2 $1 $2
+        run "lf 2 GPUs network $1 $2 (per rank)" lf_ddp_net 2 $1 $2
+        run "hf eager 1 GPU $1 $2" "$PY" "$HF_REF" --model $1 --mode $2 --seq 2048 --mbs 4
+        run "hf eager 2 GPUs $1 $2" torchrun --nproc_per_node 2 "$HF_REF" --model $1 --mode $2 --seq 2048 --mbs 4
+      done ;;
+    compile)
+      for r in "1.5b full" "7b lora"; do
+        set -- $r
+        run "hf compile 1 GPU $1 $2" "$PY" "$HF_REF" --model $1 --mode $2 --seq 2048 --mbs 4 --compile
+        run "hf compile 2 GPUs $1 $2" torchrun --nproc_per_node 2 "$HF_REF" --model $1 --mode $2 --seq 2048 --mbs 4 --compile
+      done ;;
+    *) echo "unknown part $part"; exit 2 ;;
+  esac
+done
+print_table
+echo "lf rows marked (per rank) report one rank's tokens/s: total = 2 x that; scaling = total / (2 x 1-GPU)."
