@@ -123,7 +123,7 @@ TEST(BadConfig, WrongTypeNamesKeyAndLine) {
 TEST(BadConfig, UnknownTemplateListsKnownOnes) {
   LF_REQUIRE_ASSETS();
   try {
-    ChatTemplate("qwen9", test::cached_tokenizer("qwen2"));
+    ChatTemplate("qwen9", test::data_tokenizer("qwen2"));
     FAIL();
   } catch (const ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("did you mean 'qwen'?"), std::string::npos) << e.what();

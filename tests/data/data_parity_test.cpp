@@ -51,7 +51,7 @@ TEST(DataParity, AllReferenceCasesFromLlamaFactoryMatch) {
     args.packing = ref["packing"];
     if (ref.contains("tool_format")) args.tool_format = ref["tool_format"].get<std::string>();
     if (ref.contains("default_system")) args.default_system = ref["default_system"].get<std::string>();
-    const Tokenizer& tok = test::cached_tokenizer(ref["tokenizer"]);
+    const Tokenizer& tok = test::data_tokenizer(ref["tokenizer"]);
     if (ref.contains("enable_thinking")) args.enable_thinking = ref["enable_thinking"].get<bool>();
     ChatTemplate tmpl(args.template_name, tok, template_options(args));
     auto examples = load_examples(args, {ref["dataset"].get<std::string>()});

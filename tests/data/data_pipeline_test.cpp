@@ -145,12 +145,12 @@ TEST(DataPipeline, YamlKeysAndOverrides) {
 
 TEST(DataPipeline, TemplatesResolveSpecialTokensLikeLlamaFactory) {
   LF_REQUIRE_ASSETS();
-  ChatTemplate llama3("llama3", test::cached_tokenizer("llama3"));
+  ChatTemplate llama3("llama3", test::data_tokenizer("llama3"));
   EXPECT_EQ(llama3.eos_id(), 128009);  // replace_eos -> <|eot_id|>
-  ChatTemplate empty("empty", test::cached_tokenizer("llama3"));
+  ChatTemplate empty("empty", test::data_tokenizer("llama3"));
   EXPECT_EQ(empty.eos_id(), 128001);
   EXPECT_EQ(empty.pad_id(), 128001);  // pad falls back to eos
-  ChatTemplate qwen("qwen", test::cached_tokenizer("qwen2"));
+  ChatTemplate qwen("qwen", test::data_tokenizer("qwen2"));
   EXPECT_EQ(qwen.pad_id(), 151643);
 }
 

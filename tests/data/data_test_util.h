@@ -1,35 +1,16 @@
 #pragma once
-#include <gtest/gtest.h>
-
-#include <filesystem>
-#include <fstream>
-#include <map>
-#include <mutex>
-#include <string>
+// Data-test helpers on top of the tokenizer tests' asset helpers.
 #include <unistd.h>
 
-#include "lf/tokenizer/tokenizer.h"
+#include <fstream>
+
+#include "../tokenizer/test_assets.h"
 
 namespace lf::test {
 
-inline std::filesystem::path assets_dir() { return LF_ASSETS_DIR "/tokenizers"; }
-inline std::filesystem::path fixtures_dir() { return LF_FIXTURES_DIR; }
-inline bool have_assets() { return std::filesystem::exists(assets_dir() / "qwen2" / "tokenizer.json"); }
-
-#define LF_REQUIRE_ASSETS()                                                              \
-  do {                                                                                   \
-    if (!::lf::test::have_assets())                                                      \
-      GTEST_SKIP() << "shared tokenizer assets not found at " << ::lf::test::assets_dir() \
-                   << " (expected ../shared/assets beside the repo)";                    \
-  } while (0)
-
-inline const Tokenizer& cached_tokenizer(const std::string& name) {
-  static std::mutex mu;
-  static std::map<std::string, Tokenizer> cache;
-  std::lock_guard lock(mu);
-  auto it = cache.find(name);
-  if (it == cache.end()) it = cache.emplace(name, Tokenizer::load(assets_dir() / name, TokenizerFlavor::kTransformers)).first;
-  return it->second;
+// The tokenizer as LLaMA-Factory's pipeline (transformers) sees it.
+inline const Tokenizer& data_tokenizer(const std::string& name) {
+  return cached_tokenizer(name, TokenizerFlavor::kTransformers);
 }
 
 inline std::filesystem::path temp_dir(const std::string& name) {

@@ -24,12 +24,15 @@ inline bool have_assets() { return std::filesystem::exists(assets_dir() / "qwen2
                    << " (expected ../shared/assets beside the repo)";                    \
   } while (0)
 
-inline const Tokenizer& cached_tokenizer(const std::string& name) {
+// One parsed tokenizer per (name, flavor) per test binary. The data tests use the
+// transformers flavor (what LLaMA-Factory's pipeline sees); the tokenizer tests the default.
+inline const Tokenizer& cached_tokenizer(const std::string& name, TokenizerFlavor flavor = TokenizerFlavor::kTokenizers) {
   static std::mutex mu;
-  static std::map<std::string, Tokenizer> cache;
+  static std::map<std::pair<std::string, TokenizerFlavor>, Tokenizer> cache;
   std::lock_guard lock(mu);
-  auto it = cache.find(name);
-  if (it == cache.end()) it = cache.emplace(name, Tokenizer::load(assets_dir() / name)).first;
+  auto key = std::make_pair(name, flavor);
+  auto it = cache.find(key);
+  if (it == cache.end()) it = cache.emplace(key, Tokenizer::load(assets_dir() / name, flavor)).first;
   return it->second;
 }
 
