@@ -4,6 +4,7 @@
 #include <fstream>
 #include <mutex>
 
+#include "lf/common/remove_tree.h"
 #include "lf/common/log.h"
 #include "lf/model/loader.h"
 #include "lf/model/lora.h"
@@ -94,7 +95,7 @@ void Trainer::State::save_checkpoint(int64_t global_step, double epoch, const js
   const fs::path out(c.output_dir);
   const fs::path final_dir = out / fmt::format("checkpoint-{}", global_step);
   const fs::path tmp = out / fmt::format(".checkpoint-{}.tmp", global_step);
-  fs::remove_all(tmp);
+  lf::remove_tree(tmp);
   save_model(tmp);
   std::vector<std::pair<std::string, at::Tensor>> state;
   if (!opt->exp_avg().empty())
@@ -122,7 +123,7 @@ void Trainer::State::save_checkpoint(int64_t global_step, double epoch, const js
   if (device.is_cuda()) capture("cuda", device);
   model::save_tensor_file(tmp / "rng_state.safetensors", rng);
   write_json_file(tmp / "lf_trainer_state.json", lf_state, 2);
-  fs::remove_all(final_dir);
+  lf::remove_tree(final_dir);
   fs::rename(tmp, final_dir);
   if (c.save_total_limit && *c.save_total_limit > 0) {
     std::vector<std::pair<int64_t, fs::path>> ckpts;
@@ -137,7 +138,7 @@ void Trainer::State::save_checkpoint(int64_t global_step, double epoch, const js
     }
     std::sort(ckpts.begin(), ckpts.end());
     while (static_cast<int64_t>(ckpts.size()) > *c.save_total_limit) {
-      fs::remove_all(ckpts.front().second);
+      lf::remove_tree(ckpts.front().second);
       ckpts.erase(ckpts.begin());
     }
   }

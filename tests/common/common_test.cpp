@@ -4,6 +4,11 @@
 #include "lf/common/env.h"
 #include "lf/common/error.h"
 #include "lf/common/hash.h"
+#include "lf/common/remove_tree.h"
+
+#include <filesystem>
+#include <fstream>
+#include <unistd.h>
 
 TEST(Check, CarriesTypeMessageAndLocation) {
   try {
@@ -28,4 +33,16 @@ TEST(Env, IntParsesAndRejectsGarbage) {
 TEST(Hash, Fnv1aKnownValue) {
   EXPECT_EQ(lf::fnv1a64(""), 0xcbf29ce484222325ull);
   EXPECT_EQ(lf::hex64(lf::fnv1a64("a")), "af63dc4c8601ec8c");
+}
+
+TEST(RemoveTree, DeletesNestedFoldersAndToleratesMissingPaths) {
+  auto root = std::filesystem::temp_directory_path() / ("lf-rm-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(root / "a" / "b");
+  std::ofstream(root / "a" / "b" / "f.txt") << "x";
+  std::ofstream(root / "g.txt") << "y";
+  std::filesystem::create_symlink("/etc", root / "link");  // removed, never followed
+  EXPECT_TRUE(lf::remove_tree(root));
+  EXPECT_FALSE(std::filesystem::exists(root));
+  EXPECT_TRUE(std::filesystem::exists("/etc/hostname"));
+  EXPECT_TRUE(lf::remove_tree(root));  // already gone
 }

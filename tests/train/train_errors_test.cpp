@@ -9,6 +9,7 @@
 #include <fstream>
 #include <functional>
 
+#include "lf/common/remove_tree.h"
 #include "lf/common/error.h"
 #include "lf/config/train_config.h"
 #include "lf/train/run_training.h"
@@ -22,7 +23,7 @@ class TrainErrors : public ::testing::Test {
   void SetUp() override {
     dir_ = fs::temp_directory_path() / ("lf_train_errors_" + std::to_string(::getpid()) + "_" +
                                         ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
+    lf::remove_tree(dir_);
     fs::create_directories(dir_ / "data");
     std::ofstream(dir_ / "data" / "dataset_info.json")
         << R"({"tiny": {"file_name": "tiny.json"}, "none": {"file_name": "none.json"}})";
@@ -30,7 +31,7 @@ class TrainErrors : public ::testing::Test {
         << R"([{"instruction": "Say hi.", "input": "", "output": "hi"}, {"instruction": "Add 1 and 2.", "input": "", "output": "3"}])";
     std::ofstream(dir_ / "data" / "none.json") << "[]";
   }
-  void TearDown() override { fs::remove_all(dir_); }
+  void TearDown() override { lf::remove_tree(dir_); }
 
   std::string yaml(const std::string& extra, const std::string& model = "") const {
     return "model_name_or_path: " + (model.empty() ? std::string(LF_SOURCE_DIR) + "/configs/models/tiny" : model) +

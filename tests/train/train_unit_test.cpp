@@ -1,6 +1,7 @@
 // Pieces of the trainer: example order, the chunked lm_head loss, fp16 loss scaling
 // inside the loop, NaN stop, and the files written to output_dir.
 #include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
 #include <gtest/gtest.h>
 #include <torch/csrc/autograd/autograd.h>
 
@@ -9,6 +10,7 @@
 #include <fstream>
 #include <set>
 
+#include "lf/common/remove_tree.h"
 #include "lf/model/loader.h"
 #include "lf/model/loss.h"
 #include "lf/train/batch.h"
@@ -124,7 +126,7 @@ TEST(Trainer, NanLossStopsWithTheStepNumber) {
   auto c = fixture_config("full");
   auto m = model::load_causal_lm(c.model_name_or_path, {});
   {
-    at::NoGradGuard g;
+    c10::NoGradGuard g;
     m->named_parameters()[3].tensor->fill_(std::nan(""));
   }
   Trainer t(setup_for(c, *m, data));
@@ -161,7 +163,7 @@ TEST(Trainer, OutputsAsHfAndLlamaFactory) {
   }
   const auto eval = TokenizedDataset::from_examples(ev);
   const fs::path out = fs::temp_directory_path() / ("lf_train_outputs_" + std::to_string(::getpid()));
-  fs::remove_all(out);
+  lf::remove_tree(out);
   auto c = fixture_config("full");
   c.output_dir = out.string();
   c.logging_steps = 2;
@@ -214,7 +216,7 @@ TEST(Trainer, OutputsAsHfAndLlamaFactory) {
   // The saved model is the trained one.
   auto reloaded = model::load_causal_lm(out.string(), {});
   EXPECT_TRUE(at::equal(*reloaded->named_parameters()[2].tensor, *m->named_parameters()[2].tensor));
-  fs::remove_all(out);
+  lf::remove_tree(out);
 }
 
 }  // namespace
@@ -303,7 +305,7 @@ namespace {
 TEST(Resume, ContinuesAsIfUninterrupted) {
   const auto data = fixture_dataset();
   const fs::path root = fs::temp_directory_path() / ("lf_train_resume_" + std::to_string(::getpid()));
-  fs::remove_all(root);
+  lf::remove_tree(root);
   for (const std::string kind : {"full", "lora"}) {
     SCOPED_TRACE(kind);
     auto run = [&](const fs::path& out, const fs::path& resume, uint64_t seed) {
@@ -345,7 +347,7 @@ TEST(Resume, ContinuesAsIfUninterrupted) {
     ASSERT_EQ(wa.size(), wb.size());
     for (size_t i = 0; i < wa.size(); ++i) EXPECT_LT((wa[i] - wb[i]).abs().max().item<double>(), 1e-7) << i;
   }
-  fs::remove_all(root);
+  lf::remove_tree(root);
 }
 
 }  // namespace
