@@ -1,13 +1,13 @@
 #include "model_test_util.h"
 
 #include <ATen/ATen.h>
-#include <ftw.h>
 #include <unistd.h>
 
 #include <array>
 #include <atomic>
 #include <cstdio>
 
+#include "lf/common/remove_tree.h"
 #include "lf/model/tensor_io.h"
 
 namespace lf::model::test {
@@ -26,18 +26,7 @@ double rel_err(const at::Tensor& a, const at::Tensor& ref) {
   return max_abs_diff(a, ref) / std::max(scale, 1e-30);
 }
 
-namespace {
-
-// Not std::filesystem::remove_all: the CUDA torch wheel's libtorch.so (2.11) exports
-// its own copy of that symbol, which binds first and crashes (null call) when a
-// program linked against it calls it. nftw does the same job without libstdc++.
-void remove_tree(const fs::path& p) {
-  ::nftw(
-      p.c_str(), [](const char* path, const struct stat*, int, struct FTW*) { return ::remove(path); }, 16,
-      FTW_DEPTH | FTW_PHYS);
-}
-
-}  // namespace
+using lf::remove_tree;  // not std::filesystem::remove_all: see lf/common/remove_tree.h
 
 TempDir::TempDir() {
   static std::atomic<int> counter{0};
