@@ -102,11 +102,7 @@ class CpuCommunicator : public Communicator {
   }
 
   WorkPtr all_gather(at::Tensor output, at::Tensor input) override {
-    check_input(output, "all_gather");
-    check_input(input, "all_gather");
-    LF_CHECK(output.numel() == input.numel() * opt_.world_size, BackendError,
-             "all_gather: output has {} elements, expected world {} x input {}", output.numel(), opt_.world_size,
-             input.numel());
+    check_sharded("all_gather", input, output);
     return enqueue([this, output, input] {
       auto flat = output.view({-1});
       int64_t n = input.numel();
@@ -116,11 +112,7 @@ class CpuCommunicator : public Communicator {
   }
 
   WorkPtr reduce_scatter(at::Tensor output, at::Tensor input) override {
-    check_input(output, "reduce_scatter");
-    check_input(input, "reduce_scatter");
-    LF_CHECK(input.numel() == output.numel() * opt_.world_size, BackendError,
-             "reduce_scatter: input has {} elements, expected world {} x output {}", input.numel(), opt_.world_size,
-             output.numel());
+    check_sharded("reduce_scatter", output, input);
     return enqueue([this, output, input] {
       auto flat = input.view({-1}).clone();
       ring_reduce_scatter(flat, false);
@@ -150,6 +142,15 @@ class CpuCommunicator : public Communicator {
     LF_CHECK(t.device().is_cpu() && t.is_contiguous(), BackendError,
              "{}: the CPU backend needs contiguous CPU tensors (got {} on {})", what,
              t.is_contiguous() ? "contiguous" : "non-contiguous", t.device().str());
+  }
+
+  // `whole` holds world x shard.numel() elements: all_gather's output, reduce_scatter's input.
+  void check_sharded(const char* what, const at::Tensor& shard, const at::Tensor& whole) const {
+    check_input(shard, what);
+    check_input(whole, what);
+    LF_CHECK(whole.numel() == shard.numel() * opt_.world_size, BackendError,
+             "{}: the full tensor has {} elements, expected world {} x shard {}", what, whole.numel(),
+             opt_.world_size, shard.numel());
   }
 
   WorkPtr enqueue(std::function<void()> fn) {
