@@ -1,7 +1,8 @@
 # Shared by scripts/bench/train_bench.sh (issue 5) and ddp_bench.sh (issue 6), sourced from the
 # repo root: output files, run(), the synthetic packed dataset, model folders of the published
 # Qwen2.5 shapes, lf_args SIZE MODE (an lf-train command line for one shape), print_table.
-# Env: OUT, BUILD_DIR, LF_TRAIN, HF_REF, PYTHON, WORK, STEPS, TINY=1 (CPU dry run, tiny model).
+# Env: OUT, BUILD_DIR, LF_TRAIN, HF_REF, PYTHON, WORK, STEPS, RUN_TIMEOUT (s per run, 420),
+# TINY=1 (CPU dry run, tiny model).
 [[ -f scripts/device/env.sh && ${TINY:-0} != 1 ]] && . scripts/device/env.sh
 OUTD=${OUT:-out/device}
 mkdir -p "$OUTD"
@@ -24,7 +25,17 @@ run() {
   local label=$1; shift
   echo "=== $label: $*" | tee -a "$LOG"
   local t0=$(date +%s)
-  "$@" > "$OUTD/cur.log" 2>&1; local rc=$?
+  # Each run in its own process group, killed (TERM, then KILL) after RUN_TIMEOUT s, so a
+  # hang costs one row, not the device call.
+  set -m
+  "$@" > "$OUTD/cur.log" 2>&1 &
+  local pid=$!
+  ( sleep "${RUN_TIMEOUT:-420}"; echo "run: timed out after ${RUN_TIMEOUT:-420} s" >> "$OUTD/cur.log"
+    kill -TERM -- -$pid; sleep 15; kill -KILL -- -$pid ) > /dev/null 2>&1 &
+  local watchdog=$!
+  set +m
+  wait $pid; local rc=$?
+  kill -- -$watchdog 2>/dev/null; wait $watchdog 2>/dev/null
   cat "$OUTD/cur.log" >> "$LOG"
   local line
   line=$(grep -oE "(perf: |RESULT |CURVE |EQUIV ).*" "$OUTD/cur.log" | tail -1 | sed -E 's/^(perf: |RESULT |CURVE |EQUIV )//')

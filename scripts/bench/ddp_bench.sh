@@ -47,12 +47,15 @@ import json, sys
 tol, ref, others = float(sys.argv[1]), sys.argv[2], sys.argv[3:]
 load = lambda d: [json.loads(l)["loss"] for l in open(d + "/trainer_log.jsonl") if '"loss"' in l]
 a = load(ref)
+runs = []
 for d in others:
     b = load(d)
-    rel = [abs(x - y) / abs(x) for x, y in zip(a, b)]
-    ok = len(a) == len(b) and max(rel) <= tol
-    print("EQUIV " + json.dumps({"run": d, "steps": len(b), "max_rel_diff": max(rel), "mean_rel_diff": sum(rel) / len(rel),
-                                 "tolerance": tol, "pass": ok}))
+    rel = [abs(x - y) / abs(x) for x, y in zip(a, b)] or [float("inf")]
+    runs.append({"run": d, "steps": len(b), "max_rel_diff": max(rel), "mean_rel_diff": sum(rel) / len(rel),
+                 "pass": len(a) == len(b) and max(rel) <= tol})
+print("EQUIV " + json.dumps({"reference": ref, "tolerance": tol, "pass": all(r["pass"] for r in runs),
+                             "max_rel_diff": max(r["max_rel_diff"] for r in runs),
+                             "mean_rel_diff": max(r["mean_rel_diff"] for r in runs), "runs": runs}))
 PYEOF
 }
 
