@@ -22,7 +22,7 @@ const std::set<std::string, std::less<>> kImplemented = {
     "adam_epsilon", "max_grad_norm", "bf16", "fp16", "seed", "gradient_checkpointing",
     "disable_gradient_checkpointing", "eval_strategy", "eval_steps", "logging_steps", "save_strategy", "save_steps",
     "save_total_limit", "plot_loss", "output_dir", "overwrite_output_dir", "resume_from_checkpoint", "do_train",
-    "ddp_bucket_cap_mb", "optim", "mix_strategy", "interleave_probs", "default_system", "tool_format",
+    "ddp_bucket_cap_mb", "ddp_reduce_dtype", "optim", "mix_strategy", "interleave_probs", "default_system", "tool_format",
     "enable_thinking", "preserve_thinking", "preprocessing_batch_size", "preprocessing_num_workers"};
 
 // Ignoring these would silently change what is trained or how: refuse non-default values.
@@ -91,6 +91,7 @@ std::vector<KeySpec> parse_table() {
     out.push_back(std::move(k));
   }
   out.push_back({"init_weights", "lf-train", "str", "'pretrained'"});
+  out.push_back({"ddp_reduce_dtype", "lf-train", "str", "'fp32'"});
   std::sort(out.begin(), out.end(), [](const KeySpec& a, const KeySpec& b) { return a.name < b.name; });
   return out;
 }

@@ -163,6 +163,7 @@ void apply(const Reader& r, TrainConfig& c) {
   r.read("overwrite_output_dir", c.overwrite_output_dir, "true or false");
   r.read("resume_from_checkpoint", c.resume_from_checkpoint, "a checkpoint path");
   r.read("ddp_bucket_cap_mb", c.ddp_bucket_cap_mb, "a number");
+  r.read("ddp_reduce_dtype", c.ddp_reduce_dtype, "fp32 or bf16");
 }
 
 void validate(const Reader& r, TrainConfig& c) {
@@ -178,6 +179,7 @@ void validate(const Reader& r, TrainConfig& c) {
   check_one_of(r, "eval_strategy", c.eval_strategy, {"no", "steps", "epoch"});
   check_one_of(r, "mix_strategy", c.mix_strategy, {"concat", "interleave_under", "interleave_over"});
   check_one_of(r, "save_strategy", c.save_strategy, {"no", "steps", "epoch"});
+  check_one_of(r, "ddp_reduce_dtype", c.ddp_reduce_dtype, {"fp32", "bf16"});
   LF_CHECK(!(c.bf16 && c.fp16), ConfigError, "{}: `bf16` and `fp16` are both true: choose one", r.where("fp16"));
   auto positive = [&](const char* key, double v) {
     LF_CHECK(v > 0, ConfigError, "{}: `{}` must be > 0, got {}", r.where(key), key, v);

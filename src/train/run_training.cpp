@@ -4,6 +4,8 @@
 #include <ATen/detail/CUDAHooksInterface.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
@@ -13,7 +15,9 @@
 #include "lf/comm/ddp_reducer.h"
 #include "lf/comm/process_group.h"
 #include "lf/common/error.h"
+#include "lf/common/hash.h"
 #include "lf/common/log.h"
+#include "lf/common/remove_tree.h"
 #include "lf/data/sft_dataset.h"
 #include "lf/model/loader.h"
 #include "lf/model/lora.h"
@@ -97,6 +101,19 @@ fs::path last_checkpoint(const fs::path& out, const std::string& run_id = "") {
   return best;
 }
 
+// Data parallel without tokenized_path: the workers of a node share a folder of this job
+// under the temp dir; the first to take its lock tokenizes and the others wait on the lock
+// and load that result. So tokenization runs once per node, and before any communicator
+// exists: no collective timeout runs while a large dataset is prepared. Keyed by the job's
+// rendezvous endpoint and id, so two jobs on one host never share it. Empty: not needed.
+fs::path job_tokenized_dir(const config::TrainConfig& c, const comm::WorldInfo& world) {
+  if (!c.tokenized_path.empty() || world.local_world_size < 2) return {};
+  std::string job;
+  for (const char* var : {"LF_RDZV_ADDR", "LF_RDZV_PORT", "TORCHELASTIC_RUN_ID"})
+    job += std::string(std::getenv(var) ? std::getenv(var) : "") + "|";
+  return fs::temp_directory_path() / fmt::format("lf-train-{}-tokenized-{}", ::getuid(), hex64(fnv1a64(job)));
+}
+
 int32_t max_token_id(const TokenizedDataset& d) {
   int32_t m = -1;
   for (size_t i = 0; i < d.size(); ++i)
@@ -145,7 +162,9 @@ void train_from_config(const config::LoadedConfig& loaded) {
   // init take their own seed, identical on every rank.
   at::manual_seed(static_cast<uint64_t>(c.seed) + static_cast<uint64_t>(world.rank));
 
-  const auto args = data_args_from(c);
+  auto args = data_args_from(c);
+  const fs::path job_cache = job_tokenized_dir(c, world);
+  if (!job_cache.empty()) args.tokenized_path = job_cache.string();
   const auto tokenizer = load_tokenizer_for(args);
   auto data = load_sft_data(args, tokenizer);
   LF_CHECK(data.train.size() > 0, ConfigError, "the training dataset {} is empty after preprocessing",
@@ -215,6 +234,7 @@ void train_from_config(const config::LoadedConfig& loaded) {
     comm::DdpOptions dopt;
     dopt.bucket_cap_mb = c.ddp_bucket_cap_mb;
     dopt.first_bucket_mb = std::min(1.0, c.ddp_bucket_cap_mb);
+    dopt.reduce_dtype = c.ddp_reduce_dtype == "bf16" ? at::kBFloat16 : at::kFloat;
     ddp = std::make_unique<comm::DdpReducer>(*communicator, std::move(trainable), dopt);
     ddp->broadcast_parameters(0);
     auto* reducer = ddp.get();
@@ -232,6 +252,8 @@ void train_from_config(const config::LoadedConfig& loaded) {
   }
   Trainer trainer(std::move(s));
   trainer.train();
+  // Every worker of this node loaded the data before the first collective: nothing reads it now.
+  if (!job_cache.empty() && world.local_rank == 0) remove_tree(job_cache);
 }
 
 int run_training(const config::LoadedConfig& loaded) {

@@ -27,7 +27,8 @@ TEST(Config, EveryLlamaFactoryKeyIsKnown) {
   // The generated table holds LLaMA-Factory 0.9.5's ~350 keys, HF TrainingArguments included.
   EXPECT_GT(known_keys().size(), 300u);
   for (const char* k : {"report_to", "deepspeed", "quantization_bit", "lora_target", "template", "cutoff_len",
-                        "ddp_timeout", "overwrite_cache", "preprocessing_num_workers", "init_weights"})
+                        "ddp_timeout", "overwrite_cache", "preprocessing_num_workers", "init_weights",
+                        "ddp_reduce_dtype"})
     EXPECT_NE(find_key(k), nullptr) << k;
 }
 
@@ -137,6 +138,8 @@ TEST(Config, ValidatesBeforeAnythingHeavy) {
   EXPECT_NE(error_of(kMinimal + "bf16: true\nfp16: true\n").find("choose one"), std::string::npos);
   EXPECT_NE(error_of(kMinimal + "cutoff_len: 0\n").find("`cutoff_len` must be > 0"), std::string::npos);
   EXPECT_NE(error_of(kMinimal + "do_train: false\n").find("lf-train only trains"), std::string::npos);
+  EXPECT_NE(error_of(kMinimal + "ddp_reduce_dtype: fp16\n").find("ddp_reduce_dtype"), std::string::npos);
+  EXPECT_EQ(parse_train_config(kMinimal + "ddp_reduce_dtype: bf16\n", {}, "c").config.ddp_reduce_dtype, "bf16");
   EXPECT_NE(error_of(kMinimal + "disable_gradient_checkpointing: true\n"), "x");
   EXPECT_FALSE(parse_train_config(kMinimal + "disable_gradient_checkpointing: true\n", {}, "c").config.gradient_checkpointing);
 }

@@ -2,8 +2,10 @@
 1 rank x micro-batch 4, 2 ranks x 2, and 2 nodes x 2 ranks x 1 (two agents on loopback), each
 with gradient accumulation 2 over the shipped data (sequences of different lengths on every
 rank), 20 steps, through the real lf-train -> agent -> lf-worker -> trainer -> DDP path.
-Per-step losses and final weights must agree within 1e-5, for full fine-tuning and LoRA."""
-import json, os, socket, subprocess
+Per-step losses and final weights must agree within 1e-5, for full fine-tuning and LoRA.
+Also: with no tokenized_path, one worker per host tokenizes and the others load its result; and
+`ddp_reduce_dtype: bf16` sends bf16 gradients (close to, but not bit-equal with, fp32)."""
+import json, os, re, socket, subprocess
 
 import numpy as np
 import pytest
@@ -20,13 +22,13 @@ def free_port():
         return s.getsockname()[1]
 
 
-def train(out, mode, layout):
+def train(out, mode, layout, *extra):
     """layout: (nodes, workers per node, micro-batch). Evaluates every 10 steps and at the end."""
     nodes, nproc, mbs = layout
     args = [LF_TRAIN, "configs/tiny_cpu.yaml", f"output_dir={out}", f"finetuning_type={mode}", "max_steps=20",
             "logging_steps=1", "eval_strategy=steps", "eval_steps=10", "plot_loss=false", "val_size=0.05",
             "save_steps=1000",
-            "gradient_accumulation_steps=2", f"per_device_train_batch_size={mbs}", "lora_rank=4"]
+            "gradient_accumulation_steps=2", f"per_device_train_batch_size={mbs}", "lora_rank=4", *extra]
     env = dict(os.environ, NNODES=str(nodes), NPROC_PER_NODE=str(nproc), MASTER_PORT=str(free_port()),
                OMP_NUM_THREADS="1")
     procs = [subprocess.Popen(args, cwd=ROOT, env=dict(env, NODE_RANK=str(r)), stdout=subprocess.PIPE,
@@ -36,6 +38,12 @@ def train(out, mode, layout):
         assert p.returncode == 0, o[-3000:]
     if nproc * nodes > 1:
         assert "data parallel: rank 0 of" in outs[0]
+    if nproc > 1:  # one host here: one worker tokenized, every other one loaded its result
+        text = "".join(outs)
+        saved = re.findall(r"tokenized dataset saved to (\S+)", text)
+        assert len(saved) == 1, text[-3000:]
+        assert text.count("loaded tokenized dataset from") == nodes * nproc - 1, text[-3000:]
+        assert not os.path.exists(saved[0]), "the job's tokenized folder outlived the job"
     log = [json.loads(l) for l in open(os.path.join(out, "trainer_log.jsonl"))]
     losses = [e["loss"] for e in log if "loss" in e]
     evals = [e["eval_loss"] for e in log if "eval_loss" in e]
@@ -59,3 +67,13 @@ def test_data_parallel_equals_one_process(tmp_path, mode):
         for k in ref_weights:
             diff = float(np.max(np.abs(weights[k].astype(np.float64) - ref_weights[k].astype(np.float64))))
             assert diff <= TOL, f"{name}: {k} differs by {diff:.2e}"
+
+
+def test_bf16_gradient_wire(tmp_path):
+    ref_losses, ref_weights = train(tmp_path / "fp32", "full", (1, 2, 2))
+    losses, weights = train(tmp_path / "bf16", "full", (1, 2, 2), "ddp_reduce_dtype=bf16")
+    worst_loss = max(abs(a - b) / abs(a) for a, b in zip(losses, ref_losses))
+    assert worst_loss <= 0.02, f"bf16 gradients moved the loss by {worst_loss:.3g} (relative)"
+    diffs = [float(np.max(np.abs(weights[k] - ref_weights[k]))) for k in ref_weights]
+    assert max(diffs) > 0, "ddp_reduce_dtype=bf16 changed nothing: the option is not wired"
+    assert max(diffs) < 1e-2

@@ -78,6 +78,9 @@ struct TrainConfig {
   std::string resume_from_checkpoint;
   // ---- lf-train's own keys (documented in README)
   double ddp_bucket_cap_mb = 25;  // HF's key; unset (None) means 25 as in torch DDP
+  // lf-train: the dtype gradients travel in over the all-reduce (fp32 | bf16; bf16 halves the
+  // bytes on the wire, the sum is then rounded to bf16 before the fp32 optimizer sees it).
+  std::string ddp_reduce_dtype = "fp32";
 };
 
 struct LoadedConfig {
