@@ -9,8 +9,11 @@
 #           2 nodes on one host: two agents with one GPU each, NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1):
 #           per-step loss relative differences (tolerance EQUIV_REL, provisional)
 # scale   : 1.5B full and 7B LoRA, seq 2048 packed, mbs 4: lf-train on 1 and 2 GPUs (and 2 GPUs over
-#           the network transport) vs torchrun hf_reference.py eager on 1 and 2 GPUs; scaling efficiency
+#           the network transport, also with bf16 gradients on the wire) vs torchrun hf_reference.py
+#           eager on 1 and 2 GPUs; scaling efficiency
 # compile : the peer with --compile on 1 and 2 GPUs (minutes per model: last)
+# SHAPES="1.5b full,7b lora" (the default) picks the shapes of scale and compile, so the GPU
+# batch can be split over several device calls.
 # TINY=1 runs the lf side on the CPU with the tiny model (2 workers over the TCP backend).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -21,6 +24,7 @@ SHARED_BENCH=$(dirname "$HF_REF")
 EQUIV_REL=${EQUIV_REL:-0.02}
 parts=("$@"); [[ ${#parts[@]} == 0 ]] && parts=(comm startup equiv scale compile)
 NET="NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1"
+IFS=, read -ra SHAPE_LIST <<< "${SHAPES:-1.5b full,7b lora}"
 
 # lf_ddp NPROC SIZE MODE [key=value ...]: one node, NPROC workers, through the real launcher.
 lf_ddp() {
@@ -79,16 +83,18 @@ for part in "${parts[@]}"; do
       run "equiv 2 nodes" two_node_equiv "$E per_device_train_batch_size=2"
       run "equiv compare" compare_losses $WORK/out/ddp1-0.5b-full $WORK/out/ddp2-0.5b-full $WORK/out/equiv-2node ;;
     scale)
-      for r in "1.5b full" "7b lora"; do
+      for r in "${SHAPE_LIST[@]}"; do
         set -- $r
         run "lf 1 GPU $1 $2" lf_ddp 1 $1 $2
         run "lf 2 GPUs $1 $2 (per rank)" lf_ddp 2 $1 $2
         run "lf 2 GPUs network $1 $2 (per rank)" lf_ddp_net 2 $1 $2
+        run "lf 2 GPUs network bf16 wire $1 $2 (per rank)" lf_ddp_net 2 $1 $2 ddp_reduce_dtype=bf16 \
+          output_dir=$WORK/out/ddp2-net-bf16-$1-$2
         run "hf eager 1 GPU $1 $2" "$PY" "$HF_REF" --model $1 --mode $2 --seq 2048 --mbs 4
         run "hf eager 2 GPUs $1 $2" torchrun --nproc_per_node 2 "$HF_REF" --model $1 --mode $2 --seq 2048 --mbs 4
       done ;;
     compile)
-      for r in "1.5b full" "7b lora"; do
+      for r in "${SHAPE_LIST[@]}"; do
         set -- $r
         run "hf compile 1 GPU $1 $2" "$PY" "$HF_REF" --model $1 --mode $2 --seq 2048 --mbs 4 --compile
         run "hf compile 2 GPUs $1 $2" torchrun --nproc_per_node 2 "$HF_REF" --model $1 --mode $2 --seq 2048 --mbs 4 --compile

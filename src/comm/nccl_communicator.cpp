@@ -143,10 +143,8 @@ class NcclCommunicator : public Communicator {
     }
     cv_.notify_all();
     watchdog_.join();
-    if (comm_) {
-      if (failed_->load()) ncclCommAbort(comm_);
-      else ncclCommDestroy(comm_);
-    }
+    // An aborted communicator is already released (fail()).
+    if (comm_ && !aborted_) ncclCommDestroy(comm_);
   }
 
   int rank() const override { return opt_.rank; }
@@ -204,7 +202,13 @@ class NcclCommunicator : public Communicator {
     Event ready;
     ready.record(c10::cuda::getCurrentCUDAStream(device_).stream());
     ready.block(stream_.stream());
-    LF_NCCL_CHECK(call(stream_.stream()), opt_.rank);
+    // The call itself can block on the host (NCCL connects lazily, at a peer's first
+    // collective): the watchdog times that out too, by aborting the communicator.
+    host_call_since_.store(Clock::now().time_since_epoch().count());
+    const ncclResult_t rc = call(stream_.stream());
+    host_call_since_.store(0);
+    LF_CHECK(!failed_->load(), BackendError, "rank {}: NCCL communicator failed: {}", opt_.rank, *failure_);
+    LF_NCCL_CHECK(rc, opt_.rank);
     // The caching allocator must not hand these blocks out again before the collective is done.
     for (const auto& t : tensors) c10::cuda::CUDACachingAllocator::recordStream(t.storage().data_ptr(), stream_);
     auto work = std::make_shared<NcclWork>(stream_, failed_, failure_);
@@ -217,13 +221,14 @@ class NcclCommunicator : public Communicator {
     return work;
   }
 
+  // Once: records why, then aborts (unblocks a host-blocked call, stops the kernels).
   void fail(const std::string& why) {
-    bool expected = false;
-    if (failed_->compare_exchange_strong(expected, true)) {
-      *failure_ = why;
-      ncclCommAbort(comm_);
-      comm_ = nullptr;
-    }
+    std::lock_guard lock(fail_mu_);
+    if (aborted_) return;
+    *failure_ = why;
+    failed_->store(true);
+    ncclCommAbort(comm_);
+    aborted_ = true;
   }
 
   // Polls the oldest pending collective and NCCL's async error: a peer that died
@@ -234,14 +239,25 @@ class NcclCommunicator : public Communicator {
     while (!stopping_) {
       cv_.wait_for(lock, std::chrono::milliseconds(100));
       while (!pending_.empty() && pending_.front()->is_done()) pending_.pop_front();
-      if (failed_->load() || !comm_) continue;
       ncclResult_t async = ncclSuccess;
-      ncclCommGetAsyncError(comm_, &async);
+      {
+        std::lock_guard guard(fail_mu_);  // not while fail() releases the communicator
+        if (aborted_) continue;
+        ncclCommGetAsyncError(comm_, &async);
+      }
+      const auto host_since = host_call_since_.load();
+      const bool host_stuck =
+          host_since != 0 && Clock::now() - Clock::time_point(Clock::duration(host_since)) > timeout;
+      const bool device_stuck = !pending_.empty() && Clock::now() - pending_.front()->started() > timeout;
       if (async != ncclSuccess && async != ncclInProgress) {
+        lock.unlock();
         fail(fmt::format("rank {}: NCCL async error: {}", opt_.rank, ncclGetErrorString(async)));
-      } else if (!pending_.empty() && Clock::now() - pending_.front()->started() > timeout) {
-        fail(fmt::format("rank {}: a collective did not finish within {} s (a peer died or hangs)", opt_.rank,
-                         opt_.timeout_s));
+        lock.lock();
+      } else if (host_stuck || device_stuck) {
+        lock.unlock();
+        fail(fmt::format("rank {}: a collective did not {} within {} s (a peer died or hangs)", opt_.rank,
+                         host_stuck ? "start" : "finish", opt_.timeout_s));
+        lock.lock();
       }
     }
   }
@@ -256,6 +272,9 @@ class NcclCommunicator : public Communicator {
   std::condition_variable cv_;
   std::deque<std::shared_ptr<NcclWork>> pending_;
   bool stopping_ = false;
+  std::atomic<Clock::rep> host_call_since_{0};  // steady-clock ticks while inside an NCCL call; 0 outside
+  std::mutex fail_mu_;
+  bool aborted_ = false;
   std::thread watchdog_;
 };
 

@@ -5,6 +5,8 @@
 #include <c10/cuda/CUDAStream.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
 #include <thread>
 
 #include "lf/comm/communicator.h"
@@ -54,17 +56,56 @@ TEST(NcclComm, CollectivesMatchTheCpuReference) {
   });
 }
 
+namespace {
+
+// A collective a peer never joins (the peer is alive but elsewhere): abort() from the
+// caller, or the watchdog after timeout_s, fails it with BackendError instead of hanging;
+// the kernels stop, so the device synchronizes afterwards.
+void stuck_collective(bool caller_aborts) {
+  std::atomic<bool> done{false};
+  auto t0 = std::chrono::steady_clock::now();
+  run_gpu_ranks(2, [&](int rank, Communicator& c) {
+    if (rank == 1) {  // never joins; leaves only after rank 0 has failed, then aborts too
+      while (!done) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      c.abort();
+      return;
+    }
+    auto t = at::ones({1024}, at::TensorOptions(at::kFloat).device(at::kCUDA, 0));
+    bool failed = false;
+    try {
+      auto w = c.all_reduce(t, ReduceOp::kSum);
+      if (caller_aborts) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        c.abort();
+      }
+      // Until the watchdog (timeout 30 s in run_ranks) or the abort fails the communicator.
+      for (int i = 0; i < 600 && !failed; ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        try {
+          c.all_reduce(t, ReduceOp::kSum);
+        } catch (const lf::BackendError&) {
+          failed = true;
+        }
+      }
+    } catch (const lf::BackendError&) {
+      failed = true;  // the first call itself blocked on the host and was aborted
+    }
+    done = true;
+    EXPECT_TRUE(failed);
+  });
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(caller_aborts ? 20 : 50));
+}
+
+}  // namespace
+
 TEST(NcclComm, AbortFailsInsteadOfHanging) {
   int gpus = c10::cuda::device_count();
   if (gpus < 2) GTEST_SKIP() << "needs 2 GPUs, found " << gpus;
-  auto t0 = std::chrono::steady_clock::now();
-  run_gpu_ranks(2, [&](int rank, Communicator& c) {
-    if (rank == 1) return;  // never joins the collective
-    auto t = at::ones({1024}, at::TensorOptions(at::kFloat).device(at::kCUDA, 0));
-    auto w = c.all_reduce(t, ReduceOp::kSum);
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
-    c.abort();
-    EXPECT_THROW(c.all_reduce(t, ReduceOp::kSum), lf::BackendError);
-  });
-  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(30));
+  stuck_collective(/*caller_aborts=*/true);
+}
+
+TEST(NcclComm, WatchdogFailsACollectiveThatNeverFinishes) {
+  int gpus = c10::cuda::device_count();
+  if (gpus < 2) GTEST_SKIP() << "needs 2 GPUs, found " << gpus;
+  stuck_collective(/*caller_aborts=*/false);
 }
