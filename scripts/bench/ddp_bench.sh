@@ -11,6 +11,7 @@
 # scale   : 1.5B full and 7B LoRA, seq 2048 packed, mbs 4: lf-train on 1 and 2 GPUs (and 2 GPUs over
 #           the network transport, also with bf16 gradients on the wire) vs torchrun hf_reference.py
 #           eager on 1 and 2 GPUs; scaling efficiency
+# lf      : only lf-train's rows of scale (1 GPU, 2 GPUs, 2 GPUs with bf16 on the wire)
 # compile : the peer with --compile on 1 and 2 GPUs (minutes per model: last)
 # SHAPES="1.5b full,7b lora" (the default) picks the shapes of scale and compile, so the GPU
 # batch can be split over several device calls.
@@ -92,6 +93,13 @@ for part in "${parts[@]}"; do
           output_dir=$WORK/out/ddp2-net-bf16-$1-$2
         run "hf eager 1 GPU $1 $2" "$PY" "$HF_REF" --model $1 --mode $2 --seq 2048 --mbs 4
         run "hf eager 2 GPUs $1 $2" torchrun --nproc_per_node 2 "$HF_REF" --model $1 --mode $2 --seq 2048 --mbs 4
+      done ;;
+    lf)  # lf-train's side of scale alone (1 vs 2 GPUs, fp32 and bf16 wire): re-measure after a change
+      for r in "${SHAPE_LIST[@]}"; do
+        set -- $r
+        run "lf 1 GPU $1 $2" lf_ddp 1 $1 $2
+        run "lf 2 GPUs $1 $2 (per rank)" lf_ddp 2 $1 $2
+        run "lf 2 GPUs bf16 wire $1 $2 (per rank)" lf_ddp 2 $1 $2 ddp_reduce_dtype=bf16
       done ;;
     compile)
       for r in "${SHAPE_LIST[@]}"; do

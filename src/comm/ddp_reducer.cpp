@@ -31,6 +31,7 @@ struct DdpReducer::State {
   std::vector<Slot> slots;
   std::vector<Bucket> buckets;
   bool syncing = false;
+  bool grads_in_buckets = false;  // .grad tensors are views of the buckets (after finish_backward)
   int64_t next_to_launch = 0;
   int64_t collectives = 0;
   mutable std::mutex mu;  // hooks (autograd thread) vs the training thread
@@ -83,7 +84,7 @@ struct DdpReducer::State {
     c10::NoGradGuard no_grad;
     const at::Tensor& accumulated = params[p].grad();
     auto view = slot_view(p);
-    if (accumulated.defined()) view.copy_(accumulated + grad);
+    if (accumulated.defined()) at::add_out(view, accumulated, grad);  // one pass, no temporary
     else view.copy_(grad);
     mark_arrived(p);
   }
@@ -136,6 +137,18 @@ void DdpReducer::broadcast_parameters(int root) {
 void DdpReducer::prepare_backward(bool sync) {
   std::lock_guard lock(state_->mu);
   auto& s = *state_;
+  // finish_backward left .grad as views of the buckets; the optimizer's zero_grad released
+  // them. One still there would be overwritten by the hooks (and accumulated into twice):
+  // give it storage of its own.
+  if (s.grads_in_buckets) {
+    c10::NoGradGuard no_grad;
+    for (size_t p = 0; p < s.params.size(); ++p) {
+      const at::Tensor& g = s.params[p].grad();
+      if (g.defined() && g.data_ptr() == s.slot_view(static_cast<int64_t>(p)).data_ptr())
+        s.params[p].mutable_grad() = g.clone();
+    }
+    s.grads_in_buckets = false;
+  }
   s.syncing = sync;
   if (!sync) return;
   s.next_to_launch = 0;
@@ -171,10 +184,14 @@ void DdpReducer::finish_backward() {
     for (int64_t p : s.buckets[b].params) {
       auto& param = s.params[p];
       auto reduced = s.slot_view(p);
-      if (param.grad().defined()) param.mutable_grad().copy_(reduced);
-      else param.mutable_grad() = reduced.to(param.dtype()).clone();
+      // Same dtype: the gradient becomes the bucket's slice itself (no copy after the last
+      // all-reduce, on the step's critical path); else converted into the parameter's dtype.
+      if (reduced.scalar_type() == param.scalar_type()) param.mutable_grad() = reduced;
+      else if (param.grad().defined()) param.mutable_grad().copy_(reduced);
+      else param.mutable_grad() = reduced.to(param.dtype());
     }
   }
+  s.grads_in_buckets = true;
   std::lock_guard lock(s.mu);
   s.log("done", -1);
 }

@@ -114,3 +114,30 @@ TEST(Ddp, Bf16OnTheWireStaysClose) {
     EXPECT_TRUE(at::allclose(toy.params[0].grad(), 2 * local, 2e-2, 1e-3));
   });
 }
+
+// finish_backward leaves .grad as views of the buckets (no copy back): the next step must
+// still be right after zero_grad (set to none), and also without it (accumulation).
+TEST(Ddp, NextStepIsRightWithAndWithoutZeroGrad) {
+  run_ranks(2, [&](int rank, Communicator& comm) {
+    Toy toy(5);
+    DdpOptions opt;
+    opt.reduce_dtype = at::kDouble;
+    opt.first_bucket_mb = opt.bucket_cap_mb = 2.0 * kWidth * kWidth * 8 / (1 << 20);
+    DdpReducer ddp(comm, toy.params, opt);
+    auto step = [&] {  // the same data on both ranks: the reduced gradient is 2 x the local one
+      ddp.prepare_backward(true);
+      toy.loss_sum(batch(0, 0, 4)).backward();
+      ddp.finish_backward();
+    };
+    step();
+    std::vector<at::Tensor> first;
+    for (auto& p : toy.params) first.push_back(p.grad().clone());
+    step();  // no zero_grad: .grad (2g) + g on each rank, summed: 6g
+    for (size_t i = 0; i < first.size(); ++i)
+      EXPECT_TRUE(at::allclose(toy.params[i].grad(), 3 * first[i], 1e-10, 1e-12)) << "rank " << rank << " param " << i;
+    for (auto& p : toy.params) p.mutable_grad() = at::Tensor();  // AdamW::zero_grad
+    step();
+    for (size_t i = 0; i < first.size(); ++i)
+      EXPECT_TRUE(at::allclose(toy.params[i].grad(), first[i], 1e-10, 1e-12)) << "rank " << rank << " param " << i;
+  });
+}

@@ -72,12 +72,15 @@ void stuck_collective(bool caller_aborts) {
     }
     auto t = at::ones({1024}, at::TensorOptions(at::kFloat).device(at::kCUDA, 0));
     bool failed = false;
+    // As the trainer does when the agent reports a dead peer: abort() from another thread,
+    // since the first collective blocks this one on the host (NCCL connects lazily).
+    std::thread aborter([&] {
+      if (!caller_aborts) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      c.abort();
+    });
     try {
       auto w = c.all_reduce(t, ReduceOp::kSum);
-      if (caller_aborts) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(200));
-        c.abort();
-      }
       // Until the watchdog (timeout 30 s in run_ranks) or the abort fails the communicator.
       for (int i = 0; i < 600 && !failed; ++i) {
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
@@ -90,6 +93,7 @@ void stuck_collective(bool caller_aborts) {
     } catch (const lf::BackendError&) {
       failed = true;  // the first call itself blocked on the host and was aborted
     }
+    aborter.join();
     done = true;
     EXPECT_TRUE(failed);
   });

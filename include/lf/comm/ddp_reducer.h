@@ -49,7 +49,9 @@ class DdpReducer {
   // Before each micro-step's backward: sync = true on the optimizer step's last micro-step.
   void prepare_backward(bool sync);
   // After the last micro-step's backward: launches what is left, waits, and leaves every
-  // parameter's .grad = the sum over ranks. Throws the communicator's errors.
+  // parameter's .grad = the sum over ranks: when the reduce dtype is the parameter's, a view
+  // of its bucket (no copy), valid until the next prepare_backward (zero_grad releases it).
+  // Throws the communicator's errors.
   void finish_backward();
 
   int64_t num_buckets() const;
