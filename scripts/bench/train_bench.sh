@@ -12,14 +12,15 @@
 # Writes $OUT/train_bench.log, $OUT/train_results.jsonl and prints a table last.
 # Env: LF_TRAIN (trainer command; default the device build's lf-train-local, else
 # `lf-worker train`; the agent path is `lf-train CONFIG key=value...`), HF_REF,
-# STEPS (15), TINY=1 (CPU dry run of the lf side on the tiny model, 2 steps).
+# STEPS (15), SHAPES ("0.5b lora,0.5b full,1.5b full"), RUN_TIMEOUT (s per run),
+# TINY=1 (CPU dry run of the lf side on the tiny model, 2 steps).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 . scripts/bench/bench_common.sh
 parts=("$@"); [[ ${#parts[@]} == 0 ]] && parts=(speed peer compile curve)
 
 [[ ${TINY:-0} != 1 ]] && nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.limit,memory.total --format=csv | tee -a "$LOG"
-RUNS=("0.5b lora" "0.5b full" "1.5b full")
+IFS=, read -ra RUNS <<< "${SHAPES:-0.5b lora,0.5b full,1.5b full}"  # the shapes of speed/peer/compile
 for part in "${parts[@]}"; do
   case $part in
     speed)
