@@ -18,6 +18,13 @@ WORK=${WORK:-/tmp/lf_train_bench}
 STEPS=${STEPS:-15}
 MAX_REL=${MAX_REL:-0.02} MEAN_REL=${MEAN_REL:-0.005}  # bf16 curve tolerance (relative, per step / mean)
 mkdir -p "$WORK/data" "$WORK/models"
+# The data-parallel benches (ddp_bench.sh, scale_sweep.sh): the launcher, the comm benchmark,
+# the peers' folder, the network-transport switch and the shapes (SHAPES="1.5b full,7b lora").
+LAUNCH=${LF_LAUNCH:-$BUILD/src/launcher/lf-train}
+COMM_BENCH=$BUILD/src/comm/lf-comm-bench
+SHARED_BENCH=$(dirname "$HF_REF")
+NET="NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1"
+IFS=, read -ra SHAPE_LIST <<< "${SHAPES:-1.5b full,7b lora}"
 
 # run LABEL CMD...: full output to the log; the last `perf:` (lf trainer), `RESULT` (peers,
 # lf-comm-bench; after a `[rank N] ` prefix under lf-train launch), CURVE or EQUIV line to $RES.

@@ -19,13 +19,8 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 . scripts/bench/bench_common.sh
-LAUNCH=${LF_LAUNCH:-$BUILD/src/launcher/lf-train}
-COMM_BENCH=$BUILD/src/comm/lf-comm-bench
-SHARED_BENCH=$(dirname "$HF_REF")
 EQUIV_REL=${EQUIV_REL:-0.02}
 parts=("$@"); [[ ${#parts[@]} == 0 ]] && parts=(comm startup equiv scale compile)
-NET="NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1"
-IFS=, read -ra SHAPE_LIST <<< "${SHAPES:-1.5b full,7b lora}"
 
 # lf_ddp NPROC SIZE MODE [key=value ...]: one node, NPROC workers, through the real launcher.
 lf_ddp() {

@@ -13,11 +13,6 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 . scripts/bench/bench_common.sh
-LAUNCH=${LF_LAUNCH:-$BUILD/src/launcher/lf-train}
-COMM_BENCH=$BUILD/src/comm/lf-comm-bench
-SHARED_BENCH=$(dirname "$HF_REF")
-NET="NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1"
-IFS=, read -ra SHAPE_LIST <<< "${SHAPES:-1.5b full,7b lora}"
 if [[ ${TINY:-0} == 1 ]]; then
   visible=4; default_counts="1 2 4"; export OMP_NUM_THREADS=1
 else
