@@ -21,6 +21,7 @@
 #include <thread>
 
 #include "lf/comm/communicator.h"
+#include "lf/comm/rank_agreement.h"
 #include "lf/common/error.h"
 #include "lf/rendezvous/store_client.h"
 
@@ -115,13 +116,19 @@ class NcclCommunicator : public Communicator {
       : opt_(o), device_(c10::cuda::current_device()), stream_(c10::cuda::getStreamFromPool(true, device_)),
         failed_(std::make_shared<std::atomic<bool>>(false)), failure_(std::make_shared<std::string>()) {
     auto store = connect_store(o);
+    const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(o.timeout_s * 1000));
+    // Ranks with different NCCL libraries fail inside init in obscure ways: say it first.
+    int version = 0;
+    LF_NCCL_CHECK(ncclGetVersion(&version), o.rank);
+    require_same_on_every_rank(store, o.key_prefix, o.rank, o.world_size, "NCCL version",
+                               fmt::format("{}.{}.{}", version / 10000, version / 100 % 100, version % 100), timeout);
     ncclUniqueId id;
     std::string key = o.key_prefix + "/nccl_unique_id";
     if (o.rank == 0) {
       LF_NCCL_CHECK(ncclGetUniqueId(&id), o.rank);
       store.set(key, std::string(reinterpret_cast<const char*>(&id), sizeof(id)));
     } else {
-      store.wait({key}, std::chrono::milliseconds(static_cast<int64_t>(o.timeout_s * 1000)));
+      store.wait({key}, timeout);
       std::string bytes = *store.get(key);
       LF_CHECK(bytes.size() == sizeof(id), BackendError, "NCCL unique id of {} bytes, expected {} (NCCL version "
                "mismatch between nodes?)", bytes.size(), sizeof(id));

@@ -7,7 +7,9 @@
 #include <thread>
 
 #include "lf/comm/communicator.h"
+#include "lf/comm/rank_agreement.h"
 #include "lf/common/error.h"
+#include "lf/rendezvous/store_client.h"
 #include "test_ranks.h"
 
 using namespace lf::comm;
@@ -129,4 +131,36 @@ TEST(CpuComm, AbortUnblocksAWaitingCollective) {
     aborter.join();
     EXPECT_THROW(c.all_reduce(t)->wait(), lf::BackendError);
   });
+}
+
+namespace {
+
+// What the NCCL backend checks before ncclCommInitRank (the library's version), over the real store.
+std::vector<std::string> agree(const std::vector<std::string>& values) {
+  lf::comm::testing::LoopbackStore store;
+  const int world = static_cast<int>(values.size());
+  std::vector<std::string> errors(values.size());
+  std::vector<std::thread> ts;
+  for (int r = 0; r < world; ++r)
+    ts.emplace_back([&, r] {
+      lf::rdzv::StoreClient client("127.0.0.1", store.port(), "none", "");
+      try {
+        require_same_on_every_rank(client, "comm/g0", r, world, "NCCL version", values[static_cast<size_t>(r)],
+                                   std::chrono::seconds(10));
+      } catch (const lf::BackendError& e) {
+        errors[static_cast<size_t>(r)] = e.what();
+      }
+    });
+  for (auto& t : ts) t.join();
+  return errors;
+}
+
+}  // namespace
+
+TEST(RankAgreement, AVersionMismatchFailsEveryRankAndNamesBoth) {
+  auto errors = agree({"2.27.3", "2.27.3", "2.21.5"});
+  for (const auto& e : errors)
+    EXPECT_NE(e.find("NCCL version differs between ranks: rank 2 has 2.21.5, rank 0 has 2.27.3"), std::string::npos)
+        << e;
+  for (const auto& e : agree({"2.27.3", "2.27.3", "2.27.3"})) EXPECT_EQ(e, "");
 }

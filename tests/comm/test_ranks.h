@@ -16,15 +16,29 @@ namespace lf::comm::testing {
 
 using MakeComm = std::function<std::unique_ptr<Communicator>(const CommOptions&)>;
 
+// A real rendezvous server (the job's store) on loopback for the test's lifetime.
+struct LoopbackStore {
+  boost::asio::io_context io;
+  std::unique_ptr<rdzv::RendezvousServer> server;
+  std::thread io_thread;
+  LoopbackStore() {
+    rdzv::ServerOptions so;
+    so.bind_host = "127.0.0.1";
+    server = std::make_unique<rdzv::RendezvousServer>(io, so);
+    server->start([](int, const std::string&) {});
+    io_thread = std::thread([this] { io.run(); });
+  }
+  ~LoopbackStore() {
+    io.stop();
+    io_thread.join();
+  }
+  uint16_t port() const { return server->port(); }
+};
+
 inline void run_ranks(int world, const std::function<void(int, Communicator&)>& body,
                       const MakeComm& make = make_cpu_communicator,
                       const std::function<void(int)>& before = nullptr) {
-  boost::asio::io_context io;
-  rdzv::ServerOptions so;
-  so.bind_host = "127.0.0.1";
-  rdzv::RendezvousServer server(io, so);
-  server.start([](int, const std::string&) {});
-  std::thread io_thread([&] { io.run(); });
+  LoopbackStore store;
   std::vector<std::thread> ts;
   std::vector<std::exception_ptr> errors(world);
   for (int r = 0; r < world; ++r)
@@ -35,7 +49,7 @@ inline void run_ranks(int world, const std::function<void(int, Communicator&)>& 
         o.rank = r;
         o.world_size = world;
         o.store_addr = "127.0.0.1";
-        o.store_port = server.port();
+        o.store_port = store.port();
         o.timeout_s = 30;
         auto comm = make(o);
         body(r, *comm);
@@ -44,8 +58,6 @@ inline void run_ranks(int world, const std::function<void(int, Communicator&)>& 
       }
     });
   for (auto& t : ts) t.join();
-  io.stop();
-  io_thread.join();
   for (auto& e : errors)
     if (e) std::rethrow_exception(e);
 }
