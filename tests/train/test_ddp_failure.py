@@ -1,0 +1,87 @@
+"""A rank that dies in the middle of data-parallel training ends the whole job within seconds,
+with an exit code that says what happened and no worker left behind, instead of its peers
+waiting inside a collective (torchrun + NCCL: up to the 10-minute timeout). The real path:
+lf-train -> agent -> lf-worker -> trainer -> DDP over the TCP backend, real processes, SIGKILL."""
+import json, os, signal, subprocess, sys, time
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "launcher"))
+from harness import free_port, wait_until  # noqa: E402
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+LF_TRAIN = os.environ["LF_TRAIN_BIN"]
+EXIT_ABORTED, EXIT_WORKER_FAILED, EXIT_BACKEND = 13, 14, 15
+
+
+def start_node(out, nodes, node_rank, port):
+    args = [LF_TRAIN, "configs/tiny_cpu.yaml", f"output_dir={out}", "max_steps=100000", "logging_steps=1",
+            "save_steps=100000", "eval_strategy=no", "val_size=0", "plot_loss=false",
+            "per_device_train_batch_size=2"]
+    env = dict(os.environ, NNODES=str(nodes), NODE_RANK=str(node_rank), NPROC_PER_NODE="2",
+               MASTER_PORT=str(port), OMP_NUM_THREADS="1")
+    return subprocess.Popen(args, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def training_is_under_way(out):
+    log = os.path.join(out, "trainer_log.jsonl")
+    return os.path.exists(log) and sum(1 for _ in open(log)) >= 3
+
+
+def workers(marker):
+    """{rank: pid} of the live lf-worker processes whose command line holds marker."""
+    found = {}
+    for d in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            argv = open(f"/proc/{d}/cmdline", "rb").read().split(b"\0")
+            state = open(f"/proc/{d}/stat").read().rsplit(")", 1)[1].split()[0]
+            env = open(f"/proc/{d}/environ", "rb").read().split(b"\0")
+        except (FileNotFoundError, ProcessLookupError, PermissionError):
+            continue
+        if argv[0].endswith(b"lf-worker") and marker.encode() in b" ".join(argv) and state != "Z":
+            ranks = [e[5:].decode() for e in env if e.startswith(b"RANK=")]
+            found[int(ranks[0])] = int(d)
+    return found
+
+
+def finish(procs, timeout):
+    """(exit codes, seconds until the last one exited, outputs)."""
+    t0 = time.time()
+    outs = [p.communicate(timeout=timeout)[0] for p in procs]
+    return [p.returncode for p in procs], time.time() - t0, outs
+
+
+def test_a_killed_rank_ends_the_job_in_seconds(tmp_path):
+    out = str(tmp_path / "run")
+    node = start_node(out, 1, 0, free_port())
+    try:
+        assert wait_until(lambda: training_is_under_way(out), 120), "training did not start"
+        assert set(workers(out)) == {0, 1}, workers(out)
+        os.kill(workers(out)[1], signal.SIGKILL)
+        (rc,), seconds, (text,) = finish([node], 60)
+    finally:
+        if node.poll() is None:
+            node.kill()
+    assert rc == EXIT_WORKER_FAILED, text[-3000:]
+    assert seconds < 15, f"the job took {seconds:.1f} s to end after a rank died"
+    assert "rank 1" in text, text[-3000:]
+    assert wait_until(lambda: not workers(out), 10), f"workers outlived the job: {workers(out)}"
+
+
+def test_a_killed_node_ends_the_other_node_in_seconds(tmp_path):
+    out = str(tmp_path / "run")
+    port = free_port()
+    nodes = [start_node(out, 2, r, port) for r in range(2)]
+    try:
+        assert wait_until(lambda: training_is_under_way(out), 120), "training did not start"
+        assert set(workers(out)) == {0, 1, 2, 3}, workers(out)
+        nodes[1].kill()  # the whole second node: its agent, and with it (PDEATHSIG) its workers
+        (rc,), seconds, (text,) = finish([nodes[0]], 60)
+    finally:
+        for n in nodes:
+            if n.poll() is None:
+                n.kill()
+            n.communicate()
+    # The surviving node learns it from the rendezvous (aborted) or from its own worker, whose
+    # peer vanished mid-collective (worker failed): either is a prompt, explicit failure.
+    assert rc in (EXIT_ABORTED, EXIT_WORKER_FAILED), f"rc={rc}\n" + text[-3000:]
+    assert seconds < 15, f"the surviving node took {seconds:.1f} s to end"
+    assert wait_until(lambda: not workers(out), 10), f"workers outlived the job: {workers(out)}"
