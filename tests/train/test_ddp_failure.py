@@ -85,3 +85,44 @@ def test_a_killed_node_ends_the_other_node_in_seconds(tmp_path):
     assert rc in (EXIT_ABORTED, EXIT_WORKER_FAILED), f"rc={rc}\n" + text[-3000:]
     assert seconds < 15, f"the surviving node took {seconds:.1f} s to end"
     assert wait_until(lambda: not workers(out), 10), f"workers outlived the job: {workers(out)}"
+
+
+def test_a_restarted_job_resumes_from_its_checkpoint_and_ends_where_an_uninterrupted_one_does(tmp_path):
+    """MAX_RESTARTS=1: a rank killed after checkpoint-100 restarts the job (generation 1); every
+    worker resumes from that checkpoint (weights, optimizer, schedule, RNG, data position), and
+    the final weights equal those of a run that was never interrupted."""
+    from safetensors.numpy import load_file
+    import numpy as np
+
+    steps = ["max_steps=300", "save_steps=100"]
+    def run(out, restarts):
+        args = [LF_TRAIN, "configs/tiny_cpu.yaml", f"output_dir={out}", "logging_steps=10", "eval_strategy=no",
+                "val_size=0", "plot_loss=false", "per_device_train_batch_size=2", *steps]
+        env = dict(os.environ, NNODES="1", NODE_RANK="0", NPROC_PER_NODE="2", MASTER_PORT=str(free_port()),
+                   OMP_NUM_THREADS="1", MAX_RESTARTS=str(restarts))
+        return subprocess.Popen(args, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+    ref_out = str(tmp_path / "uninterrupted")
+    (rc,), _, (text,) = finish([run(ref_out, 0)], 300)
+    assert rc == 0, text[-3000:]
+
+    out = str(tmp_path / "restarted")
+    node = run(out, 1)
+    try:
+        first = os.path.join(out, "checkpoint-100", "lf_trainer_state.json")
+        assert wait_until(lambda: os.path.exists(first), 120), "no checkpoint-100"
+        alive = workers(out)
+        assert 1 in alive, alive
+        os.kill(alive[1], signal.SIGKILL)
+        (rc,), _, (text,) = finish([node], 300)
+    finally:
+        if node.poll() is None:
+            node.kill()
+    assert rc == 0, text[-3000:]
+    resumed = [l for l in text.splitlines() if "resuming training from" in l and "(worker restart)" in l]
+    assert len(resumed) == 2, text[-3000:]  # both ranks of generation 1
+    assert all("checkpoint-100" in l or "checkpoint-200" in l for l in resumed), resumed
+    a, b = load_file(os.path.join(ref_out, "model.safetensors")), load_file(os.path.join(out, "model.safetensors"))
+    assert a.keys() == b.keys()
+    worst = max(float(np.max(np.abs(a[k].astype(np.float64) - b[k].astype(np.float64)))) for k in a)
+    assert worst <= 1e-5, f"the resumed run's weights differ by {worst:.2e}"
