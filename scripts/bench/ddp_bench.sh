@@ -12,6 +12,8 @@
 #           the network transport, also with bf16 gradients on the wire) vs torchrun hf_reference.py
 #           eager on 1 and 2 GPUs; scaling efficiency
 # lf      : only lf-train's rows of scale (1 GPU, 2 GPUs, 2 GPUs with bf16 on the wire)
+# phases  : lf-train 1 vs 2 GPUs with LF_PROFILE_PHASES=1 (device synced between phases): backward
+#           with communication vs without, and what stays exposed after backward (ddp_finish)
 # compile : the peer with --compile on 1 and 2 GPUs (minutes per model: last)
 # SHAPES="1.5b full,7b lora" (the default) picks the shapes of scale and compile, so the GPU
 # batch can be split over several device calls.
@@ -29,6 +31,7 @@ lf_ddp() {
     output_dir=$WORK/out/ddp$n${LF_ENV:+-net}-$size-$mode "$@"
 }
 lf_ddp_net() { LF_ENV="$NET" lf_ddp "$@"; }
+lf_ddp_phases() { LF_ENV="LF_PROFILE_PHASES=1" lf_ddp "$@"; }
 
 # Two agents on this host, one GPU each, forced onto the network transport.
 two_node_equiv() {
@@ -95,6 +98,12 @@ for part in "${parts[@]}"; do
         run "lf 1 GPU $1 $2" lf_ddp 1 $1 $2
         run "lf 2 GPUs $1 $2 (per rank)" lf_ddp 2 $1 $2
         run "lf 2 GPUs bf16 wire $1 $2 (per rank)" lf_ddp 2 $1 $2 ddp_reduce_dtype=bf16
+      done ;;
+    phases)  # LF_PROFILE_PHASES=1: forward / backward / DDP finish / optimizer medians, 1 vs 2 GPUs
+      for r in "${SHAPE_LIST[@]}"; do
+        set -- $r
+        run "lf phases 1 GPU $1 $2" lf_ddp_phases 1 $1 $2
+        run "lf phases 2 GPUs $1 $2" lf_ddp_phases 2 $1 $2
       done ;;
     compile)
       for r in "${SHAPE_LIST[@]}"; do

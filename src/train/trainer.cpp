@@ -14,6 +14,7 @@
 #include "lf/model/lora.h"
 #include "lf/train/data_order.h"
 #include "lf/train/lm_loss.h"
+#include "phase_profile.h"
 #include "trainer_state.h"
 
 namespace lf::train {
@@ -165,6 +166,7 @@ TrainSummary Trainer::train() {
   sum.total_steps = total;
   sum.warmup_steps = st.sched.warmup_steps;
   st.m.set_training(true);
+  PhaseClock phases(st.device);
   st.start = Clock::now();
   int64_t global_step = 0;
   double epoch_f = 0, loss_since_log = 0, total_loss = 0;
@@ -194,6 +196,7 @@ TrainSummary Trainer::train() {
                      1) / (layout.micro_batch * layout.world);
     for (int64_t s = first; s < spe && global_step < total; ++s) {
       const auto step_start = Clock::now();
+      phases.start();
       const auto micro = rank_micro_batches(perm, s, layout, st.s.rank);
       int64_t step_targets = 0;
       for (auto i : step_examples(perm, s, layout)) step_targets += num_targets(data, i);
@@ -212,13 +215,16 @@ TrainSummary Trainer::train() {
         const auto& idx = micro[static_cast<size_t>(k)];
         const auto b = collate(data, idx, st.s.pad_id);
         auto loss_sum = st.forward_loss_sum(b, true);
+        phases.lap(Phase::kForward);
         torch::autograd::backward({loss_sum * (scale / denom)});
+        phases.lap(Phase::kBackward);
         loss_acc += loss_sum.detach().to(at::kDouble);
         step_tokens += b.num_tokens;
         step_padded += b.input_ids.numel();
         st.flos += 6.0 * static_cast<double>(b.input_ids.numel()) * static_cast<double>(st.non_embedding_params);
       }
       if (st.s.after_backward) st.s.after_backward();
+      phases.lap(Phase::kDdpFinish);
       micro_done += n_micro;
       double step_loss = loss_acc.item<double>() / denom;  // the step's one host sync
       if (st.s.world > 1) step_loss = st.s.all_reduce_sum(step_loss);
@@ -239,6 +245,7 @@ TrainSummary Trainer::train() {
       }
       if (st.fp16) st.scaler.update(found_inf);
       st.opt->zero_grad();
+      phases.lap(Phase::kOptimizer);
       ++global_step;
       st.tokens_seen += step_tokens;
       epoch_f = static_cast<double>(epoch) + static_cast<double>(micro_done) / static_cast<double>(micro_per_epoch);
@@ -246,6 +253,7 @@ TrainSummary Trainer::train() {
       StepRecord rec{global_step, step_loss, lr,          grad_norm,   epoch_f,
                      found_inf,   scale,     step_targets, step_tokens, step_padded,
                      seconds_since(step_start)};
+      rec.phase_seconds = phases.take();
       sum.steps.push_back(rec);
       loss_since_log += step_loss;
       total_loss += step_loss;
@@ -328,6 +336,16 @@ TrainSummary Trainer::train() {
                   static_cast<double>(sum.tokens_seen - st.first_tokens) / std::max(sum.runtime_s, 1e-9)},
                  {"peak_memory_gib", static_cast<double>(sum.peak_memory_bytes) / (1 << 30)},
                  {"device", st.device.str()}};
+    if (phases.enabled()) {  // the median of each phase over the same steady steps
+      json by_phase;
+      for (int p = 0; p < kNumPhases; ++p) {
+        std::vector<double> v;
+        for (const auto* r : steady) v.push_back(r->phase_seconds[static_cast<size_t>(p)]);
+        std::sort(v.begin(), v.end());
+        by_phase[phase_name(p)] = v.empty() ? 0.0 : v[v.size() / 2];
+      }
+      perf["phases_median_s"] = by_phase;
+    }
     spdlog::info("perf: {}", perf.dump());
   }
 

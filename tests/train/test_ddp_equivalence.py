@@ -22,7 +22,7 @@ def free_port():
         return s.getsockname()[1]
 
 
-def train(out, mode, layout, *extra):
+def train(out, mode, layout, *extra, env_extra=None, outputs=None):
     """layout: (nodes, workers per node, micro-batch). Evaluates every 10 steps and at the end."""
     nodes, nproc, mbs = layout
     args = [LF_TRAIN, "configs/tiny_cpu.yaml", f"output_dir={out}", f"finetuning_type={mode}", "max_steps=20",
@@ -30,12 +30,14 @@ def train(out, mode, layout, *extra):
             "save_steps=1000",
             "gradient_accumulation_steps=2", f"per_device_train_batch_size={mbs}", "lora_rank=4", *extra]
     env = dict(os.environ, NNODES=str(nodes), NPROC_PER_NODE=str(nproc), MASTER_PORT=str(free_port()),
-               OMP_NUM_THREADS="1")
+               OMP_NUM_THREADS="1", **(env_extra or {}))
     procs = [subprocess.Popen(args, cwd=ROOT, env=dict(env, NODE_RANK=str(r)), stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, text=True) for r in range(nodes)]
     outs = [p.communicate(timeout=300)[0] for p in procs]
     for p, o in zip(procs, outs):
         assert p.returncode == 0, o[-3000:]
+    if outputs is not None:
+        outputs.extend(outs)
     if nproc * nodes > 1:
         assert "data parallel: rank 0 of" in outs[0]
     if nproc > 1:  # one host here: one worker tokenized, every other one loaded its result
@@ -94,3 +96,23 @@ def test_the_epochs_remainder_is_dealt_out_like_one_process(tmp_path):
     assert worst <= TOL, f"per-step loss differs by {worst:.2e}"
     for k in ref_weights:
         assert float(np.max(np.abs(weights[k] - ref_weights[k]))) <= TOL, k
+
+
+def test_phase_profile_shows_where_a_step_goes(tmp_path):
+    """LF_PROFILE_PHASES=1 adds each phase's median to the perf line; under DDP the reducer's
+    finish (communication left after backward) is a phase of its own, and the phases add up to
+    about the step. Without the variable the perf line has no phases."""
+    def perf(out_text):
+        line = [l for l in out_text.splitlines() if "perf: " in l][-1]
+        return json.loads(line.split("perf: ", 1)[1])
+    outs = []
+    train(tmp_path / "profiled", "full", (1, 2, 2), "max_steps=12", env_extra={"LF_PROFILE_PHASES": "1"},
+          outputs=outs)
+    p = perf(outs[0])
+    phases = p["phases_median_s"]
+    assert set(phases) == {"forward", "backward", "ddp_finish", "optimizer"}, phases
+    assert all(v > 0 for v in phases.values()), phases
+    assert sum(phases.values()) <= p["median_step_s"] * 1.5, (phases, p["median_step_s"])
+    outs = []
+    train(tmp_path / "plain", "full", (1, 2, 2), "max_steps=12", outputs=outs)
+    assert "phases_median_s" not in perf(outs[0])

@@ -117,8 +117,9 @@ TEST(Fp16, OverflowStepIsSkippedAndScaleLowered) {
   EXPECT_GT(first_taken, 0u);
   // Skipped steps do not advance the lr schedule: the first real step uses step 0's lr (0 in warmup).
   EXPECT_EQ(sum.steps[first_taken].lr, 0.0);
-  if (first_taken + 1 < sum.steps.size() && !sum.steps[first_taken + 1].skipped)
+  if (first_taken + 1 < sum.steps.size() && !sum.steps[first_taken + 1].skipped) {
     EXPECT_FALSE(at::equal(before, *m->named_parameters()[1].tensor));
+  }
 }
 
 TEST(Trainer, NanLossStopsWithTheStepNumber) {

@@ -9,6 +9,7 @@
 //
 // The caller builds the model (dtype, LoRA) and the datasets; run_training()
 // (run_training.h) does that from a config. Not thread-safe; one device.
+#include <array>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -69,6 +70,8 @@ struct StepRecord {
   int64_t num_tokens = 0;     // real tokens of this rank's micro-batches
   int64_t padded_tokens = 0;  // B x T summed over this rank's micro-batches (what the GPU computed)
   double seconds = 0;         // wall time of the step (forward, backward, optimizer)
+  // LF_PROFILE_PHASES=1 only: forward, backward, DDP finish, optimizer seconds (else zeros).
+  std::array<double, 4> phase_seconds{};
 };
 
 struct EvalRecord {
