@@ -1,4 +1,4 @@
-# Shared by scripts/bench/train_bench.sh (issue 5) and ddp_bench.sh (issue 6), sourced from the
+# Shared by scripts/bench/train_bench.sh (issue 5), ddp_bench.sh (issue 6) and scale_sweep.sh (issue 7), sourced from the
 # repo root: output files, run(), the synthetic packed dataset, model folders of the published
 # Qwen2.5 shapes, lf_args SIZE MODE (an lf-train command line for one shape), print_table.
 # Env: OUT, BUILD_DIR, LF_TRAIN, HF_REF, PYTHON, WORK, STEPS, RUN_TIMEOUT (s per run, 420),
@@ -84,6 +84,30 @@ gradient_accumulation_steps=1 max_steps=$STEPS logging_steps=1 save_strategy=no 
 overwrite_output_dir=true output_dir=$WORK/out/$size-$mode tokenized_path=$WORK/tok \
 disable_gradient_checkpointing=true lora_rank=16 lora_alpha=32 learning_rate=1e-5 warmup_ratio=0 \
 $( [[ ${TINY:-0} == 1 ]] && echo bf16=false )"
+}
+
+# Two agents on this host, each with half of the GPUs, over the network transport.
+# two_nodes STACK(lf|peer) N SIZE MODE [key=value...]: extra keys go to lf-train (after its defaults).
+two_nodes() {
+  local stack=$1 n=$2 size=$3 mode=$4 half=$(( $2 / 2 )) port=$((29700 + RANDOM % 200)) pids=()
+  shift 4
+  for r in 0 1; do
+    local gpus=$(seq -s, $(( r * half )) $(( r * half + half - 1 )))
+    [[ ${TINY:-0} == 1 ]] && gpus=""
+    if [[ $stack == lf ]]; then
+      env $NET CUDA_VISIBLE_DEVICES=$gpus NNODES=2 NODE_RANK=$r NPROC_PER_NODE=$half MASTER_PORT=$port \
+        $LAUNCH $(lf_args $size $mode) output_dir=$WORK/out/2node$n-$size-$mode "$@" > "$OUTD/node$r.log" 2>&1 &
+    else
+      env $NET CUDA_VISIBLE_DEVICES=$gpus torchrun --nnodes 2 --node_rank $r --nproc_per_node $half \
+        --master_addr 127.0.0.1 --master_port $port "$HF_REF" --model $size --mode $mode --seq 2048 --mbs 4 \
+        > "$OUTD/node$r.log" 2>&1 &
+    fi
+    pids+=($!)
+  done
+  local rc=0
+  for p in "${pids[@]}"; do wait $p || rc=$?; done
+  cat "$OUTD/node0.log" "$OUTD/node1.log"
+  return $rc
 }
 
 print_table() {

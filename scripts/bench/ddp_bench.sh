@@ -24,24 +24,18 @@ cd "$(dirname "$0")/../.."
 EQUIV_REL=${EQUIV_REL:-0.02}
 parts=("$@"); [[ ${#parts[@]} == 0 ]] && parts=(comm startup equiv scale compile)
 
-# lf_ddp NPROC SIZE MODE [key=value ...]: one node, NPROC workers, through the real launcher.
+# lf_ddp NPROC SIZE MODE [key=value ...]: one node, NPROC workers, through the real launcher;
+# LF_ENV: extra environment, TAG: what sets its output folder apart.
 lf_ddp() {
   local n=$1 size=$2 mode=$3; shift 3
   env ${LF_ENV:-} NPROC_PER_NODE=$n MASTER_PORT=0 $LAUNCH $(lf_args $size $mode) \
-    output_dir=$WORK/out/ddp$n${LF_ENV:+-net}-$size-$mode "$@"
+    output_dir=$WORK/out/ddp$n${TAG:+-$TAG}-$size-$mode "$@"
 }
-lf_ddp_net() { LF_ENV="$NET" lf_ddp "$@"; }
-lf_ddp_phases() { LF_ENV="LF_PROFILE_PHASES=1" lf_ddp "$@"; }
-
-# Two agents on this host, one GPU each, forced onto the network transport.
-two_node_equiv() {
-  local port=$((29600 + RANDOM % 300)) common="$(lf_args 0.5b full) $1"
-  for r in 0 1; do
-    env $NET NNODES=2 NODE_RANK=$r NPROC_PER_NODE=1 MASTER_PORT=$port CUDA_VISIBLE_DEVICES=$r \
-      $LAUNCH $common output_dir=$WORK/out/equiv-2node > "$OUTD/node$r.log" 2>&1 &
-  done
-  wait
-  cat "$OUTD/node0.log" "$OUTD/node1.log"
+lf_ddp_net() { LF_ENV="$NET" TAG=net lf_ddp "$@"; }
+lf_ddp_phases() { LF_ENV="LF_PROFILE_PHASES=1" TAG=phases lf_ddp "$@"; }
+lf_one_and_two() {  # SIZE MODE: the 1-GPU and 2-GPU rows every scaling comparison starts from
+  run "lf 1 GPU $1 $2" lf_ddp 1 $1 $2
+  run "lf 2 GPUs $1 $2 (per rank)" lf_ddp 2 $1 $2
 }
 
 compare_losses() {  # REF_DIR DIR...: per-step relative loss difference vs REF
@@ -79,13 +73,12 @@ for part in "${parts[@]}"; do
       E="max_steps=20 save_strategy=no gradient_accumulation_steps=2 learning_rate=1e-4"
       run "equiv 1 GPU" lf_ddp 1 0.5b full $E per_device_train_batch_size=4
       run "equiv 2 GPUs" lf_ddp 2 0.5b full $E per_device_train_batch_size=2
-      run "equiv 2 nodes" two_node_equiv "$E per_device_train_batch_size=2"
+      run "equiv 2 nodes" two_nodes lf 2 0.5b full $E per_device_train_batch_size=2 output_dir=$WORK/out/equiv-2node
       run "equiv compare" compare_losses $WORK/out/ddp1-0.5b-full $WORK/out/ddp2-0.5b-full $WORK/out/equiv-2node ;;
     scale)
       for r in "${SHAPE_LIST[@]}"; do
         set -- $r
-        run "lf 1 GPU $1 $2" lf_ddp 1 $1 $2
-        run "lf 2 GPUs $1 $2 (per rank)" lf_ddp 2 $1 $2
+        lf_one_and_two $1 $2
         run "lf 2 GPUs network $1 $2 (per rank)" lf_ddp_net 2 $1 $2
         run "lf 2 GPUs network bf16 wire $1 $2 (per rank)" lf_ddp_net 2 $1 $2 ddp_reduce_dtype=bf16 \
           output_dir=$WORK/out/ddp2-net-bf16-$1-$2
@@ -95,8 +88,7 @@ for part in "${parts[@]}"; do
     lf)  # lf-train's side of scale alone (1 vs 2 GPUs, fp32 and bf16 wire): re-measure after a change
       for r in "${SHAPE_LIST[@]}"; do
         set -- $r
-        run "lf 1 GPU $1 $2" lf_ddp 1 $1 $2
-        run "lf 2 GPUs $1 $2 (per rank)" lf_ddp 2 $1 $2
+        lf_one_and_two $1 $2
         run "lf 2 GPUs bf16 wire $1 $2 (per rank)" lf_ddp 2 $1 $2 ddp_reduce_dtype=bf16
       done ;;
     phases)  # LF_PROFILE_PHASES=1: forward / backward / DDP finish / optimizer medians, 1 vs 2 GPUs

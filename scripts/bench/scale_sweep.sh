@@ -33,28 +33,6 @@ peer_run() {  # N SIZE MODE [--compile]
   if (( n == 1 )); then "$PY" "$HF_REF" --model $size --mode $mode --seq 2048 --mbs 4 "$@"
   else torchrun --nproc_per_node $n "$HF_REF" --model $size --mode $mode --seq 2048 --mbs 4 "$@"; fi
 }
-# Two agents on this host, each with half of the GPUs, over the network transport.
-two_nodes() {  # STACK(lf|peer) N SIZE MODE
-  local stack=$1 n=$2 size=$3 mode=$4 half=$(( $2 / 2 )) port=$((29700 + RANDOM % 200)) pids=()
-  for r in 0 1; do
-    local gpus=$(seq -s, $(( r * half )) $(( r * half + half - 1 )))
-    [[ ${TINY:-0} == 1 ]] && gpus=""
-    if [[ $stack == lf ]]; then
-      env $NET CUDA_VISIBLE_DEVICES=$gpus NNODES=2 NODE_RANK=$r NPROC_PER_NODE=$half MASTER_PORT=$port \
-        $LAUNCH $(lf_args $size $mode) output_dir=$WORK/out/sweep-2node-$size-$mode > "$OUTD/node$r.log" 2>&1 &
-    else
-      env $NET CUDA_VISIBLE_DEVICES=$gpus torchrun --nnodes 2 --node_rank $r --nproc_per_node $half \
-        --master_addr 127.0.0.1 --master_port $port "$HF_REF" --model $size --mode $mode --seq 2048 --mbs 4 \
-        > "$OUTD/node$r.log" 2>&1 &
-    fi
-    pids+=($!)
-  done
-  local rc=0
-  for p in "${pids[@]}"; do wait $p || rc=$?; done
-  cat "$OUTD/node0.log" "$OUTD/node1.log"
-  return $rc
-}
-
 for r in "${SHAPE_LIST[@]}"; do
   set -- $r
   for n in "${COUNTS[@]}"; do

@@ -151,7 +151,7 @@ class NcclCommunicator : public Communicator {
     cv_.notify_all();
     watchdog_.join();
     // An aborted communicator is already released (fail()).
-    if (comm_ && !aborted_) ncclCommDestroy(comm_);
+    if (comm_ && !failed_->load()) ncclCommDestroy(comm_);
   }
 
   int rank() const override { return opt_.rank; }
@@ -231,11 +231,10 @@ class NcclCommunicator : public Communicator {
   // Once: records why, then aborts (unblocks a host-blocked call, stops the kernels).
   void fail(const std::string& why) {
     std::lock_guard lock(fail_mu_);
-    if (aborted_) return;
+    if (failed_->load()) return;
     *failure_ = why;
-    failed_->store(true);
+    failed_->store(true);  // only here, under fail_mu_: "failed" and "aborted" are one state
     ncclCommAbort(comm_);
-    aborted_ = true;
   }
 
   // Polls the oldest pending collective and NCCL's async error: a peer that died
@@ -249,7 +248,7 @@ class NcclCommunicator : public Communicator {
       ncclResult_t async = ncclSuccess;
       {
         std::lock_guard guard(fail_mu_);  // not while fail() releases the communicator
-        if (aborted_) continue;
+        if (failed_->load()) continue;
         ncclCommGetAsyncError(comm_, &async);
       }
       const auto host_since = host_call_since_.load();
@@ -281,7 +280,6 @@ class NcclCommunicator : public Communicator {
   bool stopping_ = false;
   std::atomic<Clock::rep> host_call_since_{0};  // steady-clock ticks while inside an NCCL call; 0 outside
   std::mutex fail_mu_;
-  bool aborted_ = false;
   std::thread watchdog_;
 };
 

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <map>
 
+#include "lf/common/edit_distance.h"
 #include "lf/common/error.h"
 #include "tool_format.h"
 
@@ -87,18 +88,6 @@ std::string remove_thought(const std::string& content, const std::string& open, 
 std::string strip(const std::string& s) {
   size_t b = s.find_first_not_of(" \t\n\r\f\v"), e = s.find_last_not_of(" \t\n\r\f\v");
   return b == std::string::npos ? "" : s.substr(b, e - b + 1);
-}
-
-size_t edit_distance(const std::string& a, const std::string& b) {
-  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    cur[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j)
-      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] != b[j - 1] ? 1 : 0)});
-    std::swap(prev, cur);
-  }
-  return prev[b.size()];
 }
 
 std::string suggest(const std::string& name) {

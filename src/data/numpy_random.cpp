@@ -6,6 +6,24 @@
 namespace lf {
 namespace {
 
+// numpy's random_interval: the smallest all-ones mask covering max, then draws (32-bit
+// while max fits, else 64-bit) until one lands in [0, max]. Both generators use it.
+template <typename Rng>
+uint64_t masked_interval(Rng& rng, uint64_t max) {
+  if (max == 0) return 0;
+  uint64_t mask = max;
+  for (int s = 1; s <= 32; s <<= 1) mask |= mask >> s;
+  uint64_t value;
+  if (max <= 0xFFFFFFFFull) {
+    while ((value = (rng.next32() & mask)) > max) {
+    }
+  } else {
+    while ((value = (rng.next64() & mask)) > max) {
+    }
+  }
+  return value;
+}
+
 constexpr uint32_t kInitA = 0x43b0d7e5, kMultA = 0x931e8875, kInitB = 0x8b51f9dd,
                    kMultB = 0x58f38ded, kMixMultL = 0xca01f9dd, kMixMultR = 0x4973f715;
 constexpr int kXShift = 16;
@@ -89,23 +107,7 @@ uint32_t NumpyPcg64::next32() {
 }
 
 uint64_t NumpyPcg64::interval(uint64_t max) {
-  if (max == 0) return 0;
-  uint64_t mask = max;
-  mask |= mask >> 1;
-  mask |= mask >> 2;
-  mask |= mask >> 4;
-  mask |= mask >> 8;
-  mask |= mask >> 16;
-  mask |= mask >> 32;
-  uint64_t value;
-  if (max <= 0xFFFFFFFFull) {
-    while ((value = (next32() & mask)) > max) {
-    }
-  } else {
-    while ((value = (next64() & mask)) > max) {
-    }
-  }
-  return value;
+  return masked_interval(*this, max);
 }
 
 double NumpyPcg64::uniform() { return static_cast<double>(next64() >> 11) * (1.0 / 9007199254740992.0); }
@@ -195,18 +197,7 @@ uint64_t NumpyLegacyRandom::next64() {
 }
 
 uint64_t NumpyLegacyRandom::interval(uint64_t max) {
-  if (max == 0) return 0;
-  uint64_t mask = max;
-  for (int s = 1; s <= 32; s <<= 1) mask |= mask >> s;
-  uint64_t value;
-  if (max <= 0xFFFFFFFFull) {
-    while ((value = (next32() & mask)) > max) {
-    }
-  } else {
-    while ((value = (next64() & mask)) > max) {
-    }
-  }
-  return value;
+  return masked_interval(*this, max);
 }
 
 std::vector<size_t> NumpyLegacyRandom::sample(size_t n, size_t k) {

@@ -64,9 +64,8 @@ class Agent:
             self.proc.wait(5)
 
 
-def live_pids_with(marker):
-    """PIDs of non-zombie processes whose command line contains marker."""
-    pids = []
+def live_processes():
+    """(pid, command line, argv[0]) of every non-zombie process."""
     for d in os.listdir("/proc"):
         if not d.isdigit():
             continue
@@ -75,11 +74,18 @@ def live_pids_with(marker):
             state = open(f"/proc/{d}/stat").read().rsplit(")", 1)[1].split()[0]
         except (FileNotFoundError, ProcessLookupError, PermissionError):
             continue
-        argv0 = cmd.split(" ", 1)[0]
+        if state != "Z":
+            yield int(d), cmd, cmd.split(" ", 1)[0]
+
+
+def live_pids_with(marker):
+    """PIDs of non-zombie processes whose command line contains marker."""
+    pids = []
+    for pid, cmd, argv0 in live_processes():
         # Agents carry the marker in their own argv (the worker command): count only workers and their children.
-        if marker in cmd and state != "Z" and "pytest" not in cmd and not argv0.endswith("lf-train") \
+        if marker in cmd and "pytest" not in cmd and not argv0.endswith("lf-train") \
                 and not (argv0 == "ip" and "netns" in cmd):
-            pids.append(int(d))
+            pids.append(pid)
     return pids
 
 

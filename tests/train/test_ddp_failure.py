@@ -5,7 +5,7 @@ lf-train -> agent -> lf-worker -> trainer -> DDP over the TCP backend, real proc
 import json, os, signal, subprocess, sys, time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "launcher"))
-from harness import free_port, wait_until  # noqa: E402
+from harness import free_port, live_processes, wait_until  # noqa: E402
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 LF_TRAIN = os.environ["LF_TRAIN_BIN"]
@@ -29,16 +29,13 @@ def training_is_under_way(out):
 def workers(marker):
     """{rank: pid} of the live lf-worker processes whose command line holds marker."""
     found = {}
-    for d in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            argv = open(f"/proc/{d}/cmdline", "rb").read().split(b"\0")
-            state = open(f"/proc/{d}/stat").read().rsplit(")", 1)[1].split()[0]
-            env = open(f"/proc/{d}/environ", "rb").read().split(b"\0")
-        except (FileNotFoundError, ProcessLookupError, PermissionError):
-            continue
-        if argv[0].endswith(b"lf-worker") and marker.encode() in b" ".join(argv) and state != "Z":
-            ranks = [e[5:].decode() for e in env if e.startswith(b"RANK=")]
-            found[int(ranks[0])] = int(d)
+    for pid, cmd, argv0 in live_processes():
+        if argv0.endswith("lf-worker") and marker in cmd:
+            try:
+                env = open(f"/proc/{pid}/environ", "rb").read().split(b"\0")
+            except (FileNotFoundError, ProcessLookupError):
+                continue
+            found[int(next(e[5:] for e in env if e.startswith(b"RANK=")))] = pid
     return found
 
 
