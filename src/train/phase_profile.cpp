@@ -2,8 +2,7 @@
 
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
-#include <cstdlib>
-#include <cstring>
+#include "lf/common/env.h"
 
 namespace lf::train {
 
@@ -13,8 +12,8 @@ const char* phase_name(int phase) {
 }
 
 PhaseClock::PhaseClock(c10::Device device) : device_(device) {
-  const char* env = std::getenv("LF_PROFILE_PHASES");
-  enabled_ = env && std::strcmp(env, "0") != 0 && *env;
+  const auto env = env_string("LF_PROFILE_PHASES");
+  enabled_ = env && !env->empty() && *env != "0";
 }
 
 void PhaseClock::sync() const {

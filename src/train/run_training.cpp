@@ -14,6 +14,7 @@
 
 #include "lf/comm/ddp_reducer.h"
 #include "lf/comm/process_group.h"
+#include "lf/common/env.h"
 #include "lf/common/error.h"
 #include "lf/common/hash.h"
 #include "lf/common/log.h"
@@ -110,7 +111,7 @@ fs::path job_tokenized_dir(const config::TrainConfig& c, const comm::WorldInfo& 
   if (!c.tokenized_path.empty() || world.local_world_size < 2) return {};
   std::string job;
   for (const char* var : {"LF_RDZV_ADDR", "LF_RDZV_PORT", "TORCHELASTIC_RUN_ID"})
-    job += std::string(std::getenv(var) ? std::getenv(var) : "") + "|";
+    job += env_string(var).value_or("") + "|";
   return fs::temp_directory_path() / fmt::format("lf-train-{}-tokenized-{}", ::getuid(), hex64(fnv1a64(job)));
 }
 

@@ -167,6 +167,7 @@ TrainSummary Trainer::train() {
   sum.warmup_steps = st.sched.warmup_steps;
   st.m.set_training(true);
   PhaseClock phases(st.device);
+  static_assert(std::tuple_size_v<decltype(StepRecord::phase_seconds)> == kNumPhases);
   st.start = Clock::now();
   int64_t global_step = 0;
   double epoch_f = 0, loss_since_log = 0, total_loss = 0;
