@@ -14,6 +14,11 @@
 # lf      : only lf-train's rows of scale (1 GPU, 2 GPUs, 2 GPUs with bf16 on the wire)
 # phases  : lf-train 1 vs 2 GPUs with LF_PROFILE_PHASES=1 (device synced between phases): backward
 #           with communication vs without, and what stays exposed after backward (ddp_finish)
+# trace   : lf-train 1 vs 2 GPUs with LF_PROFILE_TRACE (Kineto, steps 8-9, no added syncs), summarised
+#           by scripts/bench/trace_summary.py (compute vs NCCL streams, idle gaps, exposed tail);
+#           the gzipped traces go to $OUT/traces.tgz when they fit the device tool's 16 MiB
+# envs    : lf-train on 2 GPUs once per setting in ENVS (";"-separated, e.g.
+#           ENVS="NCCL_MAX_NCHANNELS=8;NCCL_MAX_NCHANNELS=16"): NCCL tuning without a rebuild
 # compile : the peer with --compile on 1 and 2 GPUs (minutes per model: last)
 # SHAPES="1.5b full,7b lora" (the default) picks the shapes of scale and compile, so the GPU
 # batch can be split over several device calls.
@@ -96,6 +101,27 @@ for part in "${parts[@]}"; do
         set -- $r
         run "lf phases 1 GPU $1 $2" lf_ddp_phases 1 $1 $2
         run "lf phases 2 GPUs $1 $2" lf_ddp_phases 2 $1 $2
+      done ;;
+    trace)
+      T=$WORK/traces; rm -rf "$T"
+      for r in "${SHAPE_LIST[@]}"; do
+        set -- $r
+        for n in 1 2; do
+          dir=$T/$1-$2-gpus$n
+          LF_ENV="LF_PROFILE_TRACE=$dir LF_PROFILE_TRACE_STEPS=8:9" TAG=trace run "lf trace $n GPU $1 $2" lf_ddp $n $1 $2
+          run "trace summary $n GPU $1 $2" "$PY" scripts/bench/trace_summary.py --top 12 --label "$n GPU $1 $2" \
+            "$dir"/trace-rank*.json
+        done
+      done
+      gzip -r -9 "$T" && tar -C "$WORK" -cf "$OUTD/traces.tar" traces
+      [[ $(stat -c %s "$OUTD/traces.tar") -lt 16000000 ]] || { echo "traces.tar is over 16 MB: left out"; rm "$OUTD/traces.tar"; } ;;
+    envs)
+      IFS=';' read -ra SETTINGS <<< "${ENVS:-NCCL_MAX_NCHANNELS=8}"
+      for setting in "${SETTINGS[@]}"; do
+        for r in "${SHAPE_LIST[@]}"; do
+          set -- $r
+          LF_ENV="$setting" TAG=env run "lf 2 GPUs $setting $1 $2 (per rank)" lf_ddp 2 $1 $2
+        done
       done ;;
     compile)
       for r in "${SHAPE_LIST[@]}"; do

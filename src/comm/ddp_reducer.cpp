@@ -1,6 +1,7 @@
 #include "lf/comm/ddp_reducer.h"
 
 #include <ATen/ATen.h>
+#include <ATen/record_function.h>
 #include <c10/core/GradMode.h>
 
 #include <mutex>
@@ -79,6 +80,7 @@ struct DdpReducer::State {
 
   // The final micro-step's gradient of param p has arrived (grad = this micro-step's part).
   void on_grad(int64_t p, const at::Tensor& grad) {
+    RECORD_USER_SCOPE("lf::ddp_hook");
     std::lock_guard lock(mu);
     if (!syncing || slots[p].arrived) return;
     c10::NoGradGuard no_grad;

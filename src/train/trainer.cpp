@@ -1,6 +1,7 @@
 #include "lf/train/trainer.h"
 
 #include <ATen/ATen.h>
+#include <ATen/record_function.h>
 #include <c10/core/CachingDeviceAllocator.h>
 #include <c10/core/GradMode.h>
 #include <torch/csrc/autograd/autograd.h>
@@ -15,6 +16,7 @@
 #include "lf/train/data_order.h"
 #include "lf/train/lm_loss.h"
 #include "phase_profile.h"
+#include "step_trace.h"
 #include "trainer_state.h"
 
 namespace lf::train {
@@ -167,6 +169,7 @@ TrainSummary Trainer::train() {
   sum.warmup_steps = st.sched.warmup_steps;
   st.m.set_training(true);
   PhaseClock phases(st.device);
+  StepTrace trace(st.device, st.s.rank);
   static_assert(std::tuple_size_v<decltype(StepRecord::phase_seconds)> == kNumPhases);
   st.start = Clock::now();
   int64_t global_step = 0;
@@ -197,6 +200,7 @@ TrainSummary Trainer::train() {
                      1) / (layout.micro_batch * layout.world);
     for (int64_t s = first; s < spe && global_step < total; ++s) {
       const auto step_start = Clock::now();
+      trace.step_begins(global_step + 1);
       phases.start();
       const auto micro = rank_micro_batches(perm, s, layout, st.s.rank);
       int64_t step_targets = 0;
@@ -215,17 +219,30 @@ TrainSummary Trainer::train() {
         if (k >= static_cast<int64_t>(micro.size())) continue;
         const auto& idx = micro[static_cast<size_t>(k)];
         const auto b = collate(data, idx, st.s.pad_id);
-        auto loss_sum = st.forward_loss_sum(b, true);
+        at::Tensor loss_sum;
+        {
+          RECORD_USER_SCOPE("lf::forward");  // named spans for LF_PROFILE_TRACE
+          loss_sum = st.forward_loss_sum(b, true);
+        }
         phases.lap(Phase::kForward);
-        torch::autograd::backward({loss_sum * (scale / denom)});
+        {
+          RECORD_USER_SCOPE("lf::backward");
+          torch::autograd::backward({loss_sum * (scale / denom)});
+        }
         phases.lap(Phase::kBackward);
         loss_acc += loss_sum.detach().to(at::kDouble);
         step_tokens += b.num_tokens;
         step_padded += b.input_ids.numel();
         st.flos += 6.0 * static_cast<double>(b.input_ids.numel()) * static_cast<double>(st.non_embedding_params);
       }
-      if (st.s.after_backward) st.s.after_backward();
+      if (st.s.after_backward) {
+        RECORD_USER_SCOPE("lf::ddp_finish");
+        st.s.after_backward();
+      }
       phases.lap(Phase::kDdpFinish);
+      std::optional<at::RecordFunction> optimizer_span;  // from here to zero_grad
+      optimizer_span.emplace(at::RecordScope::USER_SCOPE);
+      optimizer_span->before("lf::optimizer");
       micro_done += n_micro;
       double step_loss = loss_acc.item<double>() / denom;  // the step's one host sync
       if (st.s.world > 1) step_loss = st.s.all_reduce_sum(step_loss);
@@ -246,8 +263,10 @@ TrainSummary Trainer::train() {
       }
       if (st.fp16) st.scaler.update(found_inf);
       st.opt->zero_grad();
+      optimizer_span.reset();
       phases.lap(Phase::kOptimizer);
       ++global_step;
+      trace.step_ended(global_step);
       st.tokens_seen += step_tokens;
       epoch_f = static_cast<double>(epoch) + static_cast<double>(micro_done) / static_cast<double>(micro_per_epoch);
       last_grad_norm = grad_norm;

@@ -5,7 +5,7 @@ rank), 20 steps, through the real lf-train -> agent -> lf-worker -> trainer -> D
 Per-step losses and final weights must agree within 1e-5, for full fine-tuning and LoRA.
 Also: with no tokenized_path, one worker per host tokenizes and the others load its result; and
 `ddp_reduce_dtype: bf16` sends bf16 gradients (close to, but not bit-equal with, fp32)."""
-import json, os, re, socket, subprocess
+import json, os, re, socket, subprocess, sys
 
 import numpy as np
 import pytest
@@ -113,6 +113,43 @@ def test_phase_profile_shows_where_a_step_goes(tmp_path):
     assert set(phases) == {"forward", "backward", "ddp_finish", "optimizer"}, phases
     assert all(v > 0 for v in phases.values()), phases
     assert sum(phases.values()) <= p["median_step_s"] * 1.5, (phases, p["median_step_s"])
+    # LF_PROFILE_TRACE (no phases): one Kineto trace per rank of steps 3-4 with the trainer's
+    # named spans, which scripts/bench/trace_summary.py reads.
     outs = []
-    train(tmp_path / "plain", "full", (1, 2, 2), "max_steps=12", outputs=outs)
+    trace_dir = tmp_path / "traces"
+    train(tmp_path / "plain", "full", (1, 2, 2), "max_steps=12", outputs=outs,
+          env_extra={"LF_PROFILE_TRACE": str(trace_dir), "LF_PROFILE_TRACE_STEPS": "3:4"})
     assert "phases_median_s" not in perf(outs[0])
+    files = sorted(os.listdir(trace_dir))
+    assert files == ["trace-rank0.json", "trace-rank1.json"], files
+    summary = subprocess.run([sys.executable, os.path.join(ROOT, "scripts/bench/trace_summary.py"),
+                              *[str(trace_dir / f) for f in files]], capture_output=True, text=True, check=True)
+    results = [json.loads(l[len("RESULT "):]) for l in summary.stdout.splitlines() if l.startswith("RESULT ")]
+    assert len(results) == 2, summary.stdout
+    for r in results:
+        assert r["steps"] == 2, r
+        assert {"forward", "backward", "ddp_finish", "optimizer", "ddp_hook"} <= set(r["host_ms"]), r
+        assert r["hook_calls"] > 0, r  # the reducer's hooks ran inside the traced backward
+
+
+def test_trace_summary_interval_arithmetic(tmp_path):
+    """trace_summary.py on a hand-made GPU trace (no GPU here): a kernel belongs to the host span
+    its launch fell in; busy/idle, NCCL exposed time and the tail after backward follow."""
+    def span(name, ts, dur):
+        return {"ph": "X", "cat": "user_annotation", "name": name, "ts": ts, "dur": dur, "pid": 1, "tid": 1}
+    events = [span("lf::forward", 0, 100), span("lf::backward", 100, 200), span("lf::optimizer", 300, 60)]
+    kernels = [("fwd_gemm", 10, 90, 5), ("bwd_gemm", 110, 250, 105), ("ncclAllReduce", 200, 280, 150),
+               ("adamw", 290, 340, 305)]
+    for corr, (name, a, b, launch) in enumerate(kernels):
+        events.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": launch, "dur": 1,
+                       "args": {"correlation": corr}})
+        events.append({"ph": "X", "cat": "kernel", "name": name, "ts": a, "dur": b - a,
+                       "args": {"correlation": corr, "stream": 7 if "nccl" in name else 3}})
+    path = tmp_path / "trace.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    out = subprocess.run([sys.executable, os.path.join(ROOT, "scripts/bench/trace_summary.py"), str(path)],
+                         capture_output=True, text=True, check=True).stdout
+    r = json.loads(out.split("RESULT ", 1)[1])
+    assert r["compute_ms"] == {"forward": 0.08, "backward": 0.14, "optimizer": 0.05}, r
+    assert (r["gpu_span_ms"], r["busy_ms"], r["idle_ms"]) == (0.33, 0.27, 0.06), r
+    assert r["nccl_ms"] == {"kernels": 1, "sum": 0.08, "union": 0.08, "exposed": 0.03, "tail": 0.03}, r
