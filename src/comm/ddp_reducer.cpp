@@ -5,8 +5,10 @@
 #include <c10/core/GradMode.h>
 
 #include <mutex>
+#include <unordered_map>
 
 #include "lf/common/error.h"
+#include "lf/common/log.h"
 
 namespace lf::comm {
 
@@ -16,7 +18,13 @@ struct DdpReducer::State {
   struct Slot {
     int64_t bucket = 0;
     int64_t offset = 0;  // elements into the bucket
+    at::Tensor view;     // the parameter's shape over its part of the bucket
     bool arrived = false;
+    // External (model::GradSink, through the owner): the bucket itself accumulates this
+    // parameter's gradient over the step's micro-steps; .grad stays empty until finish.
+    bool external = false;
+    bool has_data = false;  // external: the bucket part holds this step's sum so far
+    int64_t uses = 0;       // external: uses in this micro-step's graph whose gradient is still due
   };
   struct Bucket {
     at::Tensor buffer;  // [numel] reduce dtype
@@ -31,8 +39,10 @@ struct DdpReducer::State {
   std::vector<at::Tensor> params;
   std::vector<Slot> slots;
   std::vector<Bucket> buckets;
+  std::unordered_map<const c10::TensorImpl*, int64_t> index_of;
   bool syncing = false;
-  bool grads_in_buckets = false;  // .grad tensors are views of the buckets (after finish_backward)
+  bool step_open = false;
+  bool reported_external = false;  // between a step's first prepare_backward and its finish_backward
   int64_t next_to_launch = 0;
   int64_t collectives = 0;
   mutable std::mutex mu;  // hooks (autograd thread) vs the training thread
@@ -64,31 +74,78 @@ struct DdpReducer::State {
       Bucket bucket;
       int64_t numel = 0;
       for (int64_t p : groups[g]) {
-        slots[p] = {static_cast<int64_t>(g), numel, false};
+        slots[p].bucket = static_cast<int64_t>(g);
+        slots[p].offset = numel;
         numel += params[p].numel();
       }
       bucket.buffer = at::zeros({numel}, params[groups[g][0]].options().dtype(opt.reduce_dtype));
       bucket.params = groups[g];
+      for (int64_t p : groups[g])  // made once: a hook's view would cost two tensor allocations a call
+        slots[p].view = bucket.buffer.narrow(0, slots[p].offset, params[p].numel()).view(params[p].sizes());
       buckets.push_back(std::move(bucket));
     }
+    for (size_t p = 0; p < params.size(); ++p) index_of[params[p].unsafeGetTensorImpl()] = static_cast<int64_t>(p);
   }
 
-  at::Tensor slot_view(int64_t p) {
-    const Slot& s = slots[p];
-    return buckets[s.bucket].buffer.narrow(0, s.offset, params[p].numel()).view(params[p].sizes());
+  at::Tensor& slot_view(int64_t p) { return slots[p].view; }
+
+  // The first prepare_backward of an optimizer step.
+  void open_step() {
+    c10::NoGradGuard no_grad;
+    for (size_t p = 0; p < params.size(); ++p) {
+      Slot& slot = slots[p];
+      const at::Tensor& g = params[p].grad();
+      const bool in_bucket = g.defined() && g.data_ptr() == slot.view.data_ptr();
+      if (slot.external) {
+        // A gradient left in .grad (no zero_grad since the last step) is where this step's
+        // sum starts, as autograd would accumulate it.
+        slot.has_data = g.defined();
+        if (g.defined() && !in_bucket) slot.view.copy_(g);
+        if (g.defined()) params[p].mutable_grad() = at::Tensor();
+      } else if (in_bucket) {
+        // finish_backward left .grad as a view of the bucket and zero_grad did not release
+        // it: the hooks would overwrite it (and add it twice): give it storage of its own.
+        params[p].mutable_grad() = g.clone();
+      }
+    }
+    step_open = true;
   }
 
   // The final micro-step's gradient of param p has arrived (grad = this micro-step's part).
   void on_grad(int64_t p, const at::Tensor& grad) {
     RECORD_USER_SCOPE("lf::ddp_hook");
+    if (!grad.defined()) return;  // a use whose gradient went to the sink instead
     std::lock_guard lock(mu);
+    LF_CHECK(!slots[p].external, BackendError,
+             "DDP: parameter {} reached autograd's .grad although its gradients go into the bucket (a use that "
+             "bypassed cast_for_compute)", p);
     if (!syncing || slots[p].arrived) return;
     c10::NoGradGuard no_grad;
     const at::Tensor& accumulated = params[p].grad();
-    auto view = slot_view(p);
+    at::Tensor& view = slot_view(p);
     if (accumulated.defined()) at::add_out(view, accumulated, grad);  // one pass, no temporary
     else view.copy_(grad);
     mark_arrived(p);
+  }
+
+  int64_t external_index(const at::Tensor& param) const {
+    const auto it = index_of.find(param.unsafeGetTensorImpl());
+    return it == index_of.end() ? -1 : it->second;
+  }
+
+  // One use's gradient of an external parameter, converted into the bucket.
+  void on_external_grad(int64_t p, const at::Tensor& grad) {
+    RECORD_USER_SCOPE("lf::ddp_take");
+    std::lock_guard lock(mu);
+    Slot& slot = slots[p];
+    LF_CHECK(!(syncing && slot.arrived), BackendError, "DDP: a gradient of parameter {} arrived after its bucket was sent", p);
+    c10::NoGradGuard no_grad;
+    auto& view = slot.view;
+    if (slot.has_data) view.add_(grad);
+    else view.copy_(grad);
+    slot.has_data = true;
+    if (slot.uses > 0) --slot.uses;
+    if (syncing && slot.uses == 0) mark_arrived(p);
   }
 
   void mark_arrived(int64_t p) {
@@ -136,21 +193,27 @@ void DdpReducer::broadcast_parameters(int root) {
   }
 }
 
+bool DdpReducer::expect_external(const at::Tensor& param) {
+  const int64_t p = state_->external_index(param);
+  if (p < 0 || state_->buckets[state_->slots[p].bucket].buffer.scalar_type() != param.scalar_type()) return false;
+  std::lock_guard lock(state_->mu);
+  auto& slot = state_->slots[p];
+  slot.external = true;
+  ++slot.uses;
+  return true;
+}
+
+void DdpReducer::take_external(const at::Tensor& param, const at::Tensor& grad) {
+  const int64_t p = state_->external_index(param);
+  LF_CHECK(p >= 0, BackendError, "DDP: a gradient for a parameter it does not reduce");
+  state_->on_external_grad(p, grad);
+}
+
 void DdpReducer::prepare_backward(bool sync) {
   std::lock_guard lock(state_->mu);
   auto& s = *state_;
-  // finish_backward left .grad as views of the buckets; the optimizer's zero_grad released
-  // them. One still there would be overwritten by the hooks (and accumulated into twice):
-  // give it storage of its own.
-  if (s.grads_in_buckets) {
-    c10::NoGradGuard no_grad;
-    for (size_t p = 0; p < s.params.size(); ++p) {
-      const at::Tensor& g = s.params[p].grad();
-      if (g.defined() && g.data_ptr() == s.slot_view(static_cast<int64_t>(p)).data_ptr())
-        s.params[p].mutable_grad() = g.clone();
-    }
-    s.grads_in_buckets = false;
-  }
+  if (!s.step_open) s.open_step();
+  for (auto& slot : s.slots) slot.uses = 0;  // this micro-step's forward counts them again
   s.syncing = sync;
   if (!sync) return;
   s.next_to_launch = 0;
@@ -171,21 +234,27 @@ void DdpReducer::finish_backward() {
     // Parameters that got no gradient on this rank contribute what they hold (or zeros).
     c10::NoGradGuard no_grad;
     for (size_t p = 0; p < s.params.size(); ++p) {
-      if (s.slots[p].arrived) continue;
+      auto& slot = s.slots[p];
+      if (slot.arrived) continue;
       const at::Tensor& g = s.params[p].grad();
-      auto view = s.slot_view(static_cast<int64_t>(p));
-      if (g.defined()) view.copy_(g);
-      else view.zero_();
+      if (slot.external) {
+        if (!slot.has_data) slot.view.zero_();  // an external part holds its sum already
+      } else if (g.defined()) {
+        slot.view.copy_(g);
+      } else {
+        slot.view.zero_();
+      }
       s.mark_arrived(static_cast<int64_t>(p));
     }
     s.syncing = false;
+    s.step_open = false;
   }
   c10::NoGradGuard no_grad;
   for (int64_t b = 0; b < static_cast<int64_t>(s.buckets.size()); ++b) {
     s.buckets[b].work->wait();
     for (int64_t p : s.buckets[b].params) {
       auto& param = s.params[p];
-      auto reduced = s.slot_view(p);
+      const auto& reduced = s.slot_view(p);
       // Same dtype: the gradient becomes the bucket's slice itself (no copy after the last
       // all-reduce, on the step's critical path); else converted into the parameter's dtype.
       if (reduced.scalar_type() == param.scalar_type()) param.mutable_grad() = reduced;
@@ -193,9 +262,14 @@ void DdpReducer::finish_backward() {
       else param.mutable_grad() = reduced.to(param.dtype());
     }
   }
-  s.grads_in_buckets = true;
   std::lock_guard lock(s.mu);
   s.log("done", -1);
+  if (!s.reported_external) {  // once: whether the gradients of cast weights skip .grad
+    s.reported_external = true;
+    int64_t external = 0;
+    for (const auto& slot : s.slots) external += slot.external ? 1 : 0;
+    spdlog::info("DDP: {} of {} parameters accumulate straight into the buckets", external, s.params.size());
+  }
 }
 
 int64_t DdpReducer::num_buckets() const { return static_cast<int64_t>(state_->buckets.size()); }

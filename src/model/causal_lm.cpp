@@ -83,6 +83,15 @@ RopeTables CausalLM::rope(int64_t seq_len, const at::Tensor& position_ids) const
   return {emb.cos().to(compute_dtype_), emb.sin().to(compute_dtype_)};
 }
 
+void CausalLM::set_grad_sink(GradSink* sink) {
+  for (auto& l : layers_) {
+    l.input_layernorm_.grad_sink_ = sink;
+    l.post_attention_layernorm_.grad_sink_ = sink;
+    for (auto& [name, lin] : l.linears()) lin->grad_sink_ = sink;
+  }
+  norm_.grad_sink_ = sink;
+}
+
 at::Tensor CausalLM::final_norm(const at::Tensor& hidden) const { return norm_.forward(hidden); }
 
 at::Tensor CausalLM::head(const at::Tensor& hidden) const {

@@ -20,6 +20,7 @@
 #include "lf/common/log.h"
 #include "lf/common/remove_tree.h"
 #include "lf/data/sft_dataset.h"
+#include "lf/model/grad_sink.h"
 #include "lf/model/loader.h"
 #include "lf/model/lora.h"
 #include "lf/train/trainer.h"
@@ -122,6 +123,16 @@ int32_t max_token_id(const TokenizedDataset& d) {
   return m;
 }
 
+// Under bf16/fp16 over fp32 master weights, the gradients of the layers' weights go
+// straight into the DDP buckets (model/grad_sink.h) instead of autograd's .grad plus a
+// hook's copy. LF_DDP_GRAD_SINK=0 restores the copy path (same numbers; for comparison).
+struct BucketGradSink final : model::GradSink {
+  explicit BucketGradSink(comm::DdpReducer& r) : reducer(r) {}
+  bool expect(const at::Tensor& param) override { return reducer.expect_external(param); }
+  void take(const at::Tensor& param, const at::Tensor& grad) override { reducer.take_external(param, grad); }
+  comm::DdpReducer& reducer;
+};
+
 }  // namespace
 
 void train_from_config(const config::LoadedConfig& loaded) {
@@ -221,6 +232,7 @@ void train_from_config(const config::LoadedConfig& loaded) {
   // reducer over the trainable parameters, rank 0's weights everywhere before step 1.
   std::unique_ptr<comm::Communicator> communicator;
   std::unique_ptr<comm::DdpReducer> ddp;
+  std::unique_ptr<BucketGradSink> grad_sink;
   if (world.world_size > 1) {
     communicator = comm::make_default_communicator(world, lo.device.is_cuda());
     std::vector<at::Tensor> trainable;
@@ -238,6 +250,10 @@ void train_from_config(const config::LoadedConfig& loaded) {
     dopt.reduce_dtype = c.ddp_reduce_dtype == "bf16" ? at::kBFloat16 : at::kFloat;
     ddp = std::make_unique<comm::DdpReducer>(*communicator, std::move(trainable), dopt);
     ddp->broadcast_parameters(0);
+    if (env_string("LF_DDP_GRAD_SINK").value_or("1") != "0") {
+      grad_sink = std::make_unique<BucketGradSink>(*ddp);
+      model->set_grad_sink(grad_sink.get());
+    }
     auto* reducer = ddp.get();
     auto* cm = communicator.get();
     const auto device = lo.device;

@@ -153,3 +153,21 @@ def test_trace_summary_interval_arithmetic(tmp_path):
     assert r["compute_ms"] == {"forward": 0.08, "backward": 0.14, "optimizer": 0.05}, r
     assert (r["gpu_span_ms"], r["busy_ms"], r["idle_ms"]) == (0.33, 0.27, 0.06), r
     assert r["nccl_ms"] == {"kernels": 1, "sum": 0.08, "union": 0.08, "exposed": 0.03, "tail": 0.03}, r
+
+
+@pytest.mark.parametrize("mode", ["full", "lora"])
+def test_grad_sink_changes_nothing_but_the_copies(tmp_path, mode):
+    """bf16 over fp32 master weights: the layers' gradients go from the bf16 cast straight into
+    the DDP buckets (model::GradSink), not through .grad and a hook's copy. Same numbers to the
+    bit, with gradient accumulation 2 and activation checkpointing; LF_DDP_GRAD_SINK=0 is the
+    copy path."""
+    extra = ("bf16=true", "disable_gradient_checkpointing=false")
+    on_out, off_out = [], []
+    on = train(tmp_path / "sink", mode, (1, 2, 2), *extra, outputs=on_out)
+    off = train(tmp_path / "copy", mode, (1, 2, 2), *extra, env_extra={"LF_DDP_GRAD_SINK": "0"}, outputs=off_out)
+    used = re.search(r"DDP: (\d+) of (\d+) parameters accumulate straight into the buckets", on_out[0])
+    assert used and int(used.group(1)) > 0, on_out[0][-2000:]
+    assert "DDP: 0 of" in off_out[0]
+    assert on[0] == off[0], "per-step losses differ"
+    for k in on[1]:
+        assert np.array_equal(on[1][k], off[1][k]), k

@@ -44,6 +44,14 @@ class DdpReducer {
   DdpReducer(const DdpReducer&) = delete;
   DdpReducer& operator=(const DdpReducer&) = delete;
 
+  // The model::GradSink side (the trainer adapts it): `param`'s gradient will come as
+  // take_external() calls, one per use expected in this micro-step's forward, and the bucket
+  // accumulates it over the step's micro-steps (no .grad until finish_backward). False (the
+  // caller then casts with plain autograd): not one of ours, or the bucket's dtype differs
+  // from the parameter's (a bf16 wire would accumulate micro-steps in bf16).
+  bool expect_external(const at::Tensor& param);
+  void take_external(const at::Tensor& param, const at::Tensor& grad);  // autograd thread
+
   // Rank `root`'s values into every rank's parameters (before the first step).
   void broadcast_parameters(int root = 0);
   // Before each micro-step's backward: sync = true on the optimizer step's last micro-step.

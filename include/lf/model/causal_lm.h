@@ -36,6 +36,9 @@ class CausalLM {
   // forward() wraps each decoder layer in checkpointed_layer_forward (checkpointing.h)
   // while autograd is on: activation memory of one layer instead of all of them.
   void set_gradient_checkpointing(bool on) { gradient_checkpointing_ = on; }
+  // Every layer (norms, linears, LoRA) casts its fp32 weights through `sink` (grad_sink.h);
+  // nullptr: plain autograd. Call after apply_lora; the sink must outlive the model's use.
+  void set_grad_sink(GradSink* sink);
   bool gradient_checkpointing() const { return gradient_checkpointing_; }
 
   at::Tensor embed(const at::Tensor& input_ids) const;  // [B,T] int64 -> [B,T,C]

@@ -15,6 +15,8 @@
 
 namespace lf::model {
 
+class GradSink;  // grad_sink.h
+
 // A parameter by its Hugging Face name; the pointer stays valid while the model lives.
 struct NamedParam {
   std::string name;
@@ -33,6 +35,7 @@ struct Linear {
   at::Tensor weight_;  // [out, in]
   at::Tensor bias_;    // [out] or undefined
   std::unique_ptr<LoraWeights> lora_;
+  GradSink* grad_sink_ = nullptr;  // where the gradients of cast weights go (grad_sink.h)
 
   at::Tensor forward(const at::Tensor& x, bool training) const;  // [.., in] -> [.., out]
   void named_parameters(const std::string& prefix, std::vector<NamedParam>& out);
@@ -41,6 +44,7 @@ struct Linear {
 struct RmsNorm {
   at::Tensor weight_;  // [C]
   double eps_ = 1e-6;
+  GradSink* grad_sink_ = nullptr;
   at::Tensor forward(const at::Tensor& x) const;  // fp32 inside, result in x's dtype
 };
 
