@@ -19,6 +19,7 @@
 #           the gzipped traces go to $OUT/traces.tgz when they fit the device tool's 16 MiB
 # envs    : lf-train on 2 GPUs once per setting in ENVS (";"-separated, e.g.
 #           ENVS="NCCL_MAX_NCHANNELS=8;NCCL_MAX_NCHANNELS=16"): NCCL tuning without a rebuild
+# peer    : the peer (hf_reference.py eager) alone on 1 and 2 GPUs (torchrun), for same-lease ratios
 # compile : the peer with --compile on 1 and 2 GPUs (minutes per model: last)
 # SHAPES="1.5b full,7b lora" (the default) picks the shapes of scale and compile, so the GPU
 # batch can be split over several device calls.
@@ -122,6 +123,12 @@ for part in "${parts[@]}"; do
           set -- $r
           LF_ENV="$setting" TAG=env run "lf 2 GPUs $setting $1 $2 (per rank)" lf_ddp 2 $1 $2
         done
+      done ;;
+    peer)
+      for r in "${SHAPE_LIST[@]}"; do
+        set -- $r
+        run "hf eager 1 GPU $1 $2" "$PY" "$HF_REF" --model $1 --mode $2 --seq 2048 --mbs 4
+        run "hf eager 2 GPUs $1 $2" torchrun --nproc_per_node 2 "$HF_REF" --model $1 --mode $2 --seq 2048 --mbs 4
       done ;;
     compile)
       for r in "${SHAPE_LIST[@]}"; do

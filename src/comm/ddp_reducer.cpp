@@ -25,6 +25,16 @@ struct DdpReducer::State {
     bool external = false;
     bool has_data = false;  // external: the bucket part holds this step's sum so far
     int64_t uses = 0;       // external: uses in this micro-step's graph whose gradient is still due
+    // Sparse (an embedding whose lookup hands its rows to the sink): the lookups' ids and
+    // gradient rows of this step, exchanged and added after the dense part's all-reduce.
+    bool sparse = false;
+    std::vector<at::Tensor> row_ids, rows;
+  };
+  // One sparse parameter's exchange of this step: every rank's ids and rows.
+  struct RowExchange {
+    int64_t param = 0;
+    at::Tensor ids, rows;
+    WorkPtr ids_work, rows_work;
   };
   struct Bucket {
     at::Tensor buffer;  // [numel] reduce dtype
@@ -42,7 +52,12 @@ struct DdpReducer::State {
   std::unordered_map<const c10::TensorImpl*, int64_t> index_of;
   bool syncing = false;
   bool step_open = false;
-  bool reported_external = false;  // between a step's first prepare_backward and its finish_backward
+  bool reported_external = false;
+  int64_t micro_steps = 0;             // prepare_backward calls of the open step (equal on every rank)
+  bool order_settled = false;          // the buckets follow the gradients' arrival order (after step 1)
+  std::vector<int64_t> arrival;        // step 1's arrival order
+  std::vector<int64_t> rebuild_order;  // rank 0's arrival order, to rebuild the buckets at the next step
+  std::vector<RowExchange> exchanges;  // between a step's first prepare_backward and its finish_backward
   int64_t next_to_launch = 0;
   int64_t collectives = 0;
   mutable std::mutex mu;  // hooks (autograd thread) vs the training thread
@@ -52,16 +67,18 @@ struct DdpReducer::State {
 
   void log(const char* what, int64_t bucket) { events.push_back({what, bucket, Clock::now()}); }
 
-  // Reverse model order, first bucket capped at first_bucket_mb, the rest at bucket_cap_mb.
-  void build_buckets() {
+  // Parameters in `order` (the order their gradients are expected), first bucket capped at
+  // first_bucket_mb, the rest at bucket_cap_mb.
+  void build_buckets(const std::vector<int64_t>& order) {
     slots.resize(params.size());
+    buckets.clear();
     const int64_t elem = at::elementSize(opt.reduce_dtype);
     auto cap_bytes = [&](size_t index) {
       return static_cast<int64_t>((index == 0 ? opt.first_bucket_mb : opt.bucket_cap_mb) * (1 << 20));
     };
     std::vector<std::vector<int64_t>> groups(1);
     int64_t bytes = 0;
-    for (int64_t i = static_cast<int64_t>(params.size()) - 1; i >= 0; --i) {
+    for (const int64_t i : order) {
       int64_t b = params[i].numel() * elem;
       if (!groups.back().empty() && bytes + b > cap_bytes(groups.size() - 1)) {
         groups.emplace_back();
@@ -92,6 +109,16 @@ struct DdpReducer::State {
   // The first prepare_backward of an optimizer step.
   void open_step() {
     c10::NoGradGuard no_grad;
+    if (!rebuild_order.empty()) {
+      // A gradient still in an old bucket (no zero_grad) keeps its values in storage of its own.
+      for (auto& param : params)
+        for (const auto& b : buckets)
+          if (param.grad().defined() && param.grad().is_alias_of(b.buffer)) param.mutable_grad() = param.grad().clone();
+      build_buckets(rebuild_order);
+      rebuild_order.clear();
+      spdlog::info("DDP: {} buckets rebuilt in the order the gradients arrived", buckets.size());
+    }
+    micro_steps = 0;
     for (size_t p = 0; p < params.size(); ++p) {
       Slot& slot = slots[p];
       const at::Tensor& g = params[p].grad();
@@ -128,6 +155,58 @@ struct DdpReducer::State {
     mark_arrived(p);
   }
 
+  void on_rows(int64_t p, const at::Tensor& ids, const at::Tensor& rows) {
+    RECORD_USER_SCOPE("lf::ddp_rows");
+    std::lock_guard lock(mu);
+    slots[p].row_ids.push_back(ids);
+    slots[p].rows.push_back(rows);
+  }
+
+  // finish_backward, after every bucket is launched: each sparse parameter's ids and rows
+  // from every rank, padded to the same size everywhere (a bound known to all ranks: id 0
+  // with a zero row adds nothing).
+  void exchange_rows() {
+    c10::NoGradGuard no_grad;
+    for (size_t p = 0; p < slots.size(); ++p) {
+      Slot& slot = slots[p];
+      if (!slot.sparse) continue;
+      const auto& param = params[p];
+      const int64_t total = micro_steps * opt.sparse_rows_bound;
+      auto ids = at::zeros({total}, param.options().dtype(at::kLong));
+      auto rows = at::zeros({total, param.size(1)}, param.options().dtype(opt.sparse_rows_dtype));
+      int64_t n = 0;
+      for (size_t k = 0; k < slot.row_ids.size(); ++k) {
+        const int64_t m = slot.row_ids[k].numel();
+        LF_CHECK(n + m <= total, BackendError,
+                 "DDP: {} embedding rows in {} micro-step(s), more than the bound of {} per micro-step (lookup "
+                 "{} of {})", n + m, micro_steps, opt.sparse_rows_bound, k + 1, slot.row_ids.size());
+        ids.narrow(0, n, m).copy_(slot.row_ids[k]);
+        rows.narrow(0, n, m).copy_(slot.rows[k]);
+        n += m;
+      }
+      slot.row_ids.clear();
+      slot.rows.clear();
+      RowExchange x;
+      x.param = static_cast<int64_t>(p);
+      x.ids = at::empty({total * comm.world_size()}, ids.options());
+      x.rows = at::empty({total * comm.world_size(), param.size(1)}, rows.options());
+      x.ids_work = comm.all_gather(x.ids, ids);
+      x.rows_work = comm.all_gather(x.rows, rows);
+      ++collectives;
+      exchanges.push_back(std::move(x));
+    }
+  }
+
+  // After the parameter's bucket is reduced: every rank's rows into its gradient.
+  void add_rows(int64_t p) {
+    for (auto& x : exchanges) {
+      if (x.param != p) continue;
+      x.ids_work->wait();
+      x.rows_work->wait();
+      slots[p].view.index_put_({x.ids}, x.rows.to(slots[p].view.scalar_type()), /*accumulate=*/true);
+    }
+  }
+
   int64_t external_index(const at::Tensor& param) const {
     const auto it = index_of.find(param.unsafeGetTensorImpl());
     return it == index_of.end() ? -1 : it->second;
@@ -150,6 +229,7 @@ struct DdpReducer::State {
 
   void mark_arrived(int64_t p) {
     slots[p].arrived = true;
+    if (!order_settled) arrival.push_back(p);
     --buckets[slots[p].bucket].pending;
     launch_ready();
   }
@@ -171,7 +251,9 @@ DdpReducer::DdpReducer(Communicator& comm, std::vector<at::Tensor> params, DdpOp
     : state_(std::make_shared<State>(comm, std::move(params), options)) {
   for (const auto& p : state_->params)
     LF_CHECK(p.requires_grad() && p.is_leaf(), ConfigError, "DDP: every parameter must be a trainable leaf tensor");
-  state_->build_buckets();
+  std::vector<int64_t> reverse(state_->params.size());
+  for (size_t i = 0; i < reverse.size(); ++i) reverse[i] = static_cast<int64_t>(reverse.size() - 1 - i);
+  state_->build_buckets(reverse);  // gradients arrive roughly last layer first; step 1 tells (rebuild)
   std::weak_ptr<State> weak = state_;
   for (size_t i = 0; i < state_->params.size(); ++i) {
     // A tensor hook runs when this parameter's gradient for the current backward is computed,
@@ -209,10 +291,28 @@ void DdpReducer::take_external(const at::Tensor& param, const at::Tensor& grad) 
   state_->on_external_grad(p, grad);
 }
 
+bool DdpReducer::expect_rows(const at::Tensor& param) {
+  const int64_t p = state_->external_index(param);
+  auto& s = *state_;
+  if (p < 0 || s.opt.sparse_rows_bound <= 0 || param.dim() != 2 || s.slots[p].external ||
+      s.buckets[s.slots[p].bucket].buffer.scalar_type() != param.scalar_type())
+    return false;
+  std::lock_guard lock(s.mu);
+  s.slots[p].sparse = true;
+  return true;
+}
+
+void DdpReducer::take_rows(const at::Tensor& param, const at::Tensor& ids, const at::Tensor& grad_rows) {
+  const int64_t p = state_->external_index(param);
+  LF_CHECK(p >= 0, BackendError, "DDP: embedding rows for a parameter it does not reduce");
+  state_->on_rows(p, ids, grad_rows);
+}
+
 void DdpReducer::prepare_backward(bool sync) {
   std::lock_guard lock(state_->mu);
   auto& s = *state_;
   if (!s.step_open) s.open_step();
+  ++s.micro_steps;
   for (auto& slot : s.slots) slot.uses = 0;  // this micro-step's forward counts them again
   s.syncing = sync;
   if (!sync) return;
@@ -248,11 +348,13 @@ void DdpReducer::finish_backward() {
     }
     s.syncing = false;
     s.step_open = false;
+    s.exchange_rows();
   }
   c10::NoGradGuard no_grad;
   for (int64_t b = 0; b < static_cast<int64_t>(s.buckets.size()); ++b) {
     s.buckets[b].work->wait();
     for (int64_t p : s.buckets[b].params) {
+      if (s.slots[p].sparse) s.add_rows(p);
       auto& param = s.params[p];
       const auto& reduced = s.slot_view(p);
       // Same dtype: the gradient becomes the bucket's slice itself (no copy after the last
@@ -262,14 +364,38 @@ void DdpReducer::finish_backward() {
       else param.mutable_grad() = reduced.to(param.dtype());
     }
   }
+  s.exchanges.clear();
+  if (!s.order_settled) settle_bucket_order();
   std::lock_guard lock(s.mu);
   s.log("done", -1);
   if (!s.reported_external) {  // once: whether the gradients of cast weights skip .grad
     s.reported_external = true;
-    int64_t external = 0;
-    for (const auto& slot : s.slots) external += slot.external ? 1 : 0;
-    spdlog::info("DDP: {} of {} parameters accumulate straight into the buckets", external, s.params.size());
+    int64_t external = 0, sparse = 0;
+    for (const auto& slot : s.slots) {
+      external += slot.external ? 1 : 0;
+      sparse += slot.sparse ? 1 : 0;
+    }
+    spdlog::info("DDP: {} of {} parameters accumulate straight into the buckets; {} embedding(s) exchange their "
+                 "lookup gradient as rows (at most {} per micro-step)",
+                 external, s.params.size(), sparse, s.opt.sparse_rows_bound);
   }
+}
+
+void DdpReducer::settle_bucket_order() {
+  // Every rank takes rank 0's order (the same collective sequence everywhere); rebuilt at
+  // the next step's first prepare_backward, once the optimizer is done with these buckets.
+  auto& s = *state_;
+  s.order_settled = true;
+  const auto n = static_cast<int64_t>(s.params.size());
+  auto order = at::tensor(s.arrival, at::TensorOptions(at::kLong)).to(s.params[0].device());
+  LF_CHECK(order.numel() == n, BackendError, "DDP: {} of {} gradients arrived in the first step", order.numel(), n);
+  s.comm.broadcast(order, 0)->wait();
+  order = order.cpu();
+  std::vector<int64_t> agreed(order.data_ptr<int64_t>(), order.data_ptr<int64_t>() + n);
+  std::vector<int64_t> current;
+  for (const auto& b : s.buckets) current.insert(current.end(), b.params.begin(), b.params.end());
+  if (agreed != current) s.rebuild_order = std::move(agreed);
+  s.arrival.clear();
 }
 
 int64_t DdpReducer::num_buckets() const { return static_cast<int64_t>(state_->buckets.size()); }

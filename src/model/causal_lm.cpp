@@ -8,6 +8,7 @@
 
 #include "lf/common/error.h"
 #include "lf/model/checkpointing.h"
+#include "lf/model/grad_sink.h"
 
 namespace lf::model {
 namespace {
@@ -69,8 +70,7 @@ CausalLM::CausalLM(ModelConfig config, const at::TensorOptions& o)
 
 at::Tensor CausalLM::embed(const at::Tensor& input_ids) const {
   LF_CHECK(input_ids.dim() == 2, ConfigError, "input_ids must be [B,T], got {} dims", input_ids.dim());
-  auto x = at::embedding(embed_tokens_, input_ids);
-  return x.scalar_type() == compute_dtype_ ? x : x.to(compute_dtype_);
+  return embed_for_compute(embed_tokens_, input_ids, compute_dtype_, grad_sink_);
 }
 
 RopeTables CausalLM::rope(int64_t seq_len, const at::Tensor& position_ids) const {
@@ -90,6 +90,7 @@ void CausalLM::set_grad_sink(GradSink* sink) {
     for (auto& [name, lin] : l.linears()) lin->grad_sink_ = sink;
   }
   norm_.grad_sink_ = sink;
+  grad_sink_ = sink;
 }
 
 at::Tensor CausalLM::final_norm(const at::Tensor& hidden) const { return norm_.forward(hidden); }

@@ -25,7 +25,34 @@ struct CastIntoSink : public torch::autograd::Function<CastIntoSink> {
   }
 };
 
+// embedding(w, ids).to(dtype) whose backward gives (ids, gradient rows) to the sink.
+struct EmbedIntoSink : public torch::autograd::Function<EmbedIntoSink> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& w, const at::Tensor& ids, c10::ScalarType dtype,
+                            GradSink* sink) {
+    ctx->saved_data["sink"] = reinterpret_cast<int64_t>(sink);
+    ctx->saved_data["param"] = w;
+    ctx->saved_data["ids"] = ids;
+    auto x = at::embedding(w, ids);
+    return x.scalar_type() == dtype ? x : x.to(dtype);
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grad_out) {
+    auto* sink = reinterpret_cast<GradSink*>(ctx->saved_data["sink"].toInt());
+    const auto& param = ctx->saved_data["param"].toTensor();
+    const auto& g = grad_out[0];
+    sink->take_rows(param, ctx->saved_data["ids"].toTensor().reshape({-1}), g.reshape({-1, g.size(-1)}));
+    return {at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
+  }
+};
+
 }  // namespace
+
+at::Tensor embed_for_compute(const at::Tensor& weight, const at::Tensor& ids, c10::ScalarType dtype, GradSink* sink) {
+  if (sink && weight.requires_grad() && c10::GradMode::is_enabled() && sink->expect_rows(weight))
+    return EmbedIntoSink::apply(weight, ids, dtype, sink);
+  auto x = at::embedding(weight, ids);
+  return x.scalar_type() == dtype ? x : x.to(dtype);
+}
 
 at::Tensor cast_for_compute(const at::Tensor& weight, c10::ScalarType dtype, GradSink* sink) {
   if (weight.scalar_type() == dtype) return weight;

@@ -16,6 +16,13 @@ int64_t num_targets(const TokenizedDataset& data, int64_t index) {
   return count;
 }
 
+int64_t longest_padded_row(const TokenizedDataset& data, int64_t pad_to_multiple_of) {
+  int64_t t = 0;
+  for (size_t i = 0; i < data.size(); ++i) t = std::max<int64_t>(t, static_cast<int64_t>(data.input_ids(i).size()));
+  if (pad_to_multiple_of > 1) t = (t + pad_to_multiple_of - 1) / pad_to_multiple_of * pad_to_multiple_of;
+  return t;
+}
+
 Batch collate(const TokenizedDataset& data, const std::vector<int64_t>& indices, int32_t pad_id,
               int64_t pad_to_multiple_of) {
   LF_CHECK(!indices.empty(), ConfigError, "collate: empty micro-batch");

@@ -23,6 +23,7 @@
 #include "lf/model/grad_sink.h"
 #include "lf/model/loader.h"
 #include "lf/model/lora.h"
+#include "lf/train/batch.h"
 #include "lf/train/trainer.h"
 
 namespace lf::train {
@@ -125,11 +126,16 @@ int32_t max_token_id(const TokenizedDataset& d) {
 
 // Under bf16/fp16 over fp32 master weights, the gradients of the layers' weights go
 // straight into the DDP buckets (model/grad_sink.h) instead of autograd's .grad plus a
-// hook's copy. LF_DDP_GRAD_SINK=0 restores the copy path (same numbers; for comparison).
+// hook's copy, and a trainable embedding's lookup gradient travels as rows.
+// LF_DDP_GRAD_SINK=0 restores the copy path (and the dense embedding; for comparison).
 struct BucketGradSink final : model::GradSink {
   explicit BucketGradSink(comm::DdpReducer& r) : reducer(r) {}
   bool expect(const at::Tensor& param) override { return reducer.expect_external(param); }
   void take(const at::Tensor& param, const at::Tensor& grad) override { reducer.take_external(param, grad); }
+  bool expect_rows(const at::Tensor& param) override { return reducer.expect_rows(param); }
+  void take_rows(const at::Tensor& param, const at::Tensor& ids, const at::Tensor& rows) override {
+    reducer.take_rows(param, ids, rows);
+  }
   comm::DdpReducer& reducer;
 };
 
@@ -248,6 +254,13 @@ void train_from_config(const config::LoadedConfig& loaded) {
     dopt.bucket_cap_mb = c.ddp_bucket_cap_mb;
     dopt.first_bucket_mb = std::min(1.0, c.ddp_bucket_cap_mb);
     dopt.reduce_dtype = c.ddp_reduce_dtype == "bf16" ? at::kBFloat16 : at::kFloat;
+    // The embedding's lookup gradient travels as rows (at most micro-batch x longest row per
+    // micro-step), not as a dense [V,C] all-reduce at the end of backward.
+    // LF_DDP_SPARSE_EMBEDDING=0 turns that off (for comparison).
+    if (env_string("LF_DDP_SPARSE_EMBEDDING").value_or("1") != "0") {
+      dopt.sparse_rows_bound = c.per_device_train_batch_size * longest_padded_row(data.train);
+      dopt.sparse_rows_dtype = mixed;
+    }
     ddp = std::make_unique<comm::DdpReducer>(*communicator, std::move(trainable), dopt);
     ddp->broadcast_parameters(0);
     if (env_string("LF_DDP_GRAD_SINK").value_or("1") != "0") {

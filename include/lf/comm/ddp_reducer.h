@@ -27,6 +27,10 @@ struct DdpOptions {
   double bucket_cap_mb = 25;      // ddp_bucket_cap_mb
   double first_bucket_mb = 1;     // torch DDP's 1 MiB first bucket
   at::ScalarType reduce_dtype = at::kFloat;  // fp32 or bf16 on the wire
+  // Embedding rows looked up per micro-step, at most (equal on every rank; 0: an embedding's
+  // gradient is reduced densely), and their dtype on the wire (the compute dtype).
+  int64_t sparse_rows_bound = 0;
+  at::ScalarType sparse_rows_dtype = at::kFloat;
 };
 
 // What happened, with timestamps, for tests and profiling.
@@ -51,6 +55,12 @@ class DdpReducer {
   // from the parameter's (a bf16 wire would accumulate micro-steps in bf16).
   bool expect_external(const at::Tensor& param);
   void take_external(const at::Tensor& param, const at::Tensor& grad);  // autograd thread
+  // The embedding side of model::GradSink: `param`'s lookups hand their (ids, gradient rows)
+  // here; finish_backward all-gathers every rank's rows (padded to sparse_rows_bound per
+  // micro-step) and adds them after the dense part's all-reduce, instead of all-reducing a
+  // dense [V,C] lookup gradient at the very end of backward. False: not enabled, or not ours.
+  bool expect_rows(const at::Tensor& param);
+  void take_rows(const at::Tensor& param, const at::Tensor& ids, const at::Tensor& grad_rows);
 
   // Rank `root`'s values into every rank's parameters (before the first step).
   void broadcast_parameters(int root = 0);
@@ -70,6 +80,8 @@ class DdpReducer {
   struct State;
 
  private:
+  // After the first step: buckets in the order gradients arrived (rank 0's), from step 2 on.
+  void settle_bucket_order();
   std::shared_ptr<State> state_;
 };
 

@@ -36,8 +36,8 @@ class CausalLM {
   // forward() wraps each decoder layer in checkpointed_layer_forward (checkpointing.h)
   // while autograd is on: activation memory of one layer instead of all of them.
   void set_gradient_checkpointing(bool on) { gradient_checkpointing_ = on; }
-  // Every layer (norms, linears, LoRA) casts its fp32 weights through `sink` (grad_sink.h);
-  // nullptr: plain autograd. Call after apply_lora; the sink must outlive the model's use.
+  // Every layer (norms, linears, LoRA) casts its fp32 weights through `sink` (grad_sink.h),
+  // and the embedding lookup hands it its gradient rows; nullptr: plain autograd. Call after apply_lora; the sink must outlive the model's use.
   void set_grad_sink(GradSink* sink);
   bool gradient_checkpointing() const { return gradient_checkpointing_; }
 
@@ -65,6 +65,7 @@ class CausalLM {
   c10::ScalarType compute_dtype_;
   bool training_ = false;
   bool gradient_checkpointing_ = false;
+  GradSink* grad_sink_ = nullptr;  // also takes the embedding lookup's gradient rows
   at::Tensor embed_tokens_;  // [V,C]
   std::vector<DecoderLayer> layers_;
   RmsNorm norm_;

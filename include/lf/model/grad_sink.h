@@ -21,10 +21,21 @@ class GradSink {
   // Backward (autograd thread): one use's gradient, in the compute dtype. The sink must
   // take every gradient of a parameter it expected.
   virtual void take(const at::Tensor& param, const at::Tensor& grad) = 0;
+
+  // The embedding lookup: a sink that expects `param`'s rows gets, for each lookup, the ids
+  // and the gradient rows (compute dtype) instead of a dense [V,C] gradient, and adds them
+  // into the parameter's gradient itself (DDP: after the dense part's all-reduce, exchanging
+  // only the rows every rank touched).
+  virtual bool expect_rows(const at::Tensor& param) { return false; }
+  virtual void take_rows(const at::Tensor& param, const at::Tensor& ids, const at::Tensor& grad_rows) {}
 };
 
 // `weight` in `dtype` for one use in a layer: itself when the dtypes match, else a cast
 // whose gradient goes to `sink` (when given, autograd is on and the sink expects it).
 at::Tensor cast_for_compute(const at::Tensor& weight, c10::ScalarType dtype, GradSink* sink);
+
+// embedding(weight, ids) in `dtype`; with a sink that expects the rows, the gradient goes to
+// sink->take_rows() instead of a dense gradient for weight.
+at::Tensor embed_for_compute(const at::Tensor& weight, const at::Tensor& ids, c10::ScalarType dtype, GradSink* sink);
 
 }  // namespace lf::model

@@ -20,8 +20,14 @@ struct Batch {
   int64_t num_tokens = 0;   // real (unpadded) input tokens
 };
 
+// Rows are padded to a multiple of this (HF's DataCollatorForSeq2Seq pad_to_multiple_of=8).
+constexpr int64_t kPadToMultipleOf = 8;
+
 Batch collate(const TokenizedDataset& data, const std::vector<int64_t>& indices, int32_t pad_id,
-              int64_t pad_to_multiple_of = 8);
+              int64_t pad_to_multiple_of = kPadToMultipleOf);
+
+// The longest row collate() can make from `data`: its longest example, padded.
+int64_t longest_padded_row(const TokenizedDataset& data, int64_t pad_to_multiple_of = kPadToMultipleOf);
 
 // Number of target tokens of one example (its labels after the causal shift).
 int64_t num_targets(const TokenizedDataset& data, int64_t index);
