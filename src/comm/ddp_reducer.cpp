@@ -71,6 +71,7 @@ struct DdpReducer::State {
   // first_bucket_mb, the rest at bucket_cap_mb.
   void build_buckets(const std::vector<int64_t>& order) {
     slots.resize(params.size());
+    for (auto& slot : slots) slot.view = at::Tensor();  // the old buffers go before the new ones come
     buckets.clear();
     const int64_t elem = at::elementSize(opt.reduce_dtype);
     auto cap_bytes = [&](size_t index) {
