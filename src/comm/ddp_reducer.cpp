@@ -295,7 +295,7 @@ void DdpReducer::take_external(const at::Tensor& param, const at::Tensor& grad) 
 bool DdpReducer::expect_rows(const at::Tensor& param) {
   const int64_t p = state_->external_index(param);
   auto& s = *state_;
-  if (p < 0 || s.opt.sparse_rows_bound <= 0 || param.dim() != 2 || s.slots[p].external ||
+  if (p < 0 || s.opt.sparse_rows_bound <= 0 || param.dim() != 2 ||
       s.buckets[s.slots[p].bucket].buffer.scalar_type() != param.scalar_type())
     return false;
   std::lock_guard lock(s.mu);

@@ -70,7 +70,7 @@ CausalLM::CausalLM(ModelConfig config, const at::TensorOptions& o)
 
 at::Tensor CausalLM::embed(const at::Tensor& input_ids) const {
   LF_CHECK(input_ids.dim() == 2, ConfigError, "input_ids must be [B,T], got {} dims", input_ids.dim());
-  return embed_for_compute(embed_tokens_, input_ids, compute_dtype_, grad_sink_);
+  return embed_for_compute(embed_tokens_, input_ids, compute_dtype_, grad_sink_, &embed_rows_to_sink_);
 }
 
 RopeTables CausalLM::rope(int64_t seq_len, const at::Tensor& position_ids) const {

@@ -25,14 +25,17 @@ struct CastIntoSink : public torch::autograd::Function<CastIntoSink> {
   }
 };
 
-// embedding(w, ids).to(dtype) whose backward gives (ids, gradient rows) to the sink.
+// embedding(w, ids).to(dtype) whose backward gives (ids, gradient rows) to the sink. w is
+// not an autograd input: an edge to w would hold w's AccumulateGrad (and a tied lm_head
+// gradient waiting there) until this, the last node of backward, has run. A fresh empty
+// `anchor` that requires grad puts the node in the graph instead.
 struct EmbedIntoSink : public torch::autograd::Function<EmbedIntoSink> {
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& w, const at::Tensor& ids, c10::ScalarType dtype,
-                            GradSink* sink) {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& anchor, const at::Tensor& w, const at::Tensor& ids,
+                            c10::ScalarType dtype, GradSink* sink) {
     ctx->saved_data["sink"] = reinterpret_cast<int64_t>(sink);
     ctx->saved_data["param"] = w;
     ctx->saved_data["ids"] = ids;
-    auto x = at::embedding(w, ids);
+    auto x = at::embedding(w.detach(), ids);
     return x.scalar_type() == dtype ? x : x.to(dtype);
   }
 
@@ -41,15 +44,18 @@ struct EmbedIntoSink : public torch::autograd::Function<EmbedIntoSink> {
     const auto& param = ctx->saved_data["param"].toTensor();
     const auto& g = grad_out[0];
     sink->take_rows(param, ctx->saved_data["ids"].toTensor().reshape({-1}), g.reshape({-1, g.size(-1)}));
-    return {at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
+    return {at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
 
 }  // namespace
 
-at::Tensor embed_for_compute(const at::Tensor& weight, const at::Tensor& ids, c10::ScalarType dtype, GradSink* sink) {
-  if (sink && weight.requires_grad() && c10::GradMode::is_enabled() && sink->expect_rows(weight))
-    return EmbedIntoSink::apply(weight, ids, dtype, sink);
+at::Tensor embed_for_compute(const at::Tensor& weight, const at::Tensor& ids, c10::ScalarType dtype, GradSink* sink,
+                             bool* rows_to_sink) {
+  const bool to_sink = sink && weight.requires_grad() && c10::GradMode::is_enabled() && sink->expect_rows(weight);
+  if (rows_to_sink) *rows_to_sink = to_sink;
+  if (to_sink)
+    return EmbedIntoSink::apply(at::empty({0}, weight.options()).requires_grad_(true), weight, ids, dtype, sink);
   auto x = at::embedding(weight, ids);
   return x.scalar_type() == dtype ? x : x.to(dtype);
 }

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 
+#include "lf/model/grad_sink.h"
 #include "lf/model/loss.h"
 
 namespace lf::train {
@@ -18,7 +19,9 @@ using torch::autograd::variable_list;
 // (one pass over the vocabulary) and saved; see the header.
 struct ChunkedLmLoss : public torch::autograd::Function<ChunkedLmLoss> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& h, const at::Tensor& w, const at::Tensor& y,
-                            int64_t chunk_rows, bool need_grad_h, bool need_grad_w) {
+                            int64_t chunk_rows, bool need_grad_h, bool need_grad_w, model::GradSink* sink) {
+    ctx->saved_data["sink"] = reinterpret_cast<int64_t>(sink);  // non-null: it takes w's gradient
+    if (sink) ctx->saved_data["param"] = w;
     const int64_t m = h.size(0);
     const auto wc = w.scalar_type() == h.scalar_type() ? w : w.to(h.scalar_type());  // [V,C] compute dtype
     auto total = at::zeros({}, h.options().dtype(at::kFloat));
@@ -56,7 +59,11 @@ struct ChunkedLmLoss : public torch::autograd::Function<ChunkedLmLoss> {
       gh = (saved[0] * g.to(at::kFloat)).to(static_cast<c10::ScalarType>(ctx->saved_data["h_dtype"].toInt()));
     if (saved[1].defined())
       gw = (saved[1] * g.to(at::kFloat)).to(static_cast<c10::ScalarType>(ctx->saved_data["w_dtype"].toInt()));
-    return {gh, gw, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
+    if (auto* sink = reinterpret_cast<model::GradSink*>(ctx->saved_data["sink"].toInt()); sink && gw.defined()) {
+      sink->take(ctx->saved_data["param"].toTensor(), gw);
+      gw = at::Tensor();
+    }
+    return {gh, gw, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
 
@@ -68,7 +75,7 @@ at::Tensor target_rows_of(const at::Tensor& cpu_labels) {
 }
 
 at::Tensor lm_head_loss_sum(const at::Tensor& normed_hidden, const at::Tensor& weight, const at::Tensor& labels,
-                            int64_t chunk_rows, const at::Tensor& target_rows) {
+                            int64_t chunk_rows, const at::Tensor& target_rows, model::GradSink* grad_sink) {
   const int64_t b = normed_hidden.size(0), t = normed_hidden.size(1), c = normed_hidden.size(2);
   auto h = normed_hidden.narrow(1, 0, t - 1).reshape({b * (t - 1), c});  // [B*(T-1), C]
   auto y = labels.narrow(1, 1, t - 1).reshape({-1}).to(h.device());      // [B*(T-1)]
@@ -79,8 +86,9 @@ at::Tensor lm_head_loss_sum(const at::Tensor& normed_hidden, const at::Tensor& w
   auto ys = y.index_select(0, rows);
   if (chunk_rows <= 0) chunk_rows = std::max<int64_t>(1, (int64_t{1} << 30) / (4 * weight.size(0)));
   const bool grad_on = c10::GradMode::is_enabled();
-  return ChunkedLmLoss::apply(hs, weight, ys, chunk_rows, grad_on && hs.requires_grad(),
-                              grad_on && weight.requires_grad());
+  const bool grad_w = grad_on && weight.requires_grad();
+  model::GradSink* sink = grad_w && grad_sink && grad_sink->expect(weight) ? grad_sink : nullptr;
+  return ChunkedLmLoss::apply(hs, weight, ys, chunk_rows, grad_on && hs.requires_grad(), grad_w, sink);
 }
 
 }  // namespace lf::train

@@ -37,7 +37,8 @@ at::Tensor Trainer::State::forward_loss_sum(const Batch& b, bool training) {
   for (const auto& layer : m.layers())
     x = ckpt ? model::checkpointed_layer_forward(layer, x, rope, training) : layer.forward(x, rope, training);
   auto h = m.final_norm(x);
-  auto loss = lm_head_loss_sum(h, m.lm_head_weight(), labels, s.loss_chunk_rows, target_rows_of(b.labels));
+  auto loss = lm_head_loss_sum(h, m.lm_head_weight(), labels, s.loss_chunk_rows, target_rows_of(b.labels),
+                               m.lm_head_grad_sink());
   return loss;
 }
 

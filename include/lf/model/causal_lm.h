@@ -39,6 +39,11 @@ class CausalLM {
   // Every layer (norms, linears, LoRA) casts its fp32 weights through `sink` (grad_sink.h),
   // and the embedding lookup hands it its gradient rows; nullptr: plain autograd. Call after apply_lora; the sink must outlive the model's use.
   void set_grad_sink(GradSink* sink);
+  // For a loss that holds lm_head's gradient: the sink, unless lm_head is the tied embedding
+  // whose last lookup gave its gradient to autograd (both parts must take the same path).
+  GradSink* lm_head_grad_sink() const {
+    return !config_.tie_word_embeddings || embed_rows_to_sink_ ? grad_sink_ : nullptr;
+  }
   bool gradient_checkpointing() const { return gradient_checkpointing_; }
 
   at::Tensor embed(const at::Tensor& input_ids) const;  // [B,T] int64 -> [B,T,C]
@@ -66,6 +71,7 @@ class CausalLM {
   bool training_ = false;
   bool gradient_checkpointing_ = false;
   GradSink* grad_sink_ = nullptr;  // also takes the embedding lookup's gradient rows
+  mutable bool embed_rows_to_sink_ = false;  // the last embed() gave its rows to the sink
   at::Tensor embed_tokens_;  // [V,C]
   std::vector<DecoderLayer> layers_;
   RmsNorm norm_;

@@ -36,6 +36,8 @@ at::Tensor cast_for_compute(const at::Tensor& weight, c10::ScalarType dtype, Gra
 
 // embedding(weight, ids) in `dtype`; with a sink that expects the rows, the gradient goes to
 // sink->take_rows() instead of a dense gradient for weight.
-at::Tensor embed_for_compute(const at::Tensor& weight, const at::Tensor& ids, c10::ScalarType dtype, GradSink* sink);
+// *rows_to_sink (optional): whether the rows went to the sink.
+at::Tensor embed_for_compute(const at::Tensor& weight, const at::Tensor& ids, c10::ScalarType dtype, GradSink* sink,
+                             bool* rows_to_sink = nullptr);
 
 }  // namespace lf::model

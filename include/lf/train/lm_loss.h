@@ -13,6 +13,10 @@
 
 #include <cstdint>
 
+namespace lf::model {
+class GradSink;
+}
+
 namespace lf::train {
 
 // normed_hidden [B,T,C] (after the final norm, in the compute dtype), weight [V,C]
@@ -22,8 +26,11 @@ namespace lf::train {
 // target_rows: the flat indices b*(T-1)+t of the target positions (labels[:, 1:] != -100),
 // int64 on the CPU; pass them when the labels are on the host anyway, to spare the device
 // sync that finding them on the device costs.
+// grad_sink (model/grad_sink.h): when it expects `weight`, the weight's gradient goes to it
+// at the start of backward (this is backward's first node) instead of to .grad.
 at::Tensor lm_head_loss_sum(const at::Tensor& normed_hidden, const at::Tensor& weight, const at::Tensor& labels,
-                            int64_t chunk_rows = 0, const at::Tensor& target_rows = {});
+                            int64_t chunk_rows = 0, const at::Tensor& target_rows = {},
+                            model::GradSink* grad_sink = nullptr);
 
 // The target_rows argument above, from host labels [B,T].
 at::Tensor target_rows_of(const at::Tensor& cpu_labels);
