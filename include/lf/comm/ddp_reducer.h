@@ -1,13 +1,18 @@
 #pragma once
 // Data-parallel gradient reduction (DDP), llm.c-style, on top of Communicator:
 // trainable parameters are packed into buckets in reverse registration order
-// (gradients arrive roughly last layer first), the first bucket small so
-// communication starts early; a hook on each parameter copies its accumulated
-// gradient into its bucket during the final micro-step's backward, and a
-// bucket's all-reduce (SUM: the loss is already normalised by the step's global
-// target count) starts as soon as the bucket is complete, overlapping the rest
-// of backward. Buckets are launched in index order on every rank. Non-final
-// accumulation micro-steps communicate nothing.
+// (gradients arrive roughly last layer first), rebuilt after the first step in the
+// order they really arrived (rank 0's), the first bucket small so communication
+// starts early. A gradient reaches its bucket one of two ways: a hook copies the
+// parameter's accumulated gradient during the final micro-step's backward, or
+// (external parameters, through the owner's model::GradSink) the bucket itself
+// accumulates every micro-step's gradient as the compute-dtype cast hands it over.
+// A bucket's all-reduce (SUM: the loss is already normalised by the step's global
+// target count) starts as soon as the bucket is complete, overlapping the rest of
+// backward; buckets are launched in index order on every rank. An embedding's
+// lookup gradient may come as rows (take_rows), all-gathered after backward and
+// added to its reduced gradient. Non-final accumulation micro-steps communicate
+// nothing.
 //
 // Threading: hooks run on the autograd thread; call the other methods from the
 // training thread, around backward(). Owns its hooks for the model's lifetime.
