@@ -399,6 +399,13 @@ void DdpReducer::settle_bucket_order() {
   s.arrival.clear();
 }
 
+std::vector<int64_t> DdpReducer::bucket_order() const {
+  std::lock_guard lock(state_->mu);
+  std::vector<int64_t> order;
+  for (const auto& b : state_->buckets) order.insert(order.end(), b.params.begin(), b.params.end());
+  return order;
+}
+
 int64_t DdpReducer::num_buckets() const { return static_cast<int64_t>(state_->buckets.size()); }
 
 int64_t DdpReducer::collectives_issued() const {

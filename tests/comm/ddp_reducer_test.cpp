@@ -89,6 +89,45 @@ TEST(Ddp, ReducedGradientsEqualOneProcessWithTheSameGlobalBatch) {
   }
 }
 
+TEST(Ddp, BucketsFollowTheOrderGradientsArriveFromTheSecondStep) {
+  // Registered last layer first, the initial buckets (reverse registration order) expect layer
+  // 0's gradients first, which backward produces last. After step 1 the buckets follow the
+  // order seen (the last layer first), and the reduced gradients stay the same.
+  const int world = 2;
+  std::vector<std::vector<int64_t>> before(world), after(world);
+  std::vector<std::vector<at::Tensor>> step1(world), step2(world);
+  run_ranks(world, [&](int rank, Communicator& comm) {
+    Toy toy(7);
+    std::vector<at::Tensor> registered(toy.params.rbegin(), toy.params.rend());  // b5, w5, ..., b0, w0
+    DdpOptions opt;
+    opt.first_bucket_mb = 2.0 * kWidth * kWidth * 8 / (1 << 20);
+    opt.bucket_cap_mb = opt.first_bucket_mb;
+    opt.reduce_dtype = at::kDouble;
+    DdpReducer ddp(comm, registered, opt);
+    auto step = [&](std::vector<at::Tensor>& grads) {
+      ddp.prepare_backward(true);
+      toy.loss_sum(batch(rank, 0, rows_of(rank, 0))).backward();
+      ddp.finish_backward();
+      for (auto& p : toy.params) {
+        grads.push_back(p.grad().clone());
+        p.mutable_grad() = at::Tensor();  // zero_grad
+      }
+    };
+    before[rank] = ddp.bucket_order();
+    step(step1[rank]);
+    step(step2[rank]);  // rebuilt at its prepare_backward
+    after[rank] = ddp.bucket_order();
+  });
+  const int64_t n = 2 * kLayers;
+  for (int r = 0; r < world; ++r) {
+    EXPECT_EQ(before[r].front(), n - 1) << "initially w0 (registered last) is expected first";
+    // Backward meets layer 5 first: its weight or bias (registered 0 and 1) opens the first bucket.
+    EXPECT_LE(after[r].front(), 1);
+    EXPECT_EQ(after[r], after[0]) << "every rank must send the same buckets in the same order";
+    for (size_t i = 0; i < step1[r].size(); ++i) EXPECT_TRUE(at::equal(step1[r][i], step2[r][i])) << i;
+  }
+}
+
 TEST(Ddp, BroadcastMakesEveryRankStartFromRankZero) {
   std::vector<at::Tensor> firsts(2);
   run_ranks(2, [&](int rank, Communicator& comm) {

@@ -78,6 +78,8 @@ class DdpReducer {
   void finish_backward();
 
   int64_t num_buckets() const;
+  // Parameter indices (constructor order) bucket by bucket, in the order buckets are sent.
+  std::vector<int64_t> bucket_order() const;
   int64_t collectives_issued() const;
   std::vector<DdpEvent> events() const;
   void clear_events();
