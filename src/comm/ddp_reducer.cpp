@@ -255,6 +255,11 @@ DdpReducer::DdpReducer(Communicator& comm, std::vector<at::Tensor> params, DdpOp
   std::vector<int64_t> reverse(state_->params.size());
   for (size_t i = 0; i < reverse.size(); ++i) reverse[i] = static_cast<int64_t>(reverse.size() - 1 - i);
   state_->build_buckets(reverse);  // gradients arrive roughly last layer first; step 1 tells (rebuild)
+  for (const int64_t p : options.row_params) {
+    const auto& param = state_->params.at(static_cast<size_t>(p));
+    if (options.sparse_rows_bound > 0 && param.dim() == 2 && options.reduce_dtype == param.scalar_type())
+      state_->slots[p].sparse = true;
+  }
   std::weak_ptr<State> weak = state_;
   for (size_t i = 0; i < state_->params.size(); ++i) {
     // A tensor hook runs when this parameter's gradient for the current backward is computed,
@@ -295,12 +300,7 @@ void DdpReducer::take_external(const at::Tensor& param, const at::Tensor& grad) 
 bool DdpReducer::expect_rows(const at::Tensor& param) {
   const int64_t p = state_->external_index(param);
   auto& s = *state_;
-  if (p < 0 || s.opt.sparse_rows_bound <= 0 || param.dim() != 2 ||
-      s.buckets[s.slots[p].bucket].buffer.scalar_type() != param.scalar_type())
-    return false;
-  std::lock_guard lock(s.mu);
-  s.slots[p].sparse = true;
-  return true;
+  return p >= 0 && s.slots[p].sparse;
 }
 
 void DdpReducer::take_rows(const at::Tensor& param, const at::Tensor& ids, const at::Tensor& grad_rows) {

@@ -241,29 +241,31 @@ void train_from_config(const config::LoadedConfig& loaded) {
   std::unique_ptr<BucketGradSink> grad_sink;
   if (world.world_size > 1) {
     communicator = comm::make_default_communicator(world, lo.device.is_cuda());
+    comm::DdpOptions dopt;
     std::vector<at::Tensor> trainable;
     if (s.lora) {
       for (auto& p : model::lora_parameters(*model)) trainable.push_back(*p.tensor);
     } else {
       for (auto& p : model->named_parameters()) {
         p.tensor->set_requires_grad(true);
+        if (p.name == "model.embed_tokens.weight") dopt.row_params.push_back(static_cast<int64_t>(trainable.size()));
         trainable.push_back(*p.tensor);
       }
     }
-    comm::DdpOptions dopt;
     dopt.bucket_cap_mb = c.ddp_bucket_cap_mb;
     dopt.first_bucket_mb = std::min(1.0, c.ddp_bucket_cap_mb);
     dopt.reduce_dtype = c.ddp_reduce_dtype == "bf16" ? at::kBFloat16 : at::kFloat;
     // The embedding's lookup gradient travels as rows (at most micro-batch x longest row per
     // micro-step), not as a dense [V,C] all-reduce at the end of backward.
-    // LF_DDP_SPARSE_EMBEDDING=0 turns that off (for comparison).
-    if (env_string("LF_DDP_SPARSE_EMBEDDING").value_or("1") != "0") {
+    // LF_DDP_SPARSE_EMBEDDING=0 turns that off (for comparison). The rows come through the sink.
+    const bool sink_on = env_string("LF_DDP_GRAD_SINK").value_or("1") != "0";
+    if (sink_on && env_string("LF_DDP_SPARSE_EMBEDDING").value_or("1") != "0") {
       dopt.sparse_rows_bound = c.per_device_train_batch_size * longest_padded_row(data.train);
       dopt.sparse_rows_dtype = mixed;
     }
     ddp = std::make_unique<comm::DdpReducer>(*communicator, std::move(trainable), dopt);
     ddp->broadcast_parameters(0);
-    if (env_string("LF_DDP_GRAD_SINK").value_or("1") != "0") {
+    if (sink_on) {
       grad_sink = std::make_unique<BucketGradSink>(*ddp);
       model->set_grad_sink(grad_sink.get());
     }

@@ -36,6 +36,9 @@ struct DdpOptions {
   // gradient is reduced densely), and their dtype on the wire (the compute dtype).
   int64_t sparse_rows_bound = 0;
   at::ScalarType sparse_rows_dtype = at::kFloat;
+  // The parameters (indices into the constructor's list) whose rows may come: fixed up front,
+  // so every rank exchanges the same rows even when one has no micro-batch in a step.
+  std::vector<int64_t> row_params;
 };
 
 // What happened, with timestamps, for tests and profiling.
