@@ -1,7 +1,10 @@
 // The CPU backend: ring collectives over a TCP mesh, run in issue order on one
 // background thread per communicator, so communication overlaps the caller's
 // compute (the DDP overlap contract holds on CPU too). Documented as the
-// test / GPU-less backend; the production engine is NCCL.
+// test / GPU-less backend; the production engine is NCCL. Each collective first
+// swaps a small header with its ring neighbours (which collective, how many bytes,
+// its sequence number): ranks that issue different collectives fail with an error
+// naming both, instead of reading each other's bytes as data.
 #include <ATen/ATen.h>
 #include <fmt/format.h>
 
@@ -52,6 +55,32 @@ rdzv::StoreClient connect_store(const CommOptions& o) {
                       : rdzv::StoreClient::from_env();
 }
 
+// What a rank is about to do, swapped with its neighbours before every collective.
+struct CollectiveHeader {
+  uint32_t kind = 0;    // CollectiveKind
+  uint32_t dtype = 0;   // c10::ScalarType
+  uint64_t seq = 0;     // this communicator's collective count
+  uint64_t numel = 0;   // elements of the full tensor
+  bool operator==(const CollectiveHeader&) const = default;
+};
+
+enum CollectiveKind : uint32_t { kAllReduce = 1, kBroadcast, kAllGather, kReduceScatter };
+
+const char* kind_name(uint32_t k) {
+  switch (k) {
+    case kAllReduce: return "all_reduce";
+    case kBroadcast: return "broadcast";
+    case kAllGather: return "all_gather";
+    case kReduceScatter: return "reduce_scatter";
+  }
+  return "?";
+}
+
+std::string describe(const CollectiveHeader& h) {
+  return fmt::format("collective #{} {} of {} x {}", h.seq, kind_name(h.kind), h.numel,
+                     c10::toString(static_cast<c10::ScalarType>(h.dtype)));
+}
+
 // [begin, end) element range of chunk i of n elements split world ways.
 std::pair<int64_t, int64_t> chunk_range(int64_t n, int world, int i) {
   return {n * i / world, n * (i + 1) / world};
@@ -81,6 +110,7 @@ class CpuCommunicator : public Communicator {
   WorkPtr all_reduce(at::Tensor t, ReduceOp op) override {
     check_input(t, "all_reduce");
     return enqueue([this, t, op]() mutable {
+      agree_with_ring(kAllReduce, t);
       auto flat = t.view({-1});
       ring_reduce_scatter(flat, op == ReduceOp::kMax);
       ring_all_gather(flat);
@@ -91,11 +121,17 @@ class CpuCommunicator : public Communicator {
   WorkPtr broadcast(at::Tensor t, int root) override {
     check_input(t, "broadcast");
     return enqueue([this, t, root] {
+      const auto mine = header(kBroadcast, t);
       size_t bytes = t.nbytes();
       if (opt_.rank == root) {
         for (int r = 0; r < opt_.world_size; ++r)
+          if (r != root) mesh_.send(r, &mine, sizeof mine);
+        for (int r = 0; r < opt_.world_size; ++r)
           if (r != root) mesh_.send(r, t.data_ptr(), bytes);
       } else {
+        CollectiveHeader theirs;
+        mesh_.recv(root, &theirs, sizeof theirs);
+        check_same(mine, theirs, root);
         mesh_.recv(root, t.data_ptr(), bytes);
       }
     });
@@ -104,6 +140,7 @@ class CpuCommunicator : public Communicator {
   WorkPtr all_gather(at::Tensor output, at::Tensor input) override {
     check_sharded("all_gather", input, output);
     return enqueue([this, output, input] {
+      agree_with_ring(kAllGather, output);
       auto flat = output.view({-1});
       int64_t n = input.numel();
       flat.narrow(0, n * opt_.rank, n).copy_(input.view({-1}));
@@ -114,6 +151,7 @@ class CpuCommunicator : public Communicator {
   WorkPtr reduce_scatter(at::Tensor output, at::Tensor input) override {
     check_sharded("reduce_scatter", output, input);
     return enqueue([this, output, input] {
+      agree_with_ring(kReduceScatter, input);
       auto flat = input.view({-1}).clone();
       ring_reduce_scatter(flat, false);
       int64_t n = output.numel();
@@ -191,6 +229,29 @@ class CpuCommunicator : public Communicator {
     }
   }
 
+  // On the communicator's thread, in issue order: the next collective's header.
+  CollectiveHeader header(CollectiveKind kind, const at::Tensor& t) {
+    return {kind, static_cast<uint32_t>(t.scalar_type()), seq_++, static_cast<uint64_t>(t.numel())};
+  }
+
+  void check_same(const CollectiveHeader& mine, const CollectiveHeader& theirs, int peer) const {
+    LF_CHECK(mine == theirs, BackendError,
+             "rank {}: the ranks issued different collectives: this rank's {}, rank {}'s {} (every rank must "
+             "issue the same collectives in the same order)",
+             opt_.rank, describe(mine), peer, describe(theirs));
+  }
+
+  // Ring collectives: send this rank's header right, check the left neighbour's; around
+  // the ring every rank is compared with every other.
+  void agree_with_ring(CollectiveKind kind, const at::Tensor& whole) {
+    const auto mine = header(kind, whole);
+    if (opt_.world_size == 1) return;
+    const int right = (opt_.rank + 1) % opt_.world_size, left = (opt_.rank + opt_.world_size - 1) % opt_.world_size;
+    CollectiveHeader theirs;
+    mesh_.send_recv(right, &mine, sizeof mine, left, &theirs, sizeof theirs);
+    check_same(mine, theirs, left);
+  }
+
   // Afterwards rank r holds chunk r reduced over every rank (elementwise sum or max).
   void ring_reduce_scatter(at::Tensor flat, bool max) {
     const int w = opt_.world_size, r = opt_.rank;
@@ -233,6 +294,7 @@ class CpuCommunicator : public Communicator {
   std::condition_variable cv_;
   std::deque<Op> queue_;
   bool stopping_ = false, aborted_ = false;
+  uint64_t seq_ = 0;  // collectives run so far (communicator thread only)
   std::thread thread_;
 };
 

@@ -393,6 +393,13 @@ void DdpReducer::settle_bucket_order() {
   s.comm.broadcast(order, 0)->wait();
   order = order.cpu();
   std::vector<int64_t> agreed(order.data_ptr<int64_t>(), order.data_ptr<int64_t>() + n);
+  std::vector<bool> seen(static_cast<size_t>(n), false);
+  for (const int64_t p : agreed) {
+    LF_CHECK(p >= 0 && p < n && !seen[static_cast<size_t>(p)], BackendError,
+             "DDP: rank 0's gradient order is not an order of this rank's {} parameters (do the ranks train the "
+             "same model and trainable set?)", n);
+    seen[static_cast<size_t>(p)] = true;
+  }
   std::vector<int64_t> current;
   for (const auto& b : s.buckets) current.insert(current.end(), b.params.begin(), b.params.end());
   if (agreed != current) s.rebuild_order = std::move(agreed);

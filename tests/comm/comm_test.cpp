@@ -115,6 +115,34 @@ TEST(CpuComm, PeerDeathFailsPendingCollectivesInsteadOfHanging) {
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(10));
 }
 
+TEST(CpuComm, RanksIssuingDifferentCollectivesFailWithAnErrorNamingBoth) {
+  // Same count, different sizes (the DDP bug this guards: one rank exchanging embedding rows
+  // the other did not), then a different kind: each fails on both ranks, before any payload.
+  for (int variant = 0; variant < 2; ++variant) {
+    std::vector<std::string> errors(2);
+    run_ranks(2, [&](int rank, Communicator& c) {
+      auto ok = at::ones({4}, at::kFloat);
+      c.all_reduce(ok)->wait();  // collective #0 agrees
+      try {
+        if (variant == 0 || rank == 0) {
+          auto t = at::ones({rank == 0 ? 10 : 12}, at::kFloat);
+          c.all_reduce(t)->wait();
+        } else {
+          auto out = at::empty({20}, at::kFloat);
+          c.all_gather(out, at::ones({10}, at::kFloat))->wait();
+        }
+      } catch (const lf::BackendError& e) {
+        errors[static_cast<size_t>(rank)] = e.what();
+      }
+    });
+    for (int r = 0; r < 2; ++r) {
+      EXPECT_NE(errors[r].find("issued different collectives"), std::string::npos) << errors[r];
+      EXPECT_NE(errors[r].find("collective #1"), std::string::npos) << errors[r];
+      EXPECT_NE(errors[r].find(variant == 0 ? "of 12" : "all_gather"), std::string::npos) << errors[r];
+    }
+  }
+}
+
 TEST(CpuComm, AbortUnblocksAWaitingCollective) {
   run_ranks(2, [&](int rank, Communicator& c) {
     if (rank == 1) {
