@@ -29,6 +29,8 @@ struct DdpReducer::State {
     // gradient rows of this step, exchanged and added after the dense part's all-reduce.
     bool sparse = false;
     std::vector<at::Tensor> row_ids, rows;
+    bool rows_only = false;  // sparse with no dense part: not in a bucket
+    at::Tensor own;          // rows_only: its gradient
   };
   // One sparse parameter's exchange of this step: every rank's ids and rows.
   struct RowExchange {
@@ -107,6 +109,11 @@ struct DdpReducer::State {
 
   at::Tensor& slot_view(int64_t p) { return slots[p].view; }
 
+  at::Tensor& own_grad(int64_t p) {
+    if (!slots[p].own.defined()) slots[p].own = at::zeros_like(params[p]);
+    return slots[p].own;
+  }
+
   // The first prepare_backward of an optimizer step.
   void open_step() {
     c10::NoGradGuard no_grad;
@@ -123,6 +130,12 @@ struct DdpReducer::State {
     for (size_t p = 0; p < params.size(); ++p) {
       Slot& slot = slots[p];
       const at::Tensor& g = params[p].grad();
+      if (slot.rows_only) {  // a gradient left in .grad is where this step's sum starts
+        slot.has_data = g.defined();
+        if (g.defined() && !(slot.own.defined() && g.is_alias_of(slot.own))) own_grad(p).copy_(g);
+        if (g.defined()) params[p].mutable_grad() = at::Tensor();
+        continue;
+      }
       const bool in_bucket = g.defined() && g.data_ptr() == slot.view.data_ptr();
       if (slot.external) {
         // A gradient left in .grad (no zero_grad since the last step) is where this step's
@@ -144,6 +157,8 @@ struct DdpReducer::State {
     RECORD_USER_SCOPE("lf::ddp_hook");
     if (!grad.defined()) return;  // a use whose gradient went to the sink instead
     std::lock_guard lock(mu);
+    LF_CHECK(!slots[p].rows_only, BackendError,
+             "DDP: parameter {} was declared rows-only (an untied embedding) but got a dense gradient", p);
     LF_CHECK(!slots[p].external, BackendError,
              "DDP: parameter {} reached autograd's .grad although its gradients go into the bucket (a use that "
              "bypassed cast_for_compute)", p);
@@ -198,13 +213,13 @@ struct DdpReducer::State {
     }
   }
 
-  // After the parameter's bucket is reduced: every rank's rows into its gradient.
-  void add_rows(int64_t p) {
+  // After the parameter's bucket is reduced: every rank's rows into its gradient `into`.
+  void add_rows(int64_t p, at::Tensor& into) {
     for (auto& x : exchanges) {
       if (x.param != p) continue;
       x.ids_work->wait();
       x.rows_work->wait();
-      slots[p].view.index_put_({x.ids}, x.rows.to(slots[p].view.scalar_type()), /*accumulate=*/true);
+      into.index_put_({x.ids}, x.rows.to(into.scalar_type()), /*accumulate=*/true);
     }
   }
 
@@ -252,14 +267,19 @@ DdpReducer::DdpReducer(Communicator& comm, std::vector<at::Tensor> params, DdpOp
     : state_(std::make_shared<State>(comm, std::move(params), options)) {
   for (const auto& p : state_->params)
     LF_CHECK(p.requires_grad() && p.is_leaf(), ConfigError, "DDP: every parameter must be a trainable leaf tensor");
-  std::vector<int64_t> reverse(state_->params.size());
-  for (size_t i = 0; i < reverse.size(); ++i) reverse[i] = static_cast<int64_t>(reverse.size() - 1 - i);
-  state_->build_buckets(reverse);  // gradients arrive roughly last layer first; step 1 tells (rebuild)
+  auto& slots = state_->slots;
+  slots.resize(state_->params.size());
   for (const int64_t p : options.row_params) {
     const auto& param = state_->params.at(static_cast<size_t>(p));
     if (options.sparse_rows_bound > 0 && param.dim() == 2 && options.reduce_dtype == param.scalar_type())
-      state_->slots[p].sparse = true;
+      slots[p].sparse = true;
   }
+  for (const int64_t p : options.rows_only_params) slots.at(static_cast<size_t>(p)).rows_only = slots[p].sparse;
+  // Gradients arrive roughly last layer first; step 1 tells (rebuild).
+  std::vector<int64_t> reverse;
+  for (int64_t i = static_cast<int64_t>(slots.size()) - 1; i >= 0; --i)
+    if (!slots[i].rows_only) reverse.push_back(i);
+  state_->build_buckets(reverse);
   std::weak_ptr<State> weak = state_;
   for (size_t i = 0; i < state_->params.size(); ++i) {
     // A tensor hook runs when this parameter's gradient for the current backward is computed,
@@ -283,7 +303,7 @@ void DdpReducer::broadcast_parameters(int root) {
 
 bool DdpReducer::expect_external(const at::Tensor& param) {
   const int64_t p = state_->external_index(param);
-  if (p < 0 || state_->buckets[state_->slots[p].bucket].buffer.scalar_type() != param.scalar_type()) return false;
+  if (p < 0 || state_->slots[p].rows_only || state_->buckets[state_->slots[p].bucket].buffer.scalar_type() != param.scalar_type()) return false;
   std::lock_guard lock(state_->mu);
   auto& slot = state_->slots[p];
   slot.external = true;
@@ -336,7 +356,7 @@ void DdpReducer::finish_backward() {
     c10::NoGradGuard no_grad;
     for (size_t p = 0; p < s.params.size(); ++p) {
       auto& slot = s.slots[p];
-      if (slot.arrived) continue;
+      if (slot.arrived || slot.rows_only) continue;
       const at::Tensor& g = s.params[p].grad();
       if (slot.external) {
         if (!slot.has_data) slot.view.zero_();  // an external part holds its sum already
@@ -355,7 +375,7 @@ void DdpReducer::finish_backward() {
   for (int64_t b = 0; b < static_cast<int64_t>(s.buckets.size()); ++b) {
     s.buckets[b].work->wait();
     for (int64_t p : s.buckets[b].params) {
-      if (s.slots[p].sparse) s.add_rows(p);
+      if (s.slots[p].sparse) s.add_rows(p, s.slot_view(p));
       auto& param = s.params[p];
       const auto& reduced = s.slot_view(p);
       // Same dtype: the gradient becomes the bucket's slice itself (no copy after the last
@@ -365,6 +385,15 @@ void DdpReducer::finish_backward() {
       else param.mutable_grad() = reduced.to(param.dtype());
     }
   }
+  for (size_t p = 0; p < s.params.size(); ++p) {  // rows-only: zeros plus every rank's rows
+    auto& slot = s.slots[p];
+    if (!slot.rows_only) continue;
+    auto& g = s.own_grad(static_cast<int64_t>(p));
+    if (!slot.has_data) g.zero_();
+    slot.has_data = false;
+    s.add_rows(static_cast<int64_t>(p), g);
+    s.params[p].mutable_grad() = g;
+  }
   s.exchanges.clear();
   if (!s.order_settled) settle_bucket_order();
   std::lock_guard lock(s.mu);
@@ -372,13 +401,15 @@ void DdpReducer::finish_backward() {
   if (!s.reported_external) {  // once: whether the gradients of cast weights skip .grad
     s.reported_external = true;
     int64_t external = 0, sparse = 0;
+    int64_t rows_only = 0;
     for (const auto& slot : s.slots) {
       external += slot.external ? 1 : 0;
       sparse += slot.sparse ? 1 : 0;
+      rows_only += slot.rows_only ? 1 : 0;
     }
     spdlog::info("DDP: {} of {} parameters accumulate straight into the buckets; {} embedding(s) exchange their "
-                 "lookup gradient as rows (at most {} per micro-step)",
-                 external, s.params.size(), sparse, s.opt.sparse_rows_bound);
+                 "lookup gradient as rows (at most {} per micro-step), {} of them rows only (no all-reduce)",
+                 external, s.params.size(), sparse, s.opt.sparse_rows_bound, rows_only);
   }
 }
 
@@ -387,15 +418,18 @@ void DdpReducer::settle_bucket_order() {
   // the next step's first prepare_backward, once the optimizer is done with these buckets.
   auto& s = *state_;
   s.order_settled = true;
-  const auto n = static_cast<int64_t>(s.params.size());
+  int64_t n = 0;  // the parameters in buckets
+  for (const auto& slot : s.slots) n += slot.rows_only ? 0 : 1;
   auto order = at::tensor(s.arrival, at::TensorOptions(at::kLong)).to(s.params[0].device());
   LF_CHECK(order.numel() == n, BackendError, "DDP: {} of {} gradients arrived in the first step", order.numel(), n);
   s.comm.broadcast(order, 0)->wait();
   order = order.cpu();
   std::vector<int64_t> agreed(order.data_ptr<int64_t>(), order.data_ptr<int64_t>() + n);
-  std::vector<bool> seen(static_cast<size_t>(n), false);
+  std::vector<bool> seen(s.params.size(), false);
   for (const int64_t p : agreed) {
-    LF_CHECK(p >= 0 && p < n && !seen[static_cast<size_t>(p)], BackendError,
+    LF_CHECK(p >= 0 && p < static_cast<int64_t>(s.params.size()) && !seen[static_cast<size_t>(p)] &&
+                 !s.slots[static_cast<size_t>(p)].rows_only,
+             BackendError,
              "DDP: rank 0's gradient order is not an order of this rank's {} parameters (do the ranks train the "
              "same model and trainable set?)", n);
     seen[static_cast<size_t>(p)] = true;

@@ -262,6 +262,10 @@ void train_from_config(const config::LoadedConfig& loaded) {
     if (sink_on && env_string("LF_DDP_SPARSE_EMBEDDING").value_or("1") != "0") {
       dopt.sparse_rows_bound = c.per_device_train_batch_size * longest_padded_row(data.train);
       dopt.sparse_rows_dtype = mixed;
+      // Untied: the embedding has no dense gradient at all, so it skips the all-reduce.
+      if (!model->config().tie_word_embeddings) dopt.rows_only_params = dopt.row_params;
+    } else {
+      dopt.row_params.clear();
     }
     ddp = std::make_unique<comm::DdpReducer>(*communicator, std::move(trainable), dopt);
     ddp->broadcast_parameters(0);

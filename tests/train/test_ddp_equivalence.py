@@ -192,3 +192,23 @@ def test_a_rank_with_no_data_still_takes_part_in_every_collective(tmp_path):
     assert p.returncode == 0, text[-3000:]
     assert "training: 2 examples" in text and "global batch 4" in text, text[-3000:]
     assert text.count("1 embedding(s) exchange their lookup gradient as rows") == 2, text[-3000:]
+
+
+def test_an_untied_embedding_sends_only_rows_and_still_equals_one_process(tmp_path):
+    """With lm_head untied, the embedding has no dense gradient: it stays out of the buckets (no
+    vocabulary-sized all-reduce), its gradient is every rank's lookup rows; 1 rank = 2 ranks."""
+    import shutil
+    model = tmp_path / "untied"
+    shutil.copytree(os.path.join(ROOT, "configs", "models", "tiny"), model)
+    cfg = json.load(open(model / "config.json"))
+    cfg["tie_word_embeddings"] = False
+    json.dump(cfg, open(model / "config.json", "w"))
+    ref_losses, ref_weights = train(tmp_path / "one", "full", (1, 1, 4), f"model_name_or_path={model}")
+    outs = []
+    losses, weights = train(tmp_path / "two", "full", (1, 2, 2), f"model_name_or_path={model}", outputs=outs)
+    assert "1 of them rows only (no all-reduce)" in outs[0], outs[0][-2000:]
+    assert "lm_head.weight" in weights
+    worst = max(abs(a - b) for a, b in zip(losses, ref_losses))
+    assert worst <= TOL, f"per-step loss differs by {worst:.2e}"
+    for k in ref_weights:
+        assert float(np.max(np.abs(weights[k] - ref_weights[k]))) <= TOL, k

@@ -39,6 +39,9 @@ struct DdpOptions {
   // The parameters (indices into the constructor's list) whose rows may come: fixed up front,
   // so every rank exchanges the same rows even when one has no micro-batch in a step.
   std::vector<int64_t> row_params;
+  // Of row_params, those with no dense gradient at all (an untied embedding): kept out of the
+  // buckets, never all-reduced; their gradient is zeros plus every rank's rows.
+  std::vector<int64_t> rows_only_params;
 };
 
 // What happened, with timestamps, for tests and profiling.
