@@ -12,6 +12,7 @@
 #include <array>
 #include <chrono>
 #include <filesystem>
+#include <optional>
 
 #include "lf/agent/line_relay.h"
 #include "lf/common/error.h"
@@ -47,6 +48,12 @@ struct WorkerGroup::Impl : std::enable_shared_from_this<Impl> {
     FILE* err_log = nullptr;
     Clock::time_point last_heartbeat;
     bool heartbeat_armed = false;
+    // An exit is reported once the worker's stdout and stderr reached end of file, so its
+    // last lines are relayed before anyone acts on the exit (or after a grace period, when
+    // something it started still holds the pipes).
+    int open_streams = 2;
+    std::optional<WorkerExit> exit;
+    std::unique_ptr<asio::steady_timer> exit_grace;
   };
 
   Impl(asio::io_context& io_, WorkerGroupOptions o) : io(io_), opt(std::move(o)), kill_timer(io_), watch_timer(io_) {}
@@ -79,11 +86,21 @@ struct WorkerGroup::Impl : std::enable_shared_from_this<Impl> {
       LineRelay* relay = is_err ? w->err_relay.get() : w->out_relay.get();
       if (ec) {
         if (relay) relay->finish();
+        if (--w->open_streams == 0) self->report_exit(w);
         return;
       }
       if (relay) relay->feed(std::string_view(s->buffer.data(), n));
       self->pump(w, s, is_err);
     });
+  }
+
+  void report_exit(Worker* w) {
+    if (!w->exit) return;
+    const WorkerExit e = *w->exit;
+    w->exit.reset();
+    if (w->exit_grace) w->exit_grace->cancel();
+    if (on_exit && !on_stopped) on_exit(e);
+    maybe_stopped();
   }
 
   void watch_heartbeat(Worker* w) {
@@ -196,7 +213,15 @@ bool WorkerGroup::reap() {
       if (WIFSIGNALED(status)) e.signal = WTERMSIG(status);
       else e.exit_code = WEXITSTATUS(status);
       spdlog::debug("worker rank {} (pid {}) {}", e.global_rank, pid, e.describe());
-      if (impl_->on_exit && !impl_->on_stopped) impl_->on_exit(e);
+      w->exit = e;
+      if (w->open_streams == 0) {
+        impl_->report_exit(w.get());
+      } else {
+        w->exit_grace = std::make_unique<asio::steady_timer>(impl_->io, std::chrono::seconds(2));
+        w->exit_grace->async_wait([weak = std::weak_ptr<Impl>(impl_), raw = w.get()](boost::system::error_code ec) {
+          if (auto self = weak.lock(); self && !ec) self->report_exit(raw);
+        });
+      }
     }
   }
   impl_->maybe_stopped();
