@@ -1,9 +1,8 @@
 #pragma once
 // The LM head and cross-entropy fused in chunks of tokens (Liger-style "fused linear
-// cross-entropy"): the [tokens, vocab] logits exist one chunk at a time, in the compute
-// dtype, with fp32 log-sum-exp, and the gradients w.r.t. hidden and head weight are
-// computed in the forward itself (the loss is a scalar), so nothing vocab-sized is
-// kept for backward. With a 150k vocabulary this saves GBs and two passes over logits.
+// cross-entropy") for callers holding [N,C] hidden states and -100-padded labels: only the
+// target rows go through lm_head_loss.h's chunked head + CE (the trainer's loss too), whose
+// gradients are computed in the forward itself, so nothing vocab-sized is kept for backward.
 #include <ATen/core/Tensor.h>
 
 #include "lf/model/causal_lm.h"
@@ -13,6 +12,7 @@ namespace lf::model {
 // hidden [N,C] (compute dtype), weight [V,C], labels [N] (-100 ignored).
 // Returns the fp32 sum of token cross-entropies. The weight gradient is computed only
 // when weight requires grad (not for a frozen head under LoRA), accumulated in fp32.
+// Finding the target rows syncs the device once.
 at::Tensor fused_linear_cross_entropy_sum(const at::Tensor& hidden, const at::Tensor& weight, const at::Tensor& labels,
                                           int64_t chunk_tokens = 8192);
 

@@ -1,10 +1,7 @@
 #pragma once
 // The causal-LM loss without the [B,T,V] logits: the final hidden states of the
-// target positions only are multiplied by lm_head in row chunks, each chunk's fp32
-// logits give its cross-entropy sum and, in the same pass, its gradients
-// (softmax - onehot) @ W and (softmax - onehot)^T @ h; backward only scales them by
-// the incoming gradient. Peak extra memory is one [chunk, V] fp32 block instead of
-// [B*T, V] (150k vocabulary: 1765 rows = 1 GiB vs 5 GiB for 8k tokens).
+// target positions only go through model::chunked_lm_head_ce_sum (lm_head_loss.h: head
+// and cross-entropy in row chunks, gradients computed in the same pass).
 //
 // Math as transformers' ForCausalLMLoss: hidden[:, :-1] predicts labels[:, 1:], -100
 // ignored, logits upcast to fp32, reduction "sum" (the caller divides by the step's

@@ -1,0 +1,82 @@
+#include "lf/model/lm_head_loss.h"
+
+#include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
+#include <torch/csrc/autograd/custom_function.h>
+
+#include <algorithm>
+
+#include "lf/common/error.h"
+#include "lf/model/grad_sink.h"
+
+namespace lf::model {
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+// h [M,C] (target rows only), w [V,C], y [M]. Gradients are computed in forward
+// (one pass over the vocabulary) and saved; see the header.
+struct ChunkedLmLoss : public torch::autograd::Function<ChunkedLmLoss> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& h, const at::Tensor& w, const at::Tensor& y,
+                            int64_t chunk_rows, bool need_grad_h, bool need_grad_w, model::GradSink* sink) {
+    ctx->saved_data["sink"] = reinterpret_cast<int64_t>(sink);  // non-null: it takes w's gradient
+    if (sink) ctx->saved_data["param"] = w;
+    const int64_t m = h.size(0);
+    const auto wc = w.scalar_type() == h.scalar_type() ? w : w.to(h.scalar_type());  // [V,C] compute dtype
+    auto total = at::zeros({}, h.options().dtype(at::kFloat));
+    at::Tensor grad_h, grad_w;
+    if (need_grad_h) grad_h = at::empty({m, h.size(1)}, h.options().dtype(at::kFloat));
+    if (need_grad_w) grad_w = at::zeros(w.sizes(), w.options().dtype(at::kFloat));
+    for (int64_t begin = 0; begin < m; begin += chunk_rows) {
+      const int64_t rows = std::min(chunk_rows, m - begin);
+      auto hc = h.narrow(0, begin, rows);  // [r,C]
+      auto yc = y.narrow(0, begin, rows);  // [r]
+      auto logits = at::matmul(hc, wc.t()).to(at::kFloat);  // [r,V] fp32
+      auto lse = at::logsumexp(logits, -1);                  // [r]
+      auto picked = logits.gather(1, yc.unsqueeze(1)).squeeze(1);
+      total.add_((lse - picked).sum());
+      if (need_grad_h || need_grad_w) {
+        // d(sum CE)/d logits = softmax - onehot, reusing the logits buffer.
+        auto dlogits = logits.sub_(lse.unsqueeze(1)).exp_();
+        dlogits.scatter_add_(1, yc.unsqueeze(1), at::full({rows, 1}, -1.0f, dlogits.options()));
+        auto dl = dlogits.scalar_type() == h.scalar_type() ? dlogits : dlogits.to(h.scalar_type());
+        if (need_grad_h) grad_h.narrow(0, begin, rows).copy_(at::matmul(dl, wc));
+        if (need_grad_w) grad_w.add_(at::matmul(dl.t(), hc));
+      }
+    }
+    ctx->save_for_backward({grad_h, grad_w});
+    ctx->saved_data["h_dtype"] = static_cast<int64_t>(h.scalar_type());
+    ctx->saved_data["w_dtype"] = static_cast<int64_t>(w.scalar_type());
+    return total;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
+    auto saved = ctx->get_saved_variables();
+    const auto& g = grad_outputs[0];  // 0-dim
+    at::Tensor gh, gw;
+    if (saved[0].defined())
+      gh = (saved[0] * g.to(at::kFloat)).to(static_cast<c10::ScalarType>(ctx->saved_data["h_dtype"].toInt()));
+    if (saved[1].defined())
+      gw = (saved[1] * g.to(at::kFloat)).to(static_cast<c10::ScalarType>(ctx->saved_data["w_dtype"].toInt()));
+    if (auto* sink = reinterpret_cast<model::GradSink*>(ctx->saved_data["sink"].toInt()); sink && gw.defined()) {
+      sink->take(ctx->saved_data["param"].toTensor(), gw);
+      gw = at::Tensor();
+    }
+    return {gh, gw, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
+  }
+};
+
+}  // namespace
+
+at::Tensor chunked_lm_head_ce_sum(const at::Tensor& rows, const at::Tensor& weight, const at::Tensor& targets,
+                                  int64_t chunk_rows, GradSink* grad_sink) {
+  LF_CHECK(rows.dim() == 2 && targets.dim() == 1 && rows.size(0) == targets.size(0) && chunk_rows > 0, ConfigError,
+           "LM head loss: rows [M,C], targets [M] and a positive chunk expected");
+  const bool grad_on = c10::GradMode::is_enabled();
+  const bool grad_w = grad_on && weight.requires_grad();
+  GradSink* sink = grad_w && grad_sink && grad_sink->expect(weight) ? grad_sink : nullptr;
+  return ChunkedLmLoss::apply(rows, weight, targets, chunk_rows, grad_on && rows.requires_grad(), grad_w, sink);
+}
+
+}  // namespace lf::model
