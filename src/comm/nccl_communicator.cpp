@@ -22,6 +22,7 @@
 
 #include "lf/comm/communicator.h"
 #include "lf/comm/rank_agreement.h"
+#include "lf/common/env.h"
 #include "lf/common/error.h"
 #include "lf/rendezvous/store_client.h"
 
@@ -81,6 +82,22 @@ ncclRedOp_t nccl_op(ReduceOp op) {
   return ncclSum;
 }
 
+// LF_NCCL_CTA_POLICY=efficiency|zero|default: NCCL's CTA policy (NCCL >= 2.27), e.g. fewer
+// SMs for DDP's collectives so backward's GEMMs keep more (NCCL_MIN_CTAS / NCCL_MAX_CTAS are
+// NCCL's own variables). Unset: NCCL's default.
+int cta_policy_from_env() {
+  const auto v = env_string("LF_NCCL_CTA_POLICY");
+  if (!v || v->empty() || *v == "default") return NCCL_CONFIG_UNDEF_INT;
+#ifdef NCCL_CTA_POLICY_EFFICIENCY
+  if (*v == "efficiency") return NCCL_CTA_POLICY_EFFICIENCY;
+#endif
+#ifdef NCCL_CTA_POLICY_ZERO
+  if (*v == "zero") return NCCL_CTA_POLICY_ZERO;
+#endif
+  LF_THROW(ConfigError, "LF_NCCL_CTA_POLICY={}: expected default, efficiency or zero, as far as this NCCL ({}) "
+           "supports them", *v, NCCL_VERSION_CODE);
+}
+
 rdzv::StoreClient connect_store(const CommOptions& o) {
   return o.store_port ? rdzv::StoreClient(o.store_addr, o.store_port, o.job_id, o.token)
                       : rdzv::StoreClient::from_env();
@@ -135,7 +152,13 @@ class NcclCommunicator : public Communicator {
       std::memcpy(&id, bytes.data(), sizeof(id));
     }
     c10::cuda::CUDAGuard guard(device_);
-    ncclResult_t rc = ncclCommInitRank(&comm_, o.world_size, id, o.rank);
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+#ifdef NCCL_CTA_POLICY_EFFICIENCY  // the field came with the policies (NCCL 2.27)
+    config.CTAPolicy = cta_policy_from_env();
+#else
+    (void)cta_policy_from_env();  // rejects a policy this NCCL cannot apply
+#endif
+    ncclResult_t rc = ncclCommInitRankConfig(&comm_, o.world_size, id, o.rank, &config);
     LF_CHECK(rc == ncclSuccess, BackendError,
              "rank {}: NCCL init failed: {} ({}). Check NCCL_SOCKET_IFNAME (an interface every node has), that the "
              "nodes can reach each other, and that every node runs the same NCCL version; NCCL_DEBUG=INFO shows more",
