@@ -256,11 +256,25 @@ void train_from_config(const config::LoadedConfig& loaded) {
     dopt.first_bucket_mb = std::min(1.0, c.ddp_bucket_cap_mb);
     dopt.reduce_dtype = c.ddp_reduce_dtype == "bf16" ? at::kBFloat16 : at::kFloat;
     // The embedding's lookup gradient travels as rows (at most micro-batch x longest row per
-    // micro-step), not as a dense [V,C] all-reduce at the end of backward.
-    // LF_DDP_SPARSE_EMBEDDING=0 turns that off (for comparison). The rows come through the sink.
+    // micro-step from every rank, in the compute dtype) instead of a dense [V,C] fp32 all-reduce
+    // at the end of backward, when that is fewer bytes (long rows on many GPUs: dense).
+    // LF_DDP_SPARSE_EMBEDDING=1 forces rows, 0 forbids them (for comparison); they come
+    // through the sink.
     const bool sink_on = env_string("LF_DDP_GRAD_SINK").value_or("1") != "0";
-    if (sink_on && env_string("LF_DDP_SPARSE_EMBEDDING").value_or("1") != "0") {
-      dopt.sparse_rows_bound = c.per_device_train_batch_size * longest_padded_row(data.train);
+    const auto rows_env = env_string("LF_DDP_SPARSE_EMBEDDING").value_or("auto");
+    LF_CHECK(rows_env == "auto" || rows_env == "0" || rows_env == "1", ConfigError,
+             "LF_DDP_SPARSE_EMBEDDING={}: expected auto, 0 or 1", rows_env);
+    const int64_t rows_bound = c.per_device_train_batch_size * longest_padded_row(data.train);
+    const double rows_bytes = static_cast<double>(world.world_size) * static_cast<double>(c.gradient_accumulation_steps) *
+                              static_cast<double>(rows_bound) * static_cast<double>(at::elementSize(mixed));
+    const double dense_bytes = static_cast<double>(model->config().vocab_size) * at::elementSize(at::kFloat);
+    if (sink_on && rows_env == "auto" && rows_bytes >= dense_bytes && !dopt.row_params.empty())
+      spdlog::info("DDP: the embedding's gradient is all-reduced densely: up to {} rows of {}-byte values a step "
+                   "from all ranks would outweigh its {} fp32 vocabulary rows",
+                   static_cast<int64_t>(world.world_size) * c.gradient_accumulation_steps * rows_bound,
+                   at::elementSize(mixed), model->config().vocab_size);
+    if (sink_on && (rows_env == "1" || (rows_env == "auto" && rows_bytes < dense_bytes))) {
+      dopt.sparse_rows_bound = rows_bound;
       dopt.sparse_rows_dtype = mixed;
       // Untied: the embedding has no dense gradient at all, so it skips the all-reduce.
       if (!model->config().tie_word_embeddings) dopt.rows_only_params = dopt.row_params;

@@ -212,3 +212,19 @@ def test_an_untied_embedding_sends_only_rows_and_still_equals_one_process(tmp_pa
     assert worst <= TOL, f"per-step loss differs by {worst:.2e}"
     for k in ref_weights:
         assert float(np.max(np.abs(weights[k] - ref_weights[k]))) <= TOL, k
+
+
+def test_embedding_rows_only_when_they_are_fewer_bytes_than_the_dense_gradient(tmp_path):
+    """2 ranks x accumulation 2 x micro-batch 8 x 64-token rows = 2048 rows a step against a
+    1088-token vocabulary: rows would move more bytes than the dense all-reduce, so by default
+    the embedding is reduced densely (what keeps long rows on many GPUs from gathering GBs);
+    LF_DDP_SPARSE_EMBEDDING=1 forces rows, and both give the same training."""
+    outs = {}
+    results = {}
+    for name, env in (("auto", {}), ("forced", {"LF_DDP_SPARSE_EMBEDDING": "1"})):
+        outs[name] = []
+        results[name] = train(tmp_path / name, "full", (1, 2, 8), "max_steps=6", env_extra=env, outputs=outs[name])
+    assert "all-reduced densely" in outs["auto"][0] and " 0 embedding(s) exchange" in outs["auto"][0]
+    assert " 1 embedding(s) exchange" in outs["forced"][0] and "all-reduced densely" not in outs["forced"][0]
+    worst = max(abs(a - b) for a, b in zip(results["auto"][0], results["forced"][0]))
+    assert worst <= TOL, worst
