@@ -17,21 +17,27 @@ using test::rel_err;
 constexpr double kLogitsTol = 1e-4;
 constexpr double kGradRelTol = 1e-4;
 
-// fused_chunk > 0: the loss through causal_lm_loss_fused with that chunk size.
+// The reference batch's loss, checked against the reference's: through causal_lm_loss_fused
+// with that chunk size when fused_chunk > 0, else from the full logits (checked too).
+at::Tensor checked_loss(const CausalLM& model, const std::map<std::string, at::Tensor>& ref, int64_t fused_chunk) {
+  at::Tensor loss;
+  if (fused_chunk > 0) {
+    loss = causal_lm_loss_fused(model, model.hidden_states(ref.at("input_ids")), ref.at("labels"), false, fused_chunk);
+  } else {
+    auto logits = model.forward(ref.at("input_ids"));
+    EXPECT_LE(test::max_abs_diff(logits, ref.at("logits")), kLogitsTol);
+    loss = causal_lm_loss(logits, ref.at("labels"));
+  }
+  EXPECT_NEAR(loss.item<double>(), ref.at("loss").item<double>(), 1e-5);
+  return loss;
+}
+
 void check_full(const std::string& arch, bool checkpointing = false, int64_t fused_chunk = 0) {
   auto model = load_causal_lm(fixture(arch + "_tiny").string(), LoadOptions{});
   model->set_gradient_checkpointing(checkpointing);
   auto ref = load_ref(arch + "_ref.safetensors");
   for (auto& p : model->named_parameters()) p.tensor->set_requires_grad(true);
-  at::Tensor loss;
-  if (fused_chunk > 0) {
-    loss = causal_lm_loss_fused(*model, model->hidden_states(ref.at("input_ids")), ref.at("labels"), false, fused_chunk);
-  } else {
-    auto logits = model->forward(ref.at("input_ids"));
-    EXPECT_LE(test::max_abs_diff(logits, ref.at("logits")), kLogitsTol);
-    loss = causal_lm_loss(logits, ref.at("labels"));
-  }
-  EXPECT_NEAR(loss.item<double>(), ref.at("loss").item<double>(), 1e-5);
+  at::Tensor loss = checked_loss(*model, ref, fused_chunk);
   loss.backward();
   int checked = 0;
   for (auto& p : model->named_parameters()) {
@@ -67,15 +73,7 @@ void check_lora(const std::string& arch, size_t expected_modules_per_layer, bool
   auto ref = load_ref(arch + "_lora_ref.safetensors");
   auto lora = lora_parameters(*model);
   ASSERT_EQ(lora.size(), 2 * expected_modules_per_layer * model->num_layers());
-  at::Tensor loss;
-  if (fused) {
-    loss = causal_lm_loss_fused(*model, model->hidden_states(ref.at("input_ids")), ref.at("labels"), false, 7);
-  } else {
-    auto logits = model->forward(ref.at("input_ids"));
-    EXPECT_LE(test::max_abs_diff(logits, ref.at("logits")), kLogitsTol);
-    loss = causal_lm_loss(logits, ref.at("labels"));
-  }
-  EXPECT_NEAR(loss.item<double>(), ref.at("loss").item<double>(), 1e-5);
+  at::Tensor loss = checked_loss(*model, ref, fused ? 7 : 0);
   loss.backward();
   for (auto& p : lora) {
     auto it = ref.find("grad." + p.name);
