@@ -42,7 +42,6 @@ struct DdpReducer::State {
     at::Tensor buffer;  // [numel] reduce dtype
     std::vector<int64_t> params;
     int64_t pending = 0;
-    bool launched = false;
     WorkPtr work;
   };
 
@@ -104,7 +103,13 @@ struct DdpReducer::State {
         slots[p].view = bucket.buffer.narrow(0, slots[p].offset, params[p].numel()).view(params[p].sizes());
       buckets.push_back(std::move(bucket));
     }
-    for (size_t p = 0; p < params.size(); ++p) index_of[params[p].unsafeGetTensorImpl()] = static_cast<int64_t>(p);
+  }
+
+  // Parameter indices bucket by bucket, in the order buckets are sent.
+  std::vector<int64_t> bucket_order() const {
+    std::vector<int64_t> order;
+    for (const auto& b : buckets) order.insert(order.end(), b.params.begin(), b.params.end());
+    return order;
   }
 
   at::Tensor& slot_view(int64_t p) { return slots[p].view; }
@@ -130,20 +135,18 @@ struct DdpReducer::State {
     for (size_t p = 0; p < params.size(); ++p) {
       Slot& slot = slots[p];
       const at::Tensor& g = params[p].grad();
-      if (slot.rows_only) {  // a gradient left in .grad is where this step's sum starts
+      if (slot.external || slot.rows_only) {
+        // This step's sum is kept here, not in .grad: a gradient left in .grad (no zero_grad
+        // since the last step) is where it starts, as autograd would accumulate it.
         slot.has_data = g.defined();
-        if (g.defined() && !(slot.own.defined() && g.is_alias_of(slot.own))) own_grad(p).copy_(g);
-        if (g.defined()) params[p].mutable_grad() = at::Tensor();
+        if (!g.defined()) continue;
+        at::Tensor& sum = slot.rows_only ? own_grad(static_cast<int64_t>(p)) : slot.view;
+        if (g.data_ptr() != sum.data_ptr()) sum.copy_(g);
+        params[p].mutable_grad() = at::Tensor();
         continue;
       }
       const bool in_bucket = g.defined() && g.data_ptr() == slot.view.data_ptr();
-      if (slot.external) {
-        // A gradient left in .grad (no zero_grad since the last step) is where this step's
-        // sum starts, as autograd would accumulate it.
-        slot.has_data = g.defined();
-        if (g.defined() && !in_bucket) slot.view.copy_(g);
-        if (g.defined()) params[p].mutable_grad() = at::Tensor();
-      } else if (in_bucket) {
+      if (in_bucket) {
         // finish_backward left .grad as a view of the bucket and zero_grad did not release
         // it: the hooks would overwrite it (and add it twice): give it storage of its own.
         params[p].mutable_grad() = g.clone();
@@ -233,7 +236,8 @@ struct DdpReducer::State {
     RECORD_USER_SCOPE("lf::ddp_take");
     std::lock_guard lock(mu);
     Slot& slot = slots[p];
-    LF_CHECK(!(syncing && slot.arrived), BackendError, "DDP: a gradient of parameter {} arrived after its bucket was sent", p);
+    LF_CHECK(!(syncing && slot.arrived), BackendError, "DDP: a gradient of parameter {} arrived after its bucket was sent",
+             p);
     c10::NoGradGuard no_grad;
     auto& view = slot.view;
     if (slot.has_data) view.add_(grad);
@@ -254,7 +258,6 @@ struct DdpReducer::State {
   void launch_ready() {
     while (next_to_launch < static_cast<int64_t>(buckets.size()) && buckets[next_to_launch].pending == 0) {
       Bucket& b = buckets[next_to_launch];
-      b.launched = true;
       log("launch", next_to_launch);
       b.work = comm.all_reduce(b.buffer, ReduceOp::kSum);
       ++collectives;
@@ -269,6 +272,8 @@ DdpReducer::DdpReducer(Communicator& comm, std::vector<at::Tensor> params, DdpOp
     LF_CHECK(p.requires_grad() && p.is_leaf(), ConfigError, "DDP: every parameter must be a trainable leaf tensor");
   auto& slots = state_->slots;
   slots.resize(state_->params.size());
+  for (size_t p = 0; p < state_->params.size(); ++p)
+    state_->index_of[state_->params[p].unsafeGetTensorImpl()] = static_cast<int64_t>(p);
   for (const int64_t p : options.row_params) {
     const auto& param = state_->params.at(static_cast<size_t>(p));
     if (options.sparse_rows_bound > 0 && param.dim() == 2 && options.reduce_dtype == param.scalar_type())
@@ -303,7 +308,9 @@ void DdpReducer::broadcast_parameters(int root) {
 
 bool DdpReducer::expect_external(const at::Tensor& param) {
   const int64_t p = state_->external_index(param);
-  if (p < 0 || state_->slots[p].rows_only || state_->buckets[state_->slots[p].bucket].buffer.scalar_type() != param.scalar_type()) return false;
+  if (p < 0 || state_->slots[p].rows_only ||
+      state_->buckets[state_->slots[p].bucket].buffer.scalar_type() != param.scalar_type())
+    return false;
   std::lock_guard lock(state_->mu);
   auto& slot = state_->slots[p];
   slot.external = true;
@@ -334,16 +341,17 @@ void DdpReducer::prepare_backward(bool sync) {
   auto& s = *state_;
   if (!s.step_open) s.open_step();
   ++s.micro_steps;
-  for (auto& slot : s.slots) slot.uses = 0;  // this micro-step's forward counts them again
+  for (auto& slot : s.slots) {
+    slot.uses = 0;  // this micro-step's forward counts them again
+    if (sync) slot.arrived = false;
+  }
   s.syncing = sync;
   if (!sync) return;
   s.next_to_launch = 0;
   for (auto& b : s.buckets) {
     b.pending = static_cast<int64_t>(b.params.size());
-    b.launched = false;
     b.work.reset();
   }
-  for (auto& slot : s.slots) slot.arrived = false;
 }
 
 void DdpReducer::finish_backward() {
@@ -400,8 +408,7 @@ void DdpReducer::finish_backward() {
   s.log("done", -1);
   if (!s.reported_external) {  // once: whether the gradients of cast weights skip .grad
     s.reported_external = true;
-    int64_t external = 0, sparse = 0;
-    int64_t rows_only = 0;
+    int64_t external = 0, sparse = 0, rows_only = 0;
     for (const auto& slot : s.slots) {
       external += slot.external ? 1 : 0;
       sparse += slot.sparse ? 1 : 0;
@@ -434,17 +441,13 @@ void DdpReducer::settle_bucket_order() {
              "same model and trainable set?)", n);
     seen[static_cast<size_t>(p)] = true;
   }
-  std::vector<int64_t> current;
-  for (const auto& b : s.buckets) current.insert(current.end(), b.params.begin(), b.params.end());
-  if (agreed != current) s.rebuild_order = std::move(agreed);
+  if (agreed != s.bucket_order()) s.rebuild_order = std::move(agreed);
   s.arrival.clear();
 }
 
 std::vector<int64_t> DdpReducer::bucket_order() const {
   std::lock_guard lock(state_->mu);
-  std::vector<int64_t> order;
-  for (const auto& b : state_->buckets) order.insert(order.end(), b.params.begin(), b.params.end());
-  return order;
+  return state_->bucket_order();
 }
 
 int64_t DdpReducer::num_buckets() const { return static_cast<int64_t>(state_->buckets.size()); }

@@ -88,6 +88,13 @@ std::vector<std::string> apply_lora(CausalLM& model, const LoraConfig& c) {
   return targets;
 }
 
+std::vector<NamedParam> trainable_parameters(CausalLM& model, bool lora) {
+  if (lora) return lora_parameters(model);
+  auto params = model.named_parameters();
+  for (auto& p : params) p.tensor->set_requires_grad(true);
+  return params;
+}
+
 std::vector<NamedParam> lora_parameters(CausalLM& model) {
   std::vector<NamedParam> out;
   for (int64_t i = 0; i < model.num_layers(); ++i)

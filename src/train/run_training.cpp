@@ -124,6 +124,41 @@ int32_t max_token_id(const TokenizedDataset& d) {
   return m;
 }
 
+// The reducer's options. The embedding's lookup gradient travels as rows (at most micro-batch
+// x longest row per micro-step from every rank, in the compute dtype) instead of a dense [V,C]
+// fp32 all-reduce at the end of backward, when that is fewer bytes (long rows on many GPUs:
+// dense); an untied embedding, which has no dense part, then skips the all-reduce. The rows
+// come through the sink. LF_DDP_SPARSE_EMBEDDING=1 forces rows, 0 forbids them (comparison).
+comm::DdpOptions ddp_options(const config::TrainConfig& c, const model::CausalLM& model,
+                             const TokenizedDataset& train, at::ScalarType compute, int world,
+                             const std::vector<std::string>& names, bool sink_on) {
+  comm::DdpOptions o;
+  o.bucket_cap_mb = c.ddp_bucket_cap_mb;
+  o.first_bucket_mb = std::min(1.0, c.ddp_bucket_cap_mb);
+  o.reduce_dtype = c.ddp_reduce_dtype == "bf16" ? at::kBFloat16 : at::kFloat;
+  const auto rows_env = env_string("LF_DDP_SPARSE_EMBEDDING").value_or("auto");
+  LF_CHECK(rows_env == "auto" || rows_env == "0" || rows_env == "1", ConfigError,
+           "LF_DDP_SPARSE_EMBEDDING={}: expected auto, 0 or 1", rows_env);
+  const auto embedding = std::find(names.begin(), names.end(), "model.embed_tokens.weight");
+  if (!sink_on || rows_env == "0" || embedding == names.end()) return o;
+  const int64_t bound = c.per_device_train_batch_size * longest_padded_row(train);
+  const int64_t rows_a_step = static_cast<int64_t>(world) * c.gradient_accumulation_steps * bound;
+  const int64_t vocab = model.config().vocab_size;
+  const double rows_bytes = static_cast<double>(rows_a_step) * static_cast<double>(at::elementSize(compute));
+  const double dense_bytes = static_cast<double>(vocab) * static_cast<double>(at::elementSize(at::kFloat));
+  if (rows_env == "auto" && rows_bytes >= dense_bytes) {
+    spdlog::info("DDP: the embedding's gradient is all-reduced densely: up to {} rows of {}-byte values a step "
+                 "from all ranks would outweigh its {} fp32 vocabulary rows",
+                 rows_a_step, at::elementSize(compute), vocab);
+    return o;
+  }
+  o.sparse_rows_bound = bound;
+  o.sparse_rows_dtype = compute;
+  o.row_params = {static_cast<int64_t>(embedding - names.begin())};
+  if (!model.config().tie_word_embeddings) o.rows_only_params = o.row_params;
+  return o;
+}
+
 // Under bf16/fp16 over fp32 master weights, the gradients of the layers' weights go
 // straight into the DDP buckets (model/grad_sink.h) instead of autograd's .grad plus a
 // hook's copy, and a trainable embedding's lookup gradient travels as rows.
@@ -241,46 +276,14 @@ void train_from_config(const config::LoadedConfig& loaded) {
   std::unique_ptr<BucketGradSink> grad_sink;
   if (world.world_size > 1) {
     communicator = comm::make_default_communicator(world, lo.device.is_cuda());
-    comm::DdpOptions dopt;
     std::vector<at::Tensor> trainable;
-    if (s.lora) {
-      for (auto& p : model::lora_parameters(*model)) trainable.push_back(*p.tensor);
-    } else {
-      for (auto& p : model->named_parameters()) {
-        p.tensor->set_requires_grad(true);
-        if (p.name == "model.embed_tokens.weight") dopt.row_params.push_back(static_cast<int64_t>(trainable.size()));
-        trainable.push_back(*p.tensor);
-      }
+    std::vector<std::string> names;
+    for (auto& p : model::trainable_parameters(*model, s.lora.has_value())) {
+      trainable.push_back(*p.tensor);
+      names.push_back(p.name);
     }
-    dopt.bucket_cap_mb = c.ddp_bucket_cap_mb;
-    dopt.first_bucket_mb = std::min(1.0, c.ddp_bucket_cap_mb);
-    dopt.reduce_dtype = c.ddp_reduce_dtype == "bf16" ? at::kBFloat16 : at::kFloat;
-    // The embedding's lookup gradient travels as rows (at most micro-batch x longest row per
-    // micro-step from every rank, in the compute dtype) instead of a dense [V,C] fp32 all-reduce
-    // at the end of backward, when that is fewer bytes (long rows on many GPUs: dense).
-    // LF_DDP_SPARSE_EMBEDDING=1 forces rows, 0 forbids them (for comparison); they come
-    // through the sink.
     const bool sink_on = env_string("LF_DDP_GRAD_SINK").value_or("1") != "0";
-    const auto rows_env = env_string("LF_DDP_SPARSE_EMBEDDING").value_or("auto");
-    LF_CHECK(rows_env == "auto" || rows_env == "0" || rows_env == "1", ConfigError,
-             "LF_DDP_SPARSE_EMBEDDING={}: expected auto, 0 or 1", rows_env);
-    const int64_t rows_bound = c.per_device_train_batch_size * longest_padded_row(data.train);
-    const double rows_bytes = static_cast<double>(world.world_size) * static_cast<double>(c.gradient_accumulation_steps) *
-                              static_cast<double>(rows_bound) * static_cast<double>(at::elementSize(mixed));
-    const double dense_bytes = static_cast<double>(model->config().vocab_size) * at::elementSize(at::kFloat);
-    if (sink_on && rows_env == "auto" && rows_bytes >= dense_bytes && !dopt.row_params.empty())
-      spdlog::info("DDP: the embedding's gradient is all-reduced densely: up to {} rows of {}-byte values a step "
-                   "from all ranks would outweigh its {} fp32 vocabulary rows",
-                   static_cast<int64_t>(world.world_size) * c.gradient_accumulation_steps * rows_bound,
-                   at::elementSize(mixed), model->config().vocab_size);
-    if (sink_on && (rows_env == "1" || (rows_env == "auto" && rows_bytes < dense_bytes))) {
-      dopt.sparse_rows_bound = rows_bound;
-      dopt.sparse_rows_dtype = mixed;
-      // Untied: the embedding has no dense gradient at all, so it skips the all-reduce.
-      if (!model->config().tie_word_embeddings) dopt.rows_only_params = dopt.row_params;
-    } else {
-      dopt.row_params.clear();
-    }
+    const auto dopt = ddp_options(c, *model, data.train, mixed, world.world_size, names, sink_on);
     ddp = std::make_unique<comm::DdpReducer>(*communicator, std::move(trainable), dopt);
     ddp->broadcast_parameters(0);
     if (sink_on) {

@@ -77,14 +77,8 @@ Trainer::Trainer(TrainerSetup setup) {
   st.scaler = optim::DynamicLossScaler(st.s.loss_scaler);
 
   // Trainable parameters with HF names (the optimizer's decay groups use them).
-  if (st.s.lora) {
-    for (auto& p : model::lora_parameters(st.m)) st.trainable.emplace_back(p.name, *p.tensor);
-  } else {
-    for (auto& p : st.m.named_parameters()) {
-      p.tensor->set_requires_grad(true);
-      st.trainable.emplace_back(p.name, *p.tensor);
-    }
-  }
+  for (auto& p : model::trainable_parameters(st.m, st.s.lora.has_value()))
+    st.trainable.emplace_back(p.name, *p.tensor);
   LF_CHECK(!st.trainable.empty(), ConfigError, "the model has no trainable parameters");
   LF_CHECK(st.s.world == 1 || (st.s.before_backward && st.s.after_backward && st.s.all_reduce_sum), ConfigError,
            "world size {} needs the data-parallel hooks (TrainerSetup::before_backward / after_backward / "

@@ -37,7 +37,8 @@ class CausalLM {
   // while autograd is on: activation memory of one layer instead of all of them.
   void set_gradient_checkpointing(bool on) { gradient_checkpointing_ = on; }
   // Every layer (norms, linears, LoRA) casts its fp32 weights through `sink` (grad_sink.h),
-  // and the embedding lookup hands it its gradient rows; nullptr: plain autograd. Call after apply_lora; the sink must outlive the model's use.
+  // and the embedding lookup hands it its gradient rows; nullptr: plain autograd. Call after
+  // apply_lora; the sink must outlive the model's use.
   void set_grad_sink(GradSink* sink);
   // For a loss that holds lm_head's gradient: the sink, unless lm_head is the tied embedding
   // whose last lookup gave its gradient to autograd (both parts must take the same path).

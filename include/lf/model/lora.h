@@ -38,6 +38,10 @@ std::vector<std::string> apply_lora(CausalLM& model, const LoraConfig& config);
 // The LoRA parameters with PEFT's saved names, layer by layer (A then B).
 std::vector<NamedParam> lora_parameters(CausalLM& model);
 
+// What training updates: the LoRA parameters when `lora`, else every base parameter (made to
+// require grad), in model order with HF / PEFT names.
+std::vector<NamedParam> trainable_parameters(CausalLM& model, bool lora);
+
 // adapter_model.safetensors (fp32 A/B, PEFT names) + adapter_config.json.
 void save_lora_adapter(CausalLM& model, const LoraConfig& config, const std::filesystem::path& dir,
                        const std::string& base_model_name_or_path);
