@@ -16,6 +16,7 @@
 
 #include "lf/comm/communicator.h"
 #include "lf/common/error.h"
+#include "comm_store.h"
 #include "lf/rendezvous/store_client.h"
 #include "tcp_mesh.h"
 
@@ -49,11 +50,6 @@ class CpuWork : public Work {
   bool done_ = false;
   std::exception_ptr error_;
 };
-
-rdzv::StoreClient connect_store(const CommOptions& o) {
-  return o.store_port ? rdzv::StoreClient(o.store_addr, o.store_port, o.job_id, o.token)
-                      : rdzv::StoreClient::from_env();
-}
 
 // What a rank is about to do, swapped with its neighbours before every collective.
 struct CollectiveHeader {

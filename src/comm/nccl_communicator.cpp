@@ -24,6 +24,7 @@
 #include "lf/comm/rank_agreement.h"
 #include "lf/common/env.h"
 #include "lf/common/error.h"
+#include "comm_store.h"
 #include "lf/rendezvous/store_client.h"
 
 namespace lf::comm {
@@ -96,11 +97,6 @@ int cta_policy_from_env() {
 #endif
   LF_THROW(ConfigError, "LF_NCCL_CTA_POLICY={}: expected default, efficiency or zero, as far as this NCCL ({}) "
            "supports them", *v, NCCL_VERSION_CODE);
-}
-
-rdzv::StoreClient connect_store(const CommOptions& o) {
-  return o.store_port ? rdzv::StoreClient(o.store_addr, o.store_port, o.job_id, o.token)
-                      : rdzv::StoreClient::from_env();
 }
 
 class NcclWork : public Work {

@@ -33,14 +33,18 @@ std::unique_ptr<Communicator> make_default_communicator(const WorldInfo& world, 
   o.world_size = world.world_size;
   o.key_prefix = fmt::format("comm/g{}", world.generation);
   o.timeout_s = timeout_s;
+  const bool check = collective_check_requested();  // a bad value fails before any connection
+  std::unique_ptr<Communicator> comm;
   if (on_gpu) {
 #if LF_HAVE_NCCL
-    return make_nccl_communicator(o);
+    comm = make_nccl_communicator(o);
 #else
     LF_THROW(ConfigError, "this lf-worker was built without NCCL (LF_WITH_CUDA=OFF): cannot train on GPUs");
 #endif
+  } else {
+    comm = make_cpu_communicator(o);
   }
-  return make_cpu_communicator(o);
+  return check ? with_collective_check(std::move(comm), o) : std::move(comm);
 }
 
 }  // namespace lf::comm

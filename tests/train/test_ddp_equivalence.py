@@ -180,16 +180,31 @@ def test_grad_sink_changes_nothing_but_the_copies(tmp_path, mode):
         assert np.array_equal(on[1][k], off[1][k]), k
 
 
+def test_collective_check_changes_nothing(tmp_path):
+    """LF_COMM_CHECK=1 agrees every collective through the store before issuing it (the debug
+    mode for hangs): a run under it sees the same collectives on both ranks at every step, and
+    gives the same numbers to the bit."""
+    outs = []
+    checked = train(tmp_path / "checked", "full", (1, 2, 2), env_extra={"LF_COMM_CHECK": "1"}, outputs=outs)
+    plain = train(tmp_path / "plain", "full", (1, 2, 2))
+    assert outs[0].count("collective check on (LF_COMM_CHECK)") == 2, outs[0][-2000:]
+    assert checked[0] == plain[0], "per-step losses differ"
+    for k in plain[1]:
+        assert np.array_equal(checked[1][k], plain[1][k]), k
+
+
 def test_a_rank_with_no_data_still_takes_part_in_every_collective(tmp_path):
     """Two training examples, global batch 4: rank 1 gets no micro-batch in any step. It must
     still join every collective, the embedding rows' exchange included (which rows travel is
-    fixed up front, not learnt from a forward this rank never runs); before, it crashed."""
+    fixed up front, not learnt from a forward this rank never runs); before, it crashed.
+    LF_COMM_CHECK=1 makes any difference between the ranks' collectives an error."""
     args = [LF_TRAIN, "configs/tiny_cpu.yaml", f"output_dir={tmp_path / 'out'}", "max_steps=2", "max_samples=1",
             "val_size=0", "eval_strategy=no", "per_device_train_batch_size=2", "bf16=true", "plot_loss=false"]
-    env = dict(os.environ, NPROC_PER_NODE="2", MASTER_PORT=str(free_port()), OMP_NUM_THREADS="1")
+    env = dict(os.environ, NPROC_PER_NODE="2", MASTER_PORT=str(free_port()), OMP_NUM_THREADS="1", LF_COMM_CHECK="1")
     p = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
     text = p.stdout + p.stderr
     assert p.returncode == 0, text[-3000:]
+    assert text.count("collective check on (LF_COMM_CHECK)") == 2, text[-3000:]
     assert "training: 2 examples" in text and "global batch 4" in text, text[-3000:]
     assert text.count("1 embedding(s) exchange their lookup gradient as rows") == 2, text[-3000:]
 

@@ -7,6 +7,7 @@
 // is in the tensor. Threading: issue collectives from one thread.
 #include <ATen/core/Tensor.h>
 
+#include <chrono>
 #include <memory>
 #include <string>
 
@@ -59,5 +60,17 @@ class Communicator {
 std::unique_ptr<Communicator> make_cpu_communicator(const CommOptions& options);
 // The NCCL backend on the current CUDA device (builds with LF_WITH_CUDA only).
 std::unique_ptr<Communicator> make_nccl_communicator(const CommOptions& options);
+
+// Debug mode for hangs (LF_COMM_CHECK=1, or torch's TORCH_DISTRIBUTED_DEBUG=DETAIL): before
+// each collective every rank posts what it is about to issue to the job's store and waits
+// for the others'. Ranks that issue different collectives fail at once, each rank's listed
+// (NCCL would hang, or read one collective's bytes as another's). A rank that never issues
+// it is named in a warning every `warn_every` and in a TimeoutError after options.timeout_s,
+// instead of a silent hang. Costs store round trips and a wait for the slowest rank per
+// collective (no overlap left): for finding a hang, not for speed.
+std::unique_ptr<Communicator> with_collective_check(std::unique_ptr<Communicator> inner, const CommOptions& options,
+                                                    std::chrono::milliseconds warn_every = std::chrono::seconds(30));
+// LF_COMM_CHECK=1|0 (ConfigError on another value), else TORCH_DISTRIBUTED_DEBUG=DETAIL.
+bool collective_check_requested();
 
 }  // namespace lf::comm

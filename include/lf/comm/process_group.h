@@ -22,7 +22,8 @@ struct WorldInfo {
   static WorldInfo from_env();
 };
 
-// nullptr when world_size == 1 (nothing to communicate).
+// nullptr when world_size == 1 (nothing to communicate). Wrapped in with_collective_check
+// when the environment asks for it (LF_COMM_CHECK=1).
 std::unique_ptr<Communicator> make_default_communicator(const WorldInfo& world, bool on_gpu, double timeout_s = 600);
 
 }  // namespace lf::comm
