@@ -7,6 +7,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <atomic>
 #include <map>
 #include <mutex>
 
@@ -69,7 +70,10 @@ class CheckedCommunicator : public Communicator {
     agree("barrier");
     inner_->barrier();
   }
-  void abort() override { inner_->abort(); }
+  void abort() override {
+    aborted_ = true;  // a rank waiting in agree() fails within one wait slice
+    inner_->abort();
+  }
 
  private:
   std::string key(int64_t seq, int r) const { return fmt::format("{}/{}/{}", prefix_, seq, r); }
@@ -89,12 +93,18 @@ class CheckedCommunicator : public Communicator {
     std::vector<std::string> keys;
     for (int r = 0; r < world_size(); ++r) keys.push_back(key(seq, r));
     const auto start = Clock::now(), deadline = start + timeout_;
+    auto next_warning = start + warn_every_;
     for (;;) {
-      const auto left = std::chrono::duration_cast<milliseconds>(deadline - Clock::now());
+      LF_CHECK(!aborted_, AbortedError, "collective #{} ({}): the communicator was aborted [LF_COMM_CHECK]", seq, what);
+      const auto now = Clock::now();
+      // Short slices, so that abort() is seen within one.
+      const auto slice = std::clamp(std::chrono::duration_cast<milliseconds>(std::min(deadline, next_warning) - now),
+                                    milliseconds(1), milliseconds(500));
       try {
-        store_.wait(keys, std::max(milliseconds(1), std::min(warn_every_, left)));
+        store_.wait(keys, slice);
         break;
       } catch (const TimeoutError&) {
+        if (Clock::now() < std::min(deadline, next_warning)) continue;
         const auto ranks = missing(seq);
         if (ranks.empty()) break;
         const double waited = std::chrono::duration<double>(Clock::now() - start).count();
@@ -107,6 +117,7 @@ class CheckedCommunicator : public Communicator {
                  seq, what, fmt::join(ranks, ","), waited, since, fmt::join(ranks, ","));
         spdlog::warn("collective #{} ({}) has waited {:.0f} s for rank(s) {} [LF_COMM_CHECK]", seq, what, waited,
                      fmt::join(ranks, ","));
+        next_warning += warn_every_;
       }
     }
     std::map<std::string, std::vector<int>> ranks_of;
@@ -130,6 +141,7 @@ class CheckedCommunicator : public Communicator {
   std::string prefix_;
   milliseconds timeout_, warn_every_;
   std::mutex mu_;
+  std::atomic<bool> aborted_ = false;
   int64_t next_seq_ = 0;
   std::string previous_;
 };

@@ -85,6 +85,22 @@ TEST(CollectiveCheck, ARankThatNeverIssuesACollectiveIsNamedInsteadOfAHang) {
   }
 }
 
+TEST(CollectiveCheck, AbortUnblocksARankWaitingForTheOthers) {
+  lf::comm::testing::run_ranks(2, [&](int rank, Communicator& c) {
+    if (rank == 1) {
+      std::this_thread::sleep_for(milliseconds(1500));
+      return;
+    }
+    std::thread aborter([&] {
+      std::this_thread::sleep_for(milliseconds(100));
+      c.abort();
+    });
+    auto t = at::ones({10}, at::kFloat);
+    EXPECT_THROW(c.all_reduce(t), lf::AbortedError);  // well before the check's 30 s timeout
+    aborter.join();
+  }, checked(30));
+}
+
 TEST(CollectiveCheck, AgreedCollectivesGiveTheBackendsResultsAndOldKeysLeaveTheStore) {
   uint16_t port = 0;
   lf::comm::testing::run_ranks(2, [&](int rank, Communicator& c) {
