@@ -5,6 +5,7 @@
 #include <map>
 #include <set>
 #include <sstream>
+#include <stdexcept>
 
 #include "llamafactory_keys.inc"  // kLlamaFactoryKeysTsv, generated from llamafactory_keys.tsv
 
@@ -78,8 +79,12 @@ std::vector<KeySpec> parse_table() {
   bool header_seen = false;
   while (std::getline(in, line)) {
     if (line.empty() || line[0] == '#') continue;
+    // Exactly the header, then rows of four fields: anything else is a broken generation (a
+    // log line once took the header's place, and the header became a key named "name").
     if (!header_seen) {
-      header_seen = true;  // "name dataclass type default"
+      if (line != "name\tdataclass\ttype\tdefault")
+        throw std::logic_error("llamafactory_keys.tsv: expected the header line, got: " + line);
+      header_seen = true;
       continue;
     }
     KeySpec k;
@@ -87,7 +92,8 @@ std::vector<KeySpec> parse_table() {
     std::getline(fields, k.name, '\t');
     std::getline(fields, k.dataclass, '\t');
     std::getline(fields, k.type, '\t');
-    std::getline(fields, k.default_repr);
+    if (!std::getline(fields, k.default_repr) || k.name.empty())
+      throw std::logic_error("llamafactory_keys.tsv: a row without four tab-separated fields: " + line);
     out.push_back(std::move(k));
   }
   out.push_back({"init_weights", "lf-train", "str", "'pretrained'"});

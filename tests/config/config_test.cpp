@@ -76,6 +76,11 @@ TEST(Config, UnknownKeyNamesTheLineAndSuggests) {
   EXPECT_NE(e.find("cfg.yaml:3: unknown key `lora_rnak`: did you mean lora_rank"), std::string::npos) << e;
   e = error_of(kMinimal + "zzzzzzzzzzzz: 1\n");
   EXPECT_NE(e.find("not a LLaMA-Factory or lf-train key"), std::string::npos) << e;
+  // The key table's column names are not keys (its header once was read as a row).
+  for (const std::string header : {"name", "dataclass"}) {
+    e = error_of(kMinimal + header + ": x\n");
+    EXPECT_NE(e.find("unknown key `" + header + "`"), std::string::npos) << e;
+  }
 }
 
 TEST(Config, RefusedKeysAreErrorsOnlyWhenTheyWouldChangeTheResult) {
