@@ -199,6 +199,11 @@ void validate(const Reader& r, TrainConfig& c) {
   LF_CHECK(c.lora_dropout >= 0 && c.lora_dropout < 1, ConfigError, "{}: `lora_dropout` must be in [0, 1), got {}",
            r.where("lora_dropout"), c.lora_dropout);
   LF_CHECK(c.val_size >= 0, ConfigError, "{}: `val_size` must be >= 0, got {}", r.where("val_size"), c.val_size);
+  // LLaMA-Factory refuses this too (HF turns eval_strategy into do_eval): evaluation with no data.
+  LF_CHECK(c.eval_strategy == "no" || !c.eval_dataset.empty() || c.val_size >= 1e-6, ConfigError,
+           "{}: `eval_strategy: {}` but there is nothing to evaluate on: set `val_size` (a fraction, e.g. 0.1, or a "
+           "number of examples) or `eval_dataset`, or `eval_strategy: no`",
+           r.where("eval_strategy"), c.eval_strategy);
   LF_CHECK(c.warmup_ratio >= 0 && c.warmup_ratio <= 1, ConfigError, "{}: `warmup_ratio` must be in [0, 1], got {}",
            r.where("warmup_ratio"), c.warmup_ratio);
   LF_CHECK(c.max_grad_norm >= 0, ConfigError, "{}: `max_grad_norm` must be >= 0", r.where("max_grad_norm"));

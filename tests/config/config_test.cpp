@@ -164,3 +164,13 @@ TEST(Config, MissingFileIsAClearError) {
     EXPECT_NE(std::string(e.what()).find("cannot read config '/nonexistent/cfg.yaml'"), std::string::npos);
   }
 }
+
+TEST(Config, EvaluationWithNothingToEvaluateOnIsRefusedLikeLlamaFactory) {
+  auto e = error_of(kMinimal + "eval_strategy: steps\n");
+  EXPECT_NE(e.find("`eval_strategy: steps` but there is nothing to evaluate on"), std::string::npos) << e;
+  EXPECT_NE(error_of(kMinimal + "eval_strategy: epoch\nval_size: 0\n"), "");
+  EXPECT_EQ(error_of(kMinimal + "eval_strategy: steps\nval_size: 0.1\n"), "");
+  EXPECT_EQ(error_of(kMinimal + "eval_strategy: steps\nval_size: 20\n"), "");  // a number of examples
+  EXPECT_EQ(error_of(kMinimal + "eval_strategy: steps\neval_dataset: alpaca_en_demo\n"), "");
+  EXPECT_EQ(error_of(kMinimal + "val_size: 0\n"), "");  // no evaluation asked for
+}
