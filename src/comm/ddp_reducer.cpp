@@ -132,6 +132,7 @@ struct DdpReducer::State {
       spdlog::info("DDP: {} buckets rebuilt in the order the gradients arrived", buckets.size());
     }
     micro_steps = 0;
+    events.clear();  // the log holds one step: kept for the whole job it would grow without bound
     for (size_t p = 0; p < params.size(); ++p) {
       Slot& slot = slots[p];
       const at::Tensor& g = params[p].grad();
@@ -460,11 +461,6 @@ int64_t DdpReducer::collectives_issued() const {
 std::vector<DdpEvent> DdpReducer::events() const {
   std::lock_guard lock(state_->mu);
   return state_->events;
-}
-
-void DdpReducer::clear_events() {
-  std::lock_guard lock(state_->mu);
-  state_->events.clear();
 }
 
 }  // namespace lf::comm

@@ -180,3 +180,23 @@ TEST(Ddp, NextStepIsRightWithAndWithoutZeroGrad) {
       EXPECT_TRUE(at::allclose(toy.params[i].grad(), first[i], 1e-10, 1e-12)) << "rank " << rank << " param " << i;
   });
 }
+
+TEST(Ddp, TheEventLogHoldsOneStepNotTheWholeJob) {
+  run_ranks(2, [&](int rank, Communicator& comm) {
+    Toy toy(5);
+    DdpOptions opt;
+    opt.reduce_dtype = at::kDouble;
+    opt.first_bucket_mb = opt.bucket_cap_mb = 2.0 * kWidth * kWidth * 8 / (1 << 20);
+    DdpReducer ddp(comm, toy.params, opt);
+    std::vector<size_t> sizes;
+    for (int step = 0; step < 6; ++step) {
+      for (auto& p : toy.params) p.mutable_grad() = at::Tensor();
+      ddp.prepare_backward(true);
+      toy.loss_sum(batch(rank, 0, 4)).backward();
+      ddp.finish_backward();
+      sizes.push_back(ddp.events().size());
+    }
+    // Each step: one launch per bucket, backward's end and done.
+    for (size_t s : sizes) EXPECT_EQ(s, static_cast<size_t>(ddp.num_buckets() + 2)) << "rank " << rank;
+  });
+}

@@ -87,8 +87,8 @@ class DdpReducer {
   // Parameter indices (constructor order) bucket by bucket, in the order buckets are sent.
   std::vector<int64_t> bucket_order() const;
   int64_t collectives_issued() const;
+  // The current (or last finished) optimizer step's events: launches and backward's end.
   std::vector<DdpEvent> events() const;
-  void clear_events();
 
   struct State;
 
