@@ -211,10 +211,6 @@ void train_from_config(const config::LoadedConfig& loaded) {
     LF_CHECK(fs::is_directory(resume), ConfigError,
              "resume_from_checkpoint: {} is not a folder (give output_dir/checkpoint-N)", resume.string());
   }
-  // DESIGN "RNG": the global generators (dropout) from (seed, rank); weights and LoRA
-  // init take their own seed, identical on every rank.
-  at::manual_seed(static_cast<uint64_t>(c.seed) + static_cast<uint64_t>(world.rank));
-
   auto args = data_args_from(c);
   const fs::path job_cache = job_tokenized_dir(c, world);
   if (!job_cache.empty()) args.tokenized_path = job_cache.string();
@@ -300,9 +296,18 @@ void train_from_config(const config::LoadedConfig& loaded) {
       cm->all_reduce(t, comm::ReduceOp::kSum)->wait();
       return t.item<double>();
     };
+    s.all_gather_bytes = [cm, device](const at::Tensor& mine) {
+      auto in = mine.to(device);
+      auto out = at::empty({cm->world_size() * in.numel()}, in.options());
+      cm->all_gather(out, in)->wait();
+      return out.view({cm->world_size(), in.numel()}).cpu();
+    };
     spdlog::info("data parallel: rank {} of {} ({} backend, {} gradient buckets)", world.rank, world.world_size,
                  communicator->backend(), ddp->num_buckets());
   }
+  // DESIGN "RNG": the global generators (dropout) from (seed, rank), seeded here, after the
+  // weights and LoRA init took theirs (the seed alone, identical on every rank).
+  at::manual_seed(static_cast<uint64_t>(c.seed) + static_cast<uint64_t>(world.rank));
   Trainer trainer(std::move(s));
   trainer.train();
   // Every worker of this node loaded the data before the first collective: nothing reads it now.

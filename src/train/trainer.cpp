@@ -80,9 +80,11 @@ Trainer::Trainer(TrainerSetup setup) {
   for (auto& p : model::trainable_parameters(st.m, st.s.lora.has_value()))
     st.trainable.emplace_back(p.name, *p.tensor);
   LF_CHECK(!st.trainable.empty(), ConfigError, "the model has no trainable parameters");
-  LF_CHECK(st.s.world == 1 || (st.s.before_backward && st.s.after_backward && st.s.all_reduce_sum), ConfigError,
+  LF_CHECK(st.s.world == 1 || (st.s.before_backward && st.s.after_backward && st.s.all_reduce_sum &&
+                                (st.s.all_gather_bytes || !st.s.write_outputs)),
+           ConfigError,
            "world size {} needs the data-parallel hooks (TrainerSetup::before_backward / after_backward / "
-           "all_reduce_sum)",
+           "all_reduce_sum, and all_gather_bytes when it writes outputs)",
            st.s.world);
   optim::ParamGroup decay{{}, c.weight_decay}, no_decay{{}, 0.0};
   std::vector<std::pair<std::string, at::Tensor>> ordered;
@@ -320,9 +322,13 @@ TrainSummary Trainer::train() {
       }
       const bool save_now = (save_every > 0 && global_step % save_every == 0) ||
                             (c.save_strategy == "epoch" && epoch_end) || (last && c.save_strategy != "no");
-      if (outputs && save_now)
-        st.save_checkpoint(global_step, epoch_f,
-                           {{"loss_since_log", loss_since_log}, {"total_loss", total_loss}, {"last_logged", last_logged}});
+      if (save_now && st.s.write_outputs) {
+        const auto rng = st.rng_states_to_save();  // every rank: a collective when world > 1
+        if (outputs)
+          st.save_checkpoint(global_step, epoch_f,
+                             {{"loss_since_log", loss_since_log}, {"total_loss", total_loss}, {"last_logged", last_logged}},
+                             rng);
+      }
     }
   }
   (void)last_grad_norm;

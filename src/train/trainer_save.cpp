@@ -91,7 +91,33 @@ void Trainer::State::save_model(const fs::path& dir) {
   }
 }
 
-void Trainer::State::save_checkpoint(int64_t global_step, double epoch, const json& loop) {
+TensorList Trainer::State::rng_states_to_save() {
+  TensorList mine;
+  auto capture = [&](const char* key, c10::Device d) {
+    auto gen = at::globalContext().defaultGenerator(d);
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    mine.emplace_back(key, gen.get_state());
+  };
+  capture("cpu", c10::Device(c10::DeviceType::CPU));
+  if (device.is_cuda()) capture("cuda", device);
+  if (s.world == 1) return mine;
+  // Each rank's streams differ (seeded from (seed, rank), then drawn by batches of their own
+  // shapes): one byte row per rank, split back by the sizes, equal on every rank.
+  std::vector<at::Tensor> parts;
+  for (const auto& [key, t] : mine) parts.push_back(t.contiguous().view(-1));
+  const auto every = s.all_gather_bytes(at::cat(parts));
+  TensorList out = mine;  // rank 0's under the plain names: what a 1-rank resume restores
+  for (int64_t r = 0; r < s.world; ++r) {
+    int64_t offset = 0;
+    for (const auto& [key, t] : mine) {
+      out.emplace_back(fmt::format("rank{}.{}", r, key), every[r].narrow(0, offset, t.numel()).clone());
+      offset += t.numel();
+    }
+  }
+  return out;
+}
+
+void Trainer::State::save_checkpoint(int64_t global_step, double epoch, const json& loop, const TensorList& rng) {
   const fs::path out(c.output_dir);
   const fs::path final_dir = out / fmt::format("checkpoint-{}", global_step);
   const fs::path tmp = out / fmt::format(".checkpoint-{}.tmp", global_step);
@@ -113,14 +139,6 @@ void Trainer::State::save_checkpoint(int64_t global_step, double epoch, const js
                    // The job that wrote it: an agent restart resumes only its own job's checkpoints.
                    {"run_id", std::getenv("TORCHELASTIC_RUN_ID") ? std::getenv("TORCHELASTIC_RUN_ID") : ""}};
   // DESIGN "RNG": the generators' states (dropout masks continue as if uninterrupted).
-  std::vector<std::pair<std::string, at::Tensor>> rng;
-  auto capture = [&](const char* key, c10::Device d) {
-    auto gen = at::globalContext().defaultGenerator(d);
-    std::lock_guard<std::mutex> lock(gen.mutex());
-    rng.emplace_back(key, gen.get_state());
-  };
-  capture("cpu", c10::Device(c10::DeviceType::CPU));
-  if (device.is_cuda()) capture("cuda", device);
   model::save_tensor_file(tmp / "rng_state.safetensors", rng);
   write_json_file(tmp / "lf_trainer_state.json", lf_state, 2);
   lf::remove_tree(final_dir);
@@ -190,7 +208,9 @@ json Trainer::State::load_checkpoint(const fs::path& dir) {
   if (fs::exists(dir / "rng_state.safetensors")) {
     const auto rng = model::load_tensor_file(dir / "rng_state.safetensors");
     auto restore = [&](const char* key, c10::Device d) {
-      auto it = rng.find(key);
+      // This rank's own state; else rank 0's (a 1-rank checkpoint, or more ranks than it had).
+      auto it = rng.find(fmt::format("rank{}.{}", s.rank, key));
+      if (it == rng.end()) it = rng.find(key);
       if (it == rng.end()) return;
       auto gen = at::globalContext().defaultGenerator(d);
       std::lock_guard<std::mutex> lock(gen.mutex());

@@ -23,6 +23,7 @@ namespace lf::train {
 
 using Clock = std::chrono::steady_clock;
 using json = nlohmann::json;
+using TensorList = std::vector<std::pair<std::string, at::Tensor>>;  // named tensors, as saved
 
 inline double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
@@ -75,7 +76,12 @@ struct Trainer::State {
   void save_model(const std::filesystem::path& dir);
   // output_dir/checkpoint-N, written to a temp folder and renamed; honours save_total_limit.
   // `loop` carries the loop's own counters (loss sums, last logged step) for resume.
-  void save_checkpoint(int64_t global_step, double epoch, const json& loop);
+  // `rng`: what rng_states_to_save() gave.
+  void save_checkpoint(int64_t global_step, double epoch, const json& loop, const TensorList& rng);
+  // DESIGN "RNG": the generators' states for a checkpoint: this rank's ("cpu", and "cuda" on a
+  // GPU) and, with world > 1, every rank's ("rank1.cpu", ...), gathered: a collective, so
+  // every rank calls it at every save, rank 0 writing the result.
+  TensorList rng_states_to_save();
   // Restores a save_checkpoint() folder into the model, optimizer, scaler, log history and
   // RNGs; returns lf_trainer_state.json (the counters the loop restarts from).
   json load_checkpoint(const std::filesystem::path& dir);

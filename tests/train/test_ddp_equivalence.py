@@ -180,6 +180,24 @@ def test_grad_sink_changes_nothing_but_the_copies(tmp_path, mode):
         assert np.array_equal(on[1][k], off[1][k]), k
 
 
+def test_a_resumed_run_continues_every_ranks_dropout_stream(tmp_path):
+    """LoRA dropout draws from each rank's own generator ((seed, rank), then advanced by batches
+    of that rank's shapes), so a checkpoint holds every rank's state and each rank resumes
+    its own: resumed at step 10, 2 ranks end exactly where the uninterrupted run does. Before,
+    every rank restored rank 0's state and the losses drifted (~1e-3)."""
+    extra = ("lora_dropout=0.3", "save_steps=10")
+    whole, whole_weights = train(tmp_path / "whole", "lora", (1, 2, 2), *extra)
+    rng = load_file(str(tmp_path / "whole" / "checkpoint-10" / "rng_state.safetensors"))
+    assert {"cpu", "rank0.cpu", "rank1.cpu"} <= rng.keys(), rng.keys()
+    assert not np.array_equal(rng["rank0.cpu"], rng["rank1.cpu"]), "the ranks' streams should differ"
+    resumed, resumed_weights = train(tmp_path / "resumed", "lora", (1, 2, 2), *extra,
+                                     f"resume_from_checkpoint={tmp_path / 'whole' / 'checkpoint-10'}")
+    # whole: 20 step losses, then evals at 10, 20, end; resumed: steps 11-20, evals at 20, end.
+    assert resumed == whole[10:20] + whole[-2:], (resumed, whole)
+    for k in whole_weights:
+        assert np.array_equal(resumed_weights[k], whole_weights[k]), k
+
+
 def test_collective_check_changes_nothing(tmp_path):
     """LF_COMM_CHECK=1 agrees every collective through the store before issuing it (the debug
     mode for hangs): a run under it sees the same collectives on both ranks at every step, and

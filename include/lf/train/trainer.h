@@ -56,6 +56,9 @@ struct TrainerSetup {
   std::function<void(bool last_micro_step)> before_backward;
   std::function<void()> after_backward;
   std::function<double(double)> all_reduce_sum;
+  // Every rank's copy of a CPU uint8 [n] tensor (n equal on every rank), as CPU [world, n]:
+  // rank 0 saves every rank's RNG states in a checkpoint (world > 1 with write_outputs).
+  std::function<at::Tensor(const at::Tensor&)> all_gather_bytes;
 };
 
 struct StepRecord {
