@@ -10,7 +10,8 @@
 namespace lf::comm {
 
 void require_same_on_every_rank(rdzv::StoreClient& store, const std::string& key_prefix, int rank, int world_size,
-                                const std::string& what, const std::string& value, std::chrono::milliseconds timeout) {
+                                const std::string& what, const std::string& value, std::chrono::milliseconds timeout,
+                                const std::string& hint) {
   const auto key = [&](int r) { return fmt::format("{}/agree/{}/{}", key_prefix, what, r); };
   store.set(key(rank), value);
   std::vector<std::string> keys;
@@ -21,9 +22,9 @@ void require_same_on_every_rank(rdzv::StoreClient& store, const std::string& key
   for (int r = 1; r < world_size; ++r) {
     const std::string theirs = *store.get(key(r));
     LF_CHECK(theirs == reference, BackendError,
-             "{} differs between ranks: rank {} has {}, rank 0 has {} (this is rank {}); every node must run the "
-             "same {}",
-             what, r, theirs, reference, rank, what);
+             "{} differs between ranks: rank {} has {}, rank 0 has {} (this is rank {}); every node must run with "
+             "the same {}{}",
+             what, r, theirs, reference, rank, what, hint.empty() ? "" : " (" + hint + ")");
   }
 }
 

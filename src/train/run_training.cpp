@@ -14,6 +14,7 @@
 
 #include "lf/comm/ddp_reducer.h"
 #include "lf/comm/process_group.h"
+#include "lf/comm/rank_agreement.h"
 #include "lf/common/env.h"
 #include "lf/common/error.h"
 #include "lf/common/hash.h"
@@ -23,6 +24,7 @@
 #include "lf/model/grad_sink.h"
 #include "lf/model/loader.h"
 #include "lf/model/lora.h"
+#include "lf/rendezvous/store_client.h"
 #include "lf/train/batch.h"
 #include "lf/train/trainer.h"
 
@@ -210,6 +212,16 @@ void train_from_config(const config::LoadedConfig& loaded) {
   } else {
     LF_CHECK(fs::is_directory(resume), ConfigError,
              "resume_from_checkpoint: {} is not a folder (give output_dir/checkpoint-N)", resume.string());
+  }
+  if (world.world_size > 1) {
+    // Every rank resumes from the same checkpoint, or none: a node that cannot see output_dir's
+    // checkpoints (not on a filesystem every node shares) would start at step 0 and the ranks
+    // would hang in different steps' collectives.
+    auto store = rdzv::StoreClient::from_env();
+    comm::require_same_on_every_rank(store, fmt::format("train/g{}", world.generation), world.rank,
+                                     world.world_size, "resume checkpoint",
+                                     resume.empty() ? std::string("none (a fresh start)") : resume.string(),
+                                     std::chrono::minutes(5), "output_dir on a filesystem every node shares");
   }
   auto args = data_args_from(c);
   const fs::path job_cache = job_tokenized_dir(c, world);

@@ -12,10 +12,10 @@ LF_TRAIN = os.environ["LF_TRAIN_BIN"]
 EXIT_ABORTED, EXIT_WORKER_FAILED, EXIT_BACKEND = 13, 14, 15
 
 
-def start_node(out, nodes, node_rank, port):
-    args = [LF_TRAIN, "configs/tiny_cpu.yaml", f"output_dir={out}", "max_steps=100000", "logging_steps=1",
+def start_node(out, nodes, node_rank, port, *extra, prefix=()):
+    args = [*prefix, LF_TRAIN, "configs/tiny_cpu.yaml", f"output_dir={out}", "max_steps=100000", "logging_steps=1",
             "save_steps=100000", "eval_strategy=no", "val_size=0", "plot_loss=false",
-            "per_device_train_batch_size=2"]
+            "per_device_train_batch_size=2", *extra]
     env = dict(os.environ, NNODES=str(nodes), NODE_RANK=str(node_rank), NPROC_PER_NODE="2",
                MASTER_PORT=str(port), OMP_NUM_THREADS="1")
     return subprocess.Popen(args, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -123,3 +123,35 @@ def test_a_restarted_job_resumes_from_its_checkpoint_and_ends_where_an_uninterru
     assert a.keys() == b.keys()
     worst = max(float(np.max(np.abs(a[k].astype(np.float64) - b[k].astype(np.float64)))) for k in a)
     assert worst <= 1e-5, f"the resumed run's weights differ by {worst:.2e}"
+
+
+def test_nodes_that_see_different_checkpoints_fail_at_once_instead_of_hanging(tmp_path):
+    """Resuming needs output_dir on a filesystem every node shares. Here node 0 sees a
+    checkpoint there (and resumes from it: overwrite_output_dir false) while node 1, in a mount
+    namespace of its own, sees an empty tmpfs at the same path (a node-local disk) and would
+    start at step 0: the ranks would run different steps and hang in collectives. They agree
+    on the checkpoint first, and every rank fails saying why."""
+    out = tmp_path / "out"
+    first = subprocess.run([LF_TRAIN, "configs/tiny_cpu.yaml", f"output_dir={out}", "max_steps=4", "save_steps=4",
+                            "eval_strategy=no", "val_size=0", "plot_loss=false", "per_device_train_batch_size=2"],
+                           cwd=ROOT, capture_output=True, text=True, timeout=120,
+                           env=dict(os.environ, NPROC_PER_NODE="1", MASTER_PORT=str(free_port()), OMP_NUM_THREADS="1"))
+    assert first.returncode == 0 and (out / "checkpoint-4").is_dir(), first.stdout[-2000:] + first.stderr[-2000:]
+    node_local = ["unshare", "--mount", "--propagation", "private", "sh", "-c",
+                  f'mount -t tmpfs lf-node-local "{out}" && exec "$0" "$@"']
+    port = free_port()
+    nodes = [start_node(str(out), 2, r, port, "overwrite_output_dir=false", prefix=node_local if r else ())
+             for r in range(2)]
+    try:
+        rcs, _, outs = finish(nodes, 120)
+    finally:
+        for n in nodes:
+            if n.poll() is None:
+                n.kill()
+    text = "".join(outs)
+    assert all(rc != 0 for rc in rcs), f"rcs={rcs}\n" + text[-3000:]
+    assert "resume checkpoint differs between ranks" in text, text[-3000:]
+    assert "checkpoint-4" in text and "none (a fresh start)" in text, text[-3000:]
+    assert "output_dir on a filesystem every node shares" in text, text[-3000:]
+    assert "training done" not in text, text[-3000:]
+    assert (out / "checkpoint-4").is_dir(), "node 0's checkpoint must survive"

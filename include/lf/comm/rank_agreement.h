@@ -14,8 +14,10 @@ class StoreClient;
 namespace lf::comm {
 
 // key_prefix: a namespace of this communicator (generation included); what: names the value in
-// the message ("NCCL version"). Waits up to `timeout` for every rank's value.
+// the message ("NCCL version"); hint: what to check, added to the message. Waits up to
+// `timeout` for every rank's value.
 void require_same_on_every_rank(rdzv::StoreClient& store, const std::string& key_prefix, int rank, int world_size,
-                                const std::string& what, const std::string& value, std::chrono::milliseconds timeout);
+                                const std::string& what, const std::string& value, std::chrono::milliseconds timeout,
+                                const std::string& hint = "");
 
 }  // namespace lf::comm
