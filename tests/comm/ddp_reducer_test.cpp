@@ -41,6 +41,14 @@ at::Tensor batch(int rank, int micro, int rows) {
 // Different row counts per rank and micro-step: "sequences of different lengths".
 int rows_of(int rank, int micro) { return 3 + rank * 2 + micro; }
 
+// fp64 on the wire, about two weights per bucket (so the toy model makes several buckets).
+DdpOptions small_fp64_buckets() {
+  DdpOptions opt;
+  opt.first_bucket_mb = opt.bucket_cap_mb = 2.0 * kWidth * kWidth * 8 / (1 << 20);
+  opt.reduce_dtype = at::kDouble;
+  return opt;
+}
+
 }  // namespace
 
 TEST(Ddp, ReducedGradientsEqualOneProcessWithTheSameGlobalBatch) {
@@ -58,11 +66,7 @@ TEST(Ddp, ReducedGradientsEqualOneProcessWithTheSameGlobalBatch) {
   std::vector<bool> overlapped(world);
   run_ranks(world, [&](int rank, Communicator& comm) {
     Toy toy(rank == 0 ? 7 : 1000 + rank);  // rank 0's weights win the broadcast
-    DdpOptions opt;
-    opt.first_bucket_mb = 2.0 * kWidth * kWidth * 8 / (1 << 20);  // ~2 weights per bucket
-    opt.bucket_cap_mb = opt.first_bucket_mb;
-    opt.reduce_dtype = at::kDouble;
-    DdpReducer ddp(comm, toy.params, opt);
+    DdpReducer ddp(comm, toy.params, small_fp64_buckets());
     ddp.broadcast_parameters(0);
     buckets[rank] = ddp.num_buckets();
     for (int m = 0; m < accumulation; ++m) {
@@ -99,11 +103,7 @@ TEST(Ddp, BucketsFollowTheOrderGradientsArriveFromTheSecondStep) {
   run_ranks(world, [&](int rank, Communicator& comm) {
     Toy toy(7);
     std::vector<at::Tensor> registered(toy.params.rbegin(), toy.params.rend());  // b5, w5, ..., b0, w0
-    DdpOptions opt;
-    opt.first_bucket_mb = 2.0 * kWidth * kWidth * 8 / (1 << 20);
-    opt.bucket_cap_mb = opt.first_bucket_mb;
-    opt.reduce_dtype = at::kDouble;
-    DdpReducer ddp(comm, registered, opt);
+    DdpReducer ddp(comm, registered, small_fp64_buckets());
     auto step = [&](std::vector<at::Tensor>& grads) {
       ddp.prepare_backward(true);
       toy.loss_sum(batch(rank, 0, rows_of(rank, 0))).backward();
@@ -159,10 +159,7 @@ TEST(Ddp, Bf16OnTheWireStaysClose) {
 TEST(Ddp, NextStepIsRightWithAndWithoutZeroGrad) {
   run_ranks(2, [&](int rank, Communicator& comm) {
     Toy toy(5);
-    DdpOptions opt;
-    opt.reduce_dtype = at::kDouble;
-    opt.first_bucket_mb = opt.bucket_cap_mb = 2.0 * kWidth * kWidth * 8 / (1 << 20);
-    DdpReducer ddp(comm, toy.params, opt);
+    DdpReducer ddp(comm, toy.params, small_fp64_buckets());
     auto step = [&] {  // the same data on both ranks: the reduced gradient is 2 x the local one
       ddp.prepare_backward(true);
       toy.loss_sum(batch(0, 0, 4)).backward();
@@ -184,10 +181,7 @@ TEST(Ddp, NextStepIsRightWithAndWithoutZeroGrad) {
 TEST(Ddp, TheEventLogHoldsOneStepNotTheWholeJob) {
   run_ranks(2, [&](int rank, Communicator& comm) {
     Toy toy(5);
-    DdpOptions opt;
-    opt.reduce_dtype = at::kDouble;
-    opt.first_bucket_mb = opt.bucket_cap_mb = 2.0 * kWidth * kWidth * 8 / (1 << 20);
-    DdpReducer ddp(comm, toy.params, opt);
+    DdpReducer ddp(comm, toy.params, small_fp64_buckets());
     std::vector<size_t> sizes;
     for (int step = 0; step < 6; ++step) {
       for (auto& p : toy.params) p.mutable_grad() = at::Tensor();
