@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "lf/comm/ddp_reducer.h"
@@ -27,6 +28,7 @@
 #include "lf/rendezvous/store_client.h"
 #include "lf/train/batch.h"
 #include "lf/train/trainer.h"
+#include "checkpoint_commit.h"
 
 namespace lf::train {
 namespace fs = std::filesystem;
@@ -85,9 +87,8 @@ void check_output_dir(const config::TrainConfig& c) {
 // The highest checkpoint-N in output_dir that lf-train finished writing (renamed into
 // place); with `run_id`, only those this job wrote.
 fs::path last_checkpoint(const fs::path& out, const std::string& run_id = "") {
-  fs::path best;
-  int64_t best_step = -1;
-  if (!fs::is_directory(out)) return best;
+  std::map<int64_t, fs::path, std::greater<>> by_step;  // newest first
+  if (!fs::is_directory(out)) return {};
   for (const auto& e : fs::directory_iterator(out)) {
     const auto name = e.path().filename().string();
     if (!e.is_directory() || name.rfind("checkpoint-", 0) != 0 || !fs::exists(e.path() / "lf_trainer_state.json"))
@@ -98,12 +99,18 @@ fs::path last_checkpoint(const fs::path& out, const std::string& run_id = "") {
       if (!j.is_object() || j.value("run_id", std::string()) != run_id) continue;
     }
     try {
-      const int64_t step = std::stoll(name.substr(11));
-      if (step > best_step) best_step = step, best = e.path();
+      by_step[std::stoll(name.substr(11))] = e.path();
     } catch (const std::exception&) {
     }
   }
-  return best;
+  // A checkpoint whose files are not what its manifest lists (a disk that failed under it) is
+  // passed over for the one before; the load checks the checksums too.
+  for (const auto& [step, path] : by_step) {
+    const auto damage = checkpoint_damage(path, CheckDepth::kSizes);
+    if (damage.empty() || damage == "legacy") return path;
+    spdlog::warn("{} is damaged ({}): trying the checkpoint before it", path.string(), damage);
+  }
+  return {};
 }
 
 // Data parallel without tokenized_path: the workers of a node share a folder of this job

@@ -9,6 +9,7 @@
 #include "lf/model/loader.h"
 #include "lf/model/lora.h"
 #include "lf/model/tensor_io.h"
+#include "checkpoint_commit.h"
 #include "trainer_state.h"
 
 namespace lf::train {
@@ -141,8 +142,8 @@ void Trainer::State::save_checkpoint(int64_t global_step, double epoch, const js
   // DESIGN "RNG": the generators' states (dropout masks continue as if uninterrupted).
   model::save_tensor_file(tmp / "rng_state.safetensors", rng);
   write_json_file(tmp / "lf_trainer_state.json", lf_state, 2);
-  lf::remove_tree(final_dir);
-  fs::rename(tmp, final_dir);
+  seal_checkpoint_folder(tmp);  // durable, with a manifest of checksums, before it is named
+  commit_checkpoint_folder(tmp, final_dir);
   if (c.save_total_limit && *c.save_total_limit > 0) {
     std::vector<std::pair<int64_t, fs::path>> ckpts;
     for (const auto& e : fs::directory_iterator(out)) {
@@ -167,8 +168,17 @@ json Trainer::State::load_checkpoint(const fs::path& dir) {
   LF_CHECK(fs::exists(state_file), ConfigError,
            "resume_from_checkpoint: {} is not a checkpoint written by lf-train (no lf_trainer_state.json)",
            dir.string());
+  const auto damage = checkpoint_damage(dir, CheckDepth::kChecksums);
+  if (damage == "legacy")
+    spdlog::warn("{} has no {} (written by an older lf-train): its files are not verified", dir.string(),
+                 kManifestFile);
+  else
+    LF_CHECK(damage.empty(), ConfigError,
+             "resume_from_checkpoint: {} is damaged: {} (a save that did not finish, or a disk error); resume from "
+             "an earlier checkpoint-N", dir.string(), damage);
   std::ifstream in(state_file);
-  const json st = json::parse(in);
+  const json st = json::parse(in, nullptr, /*allow_exceptions=*/false);
+  LF_CHECK(st.is_object(), ConfigError, "resume_from_checkpoint: {} is not valid JSON", state_file.string());
   LF_CHECK(st.value("seed", c.seed) == c.seed, ConfigError,
            "resume_from_checkpoint: {} was written with seed {}, this run has seed {}: the example order would differ",
            dir.string(), st.value("seed", c.seed), c.seed);

@@ -115,3 +115,78 @@ TEST_F(TrainErrors, ExistingCheckpointIsResumed) {
 
 }  // namespace
 }  // namespace lf::train
+
+namespace lf::train {
+namespace {
+
+std::string read_text(const fs::path& p) {
+  std::ifstream in(p);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// The steps of trainer_log.jsonl's lines, in order (a resumed run appends its own).
+std::vector<int> logged_steps(const fs::path& log) {
+  std::ifstream in(log);
+  std::vector<int> steps;
+  for (std::string line; std::getline(in, line);)
+    steps.push_back(std::stoi(line.substr(line.find("\"current_steps\":") + 16)));
+  return steps;
+}
+
+// DESIGN principle 4: a checkpoint carries a manifest of its files' sizes and XXH64, written
+// (and synced) before the folder is renamed into place; a resume refuses a checkpoint whose
+// files differ from it, naming the file, instead of loading it.
+TEST_F(TrainErrors, ADamagedCheckpointIsRefusedNamingTheFile) {
+  run(yaml(""), {"save_strategy=steps", "save_steps=1"});
+  const auto ckpt = dir_ / "out" / "checkpoint-2";
+  const auto manifest = read_text(ckpt / "lf_manifest.json");
+  for (const char* f : {"model.safetensors", "optimizer.safetensors", "rng_state.safetensors",
+                        "lf_trainer_state.json", "trainer_state.json"})
+    EXPECT_NE(manifest.find(std::string("\"") + f + "\""), std::string::npos) << f << "\n" << manifest;
+  // Each damage on a fresh copy of the checkpoint; the error of resuming from it.
+  auto resume_error = [&](const std::function<void(const fs::path&)>& damage) {
+    const auto copy = dir_ / "damaged";
+    lf::remove_tree(copy);
+    lf::remove_tree(dir_ / "again");
+    fs::copy(ckpt, copy, fs::copy_options::recursive);
+    damage(copy);
+    return error_of([&] {
+      run(yaml(""), {"resume_from_checkpoint=" + copy.string(), "max_steps=3", "output_dir=" + (dir_ / "again").string()});
+    });
+  };
+  EXPECT_EQ(resume_error([](const fs::path&) {}), "(no ConfigError)") << "an intact checkpoint resumes";
+  // One byte flipped in the middle of the weights: the same size, a different checksum.
+  auto e = resume_error([](const fs::path& d) {
+    const auto weights = d / "model.safetensors";
+    const auto middle = static_cast<std::streamoff>(fs::file_size(weights) / 2);
+    std::fstream f(weights, std::ios::in | std::ios::out | std::ios::binary);
+    char c = 0;
+    f.seekg(middle);
+    f.read(&c, 1);
+    c = static_cast<char>(c ^ 0x10);
+    f.seekp(middle);
+    f.write(&c, 1);
+  });
+  EXPECT_NE(e.find("is damaged: model.safetensors does not match its checksum"), std::string::npos) << e;
+  e = resume_error([](const fs::path& d) { fs::resize_file(d / "optimizer.safetensors", 100); });
+  EXPECT_NE(e.find("optimizer.safetensors has 100 bytes, the manifest says"), std::string::npos) << e;
+  e = resume_error([](const fs::path& d) { fs::remove(d / "rng_state.safetensors"); });
+  EXPECT_NE(e.find("rng_state.safetensors is missing"), std::string::npos) << e;
+}
+
+// Resuming from output_dir (overwrite_output_dir false) passes over a damaged newest
+// checkpoint for the one before it.
+TEST_F(TrainErrors, AutomaticResumePassesOverADamagedNewestCheckpoint) {
+  run(yaml(""), {"save_strategy=steps", "save_steps=1"});
+  const size_t first_run_lines = logged_steps(dir_ / "out" / "trainer_log.jsonl").size();
+  fs::resize_file(dir_ / "out" / "checkpoint-2" / "model.safetensors", 10);
+  run(yaml("overwrite_output_dir: false\n"), {"save_strategy=steps", "save_steps=1", "max_steps=3"});
+  // The resumed run appends its lines: from checkpoint-1, its first is step 2.
+  const auto steps = logged_steps(dir_ / "out" / "trainer_log.jsonl");
+  ASSERT_GT(steps.size(), first_run_lines);
+  EXPECT_EQ(steps[first_run_lines], 2);
+  EXPECT_TRUE(fs::exists(dir_ / "out" / "checkpoint-3" / "lf_manifest.json"));
+}
+
+}  // namespace
+}  // namespace lf::train
