@@ -168,7 +168,9 @@ json Trainer::State::load_checkpoint(const fs::path& dir) {
   LF_CHECK(fs::exists(state_file), ConfigError,
            "resume_from_checkpoint: {} is not a checkpoint written by lf-train (no lf_trainer_state.json)",
            dir.string());
-  const auto damage = checkpoint_damage(dir, CheckDepth::kChecksums);
+  // Rank 0 reads every byte against the checksums (if it refuses, the job stops); the other
+  // ranks check the sizes only, not reading a shared checkpoint N more times.
+  const auto damage = checkpoint_damage(dir, s.rank == 0 ? CheckDepth::kChecksums : CheckDepth::kSizes);
   if (damage == "legacy")
     spdlog::warn("{} has no {} (written by an older lf-train): its files are not verified", dir.string(),
                  kManifestFile);
