@@ -1,5 +1,6 @@
 #include "lf/agent/gpu_inventory.h"
 
+#include <cstdlib>
 #include <filesystem>
 #include <sstream>
 
@@ -21,6 +22,11 @@ int visible_gpu_count(const std::optional<std::string>& cuda_visible_devices, co
     ++n;
   }
   return n;
+}
+
+int visible_gpu_count_from_env(const std::string& driver_gpus_dir) {
+  const char* v = std::getenv("CUDA_VISIBLE_DEVICES");
+  return visible_gpu_count(v ? std::optional<std::string>(v) : std::nullopt, driver_gpus_dir);
 }
 
 }  // namespace lf::agent

@@ -72,7 +72,7 @@ void add_train_command(CLI::App& app) {
     apply_environment(*flags);
     auto& opt = flags->opt;
     // One worker per visible GPU unless told otherwise; never more workers than GPUs.
-    int gpus = agent::visible_gpu_count(env_string("CUDA_VISIBLE_DEVICES"));
+    int gpus = agent::visible_gpu_count_from_env();
     if (flags->nproc <= 0 && !env_string("NPROC_PER_NODE") && gpus > 0) opt.nproc = gpus;
     LF_CHECK(gpus == 0 || opt.nproc <= gpus, ConfigError,
              "NPROC_PER_NODE / --nproc-per-node {} asks for more workers than the {} visible GPU(s){}: one worker per "

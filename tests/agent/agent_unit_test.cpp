@@ -23,6 +23,13 @@ TEST(GpuInventory, CudaVisibleDevicesWinsOverTheDriver) {
   EXPECT_EQ(visible_gpu_count(std::string("-1"), dir), 0);
   EXPECT_EQ(visible_gpu_count(std::string("1,-1,2"), dir), 1);
   EXPECT_EQ(visible_gpu_count(std::nullopt, dir / "missing"), 0);
+  // From the environment: set but empty hides every GPU (it once counted as unset: all 4).
+  ::setenv("CUDA_VISIBLE_DEVICES", "", 1);
+  EXPECT_EQ(visible_gpu_count_from_env(dir), 0);
+  ::setenv("CUDA_VISIBLE_DEVICES", "3,1", 1);
+  EXPECT_EQ(visible_gpu_count_from_env(dir), 2);
+  ::unsetenv("CUDA_VISIBLE_DEVICES");
+  EXPECT_EQ(visible_gpu_count_from_env(dir), 4);
   std::filesystem::remove_all(dir);
 }
 

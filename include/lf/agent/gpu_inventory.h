@@ -10,4 +10,8 @@ namespace lf::agent {
 int visible_gpu_count(const std::optional<std::string>& cuda_visible_devices,
                       const std::string& driver_gpus_dir = "/proc/driver/nvidia/gpus");
 
+// The same from this process's environment. CUDA_VISIBLE_DEVICES set to "" counts as set
+// (no GPU), as CUDA reads it; lf::env_string would take "" for unset (every GPU).
+int visible_gpu_count_from_env(const std::string& driver_gpus_dir = "/proc/driver/nvidia/gpus");
+
 }  // namespace lf::agent
