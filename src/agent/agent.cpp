@@ -216,7 +216,7 @@ class Agent {
   void lost_server(const std::string& why) {
     if (state_ == State::kExiting) return;
     // Already told to stop: the server going away is expected, the abort is the reason.
-    if (abort_received_ && !abort_restart_) return exit_with(local_failure_ ? kExitWorkerFailed : kExitAborted, abort_reason_);
+    if (abort_received_ && !abort_restart_) return exit_with(local_failure_ ? local_failure_exit_ : kExitAborted, abort_reason_);
     exit_with(kExitNetwork, why);
   }
 
@@ -228,6 +228,7 @@ class Agent {
     generation_ = l.generation;
     abort_received_ = false;
     local_failure_ = false;
+    local_failure_exit_ = kExitWorkerFailed;
     spdlog::info("node {} of {}: ranks {}..{} of {} (generation {})", l.node_rank, l.nnodes, l.rank_base,
                  l.rank_base + l.nproc - 1, l.world_size, l.generation);
     WorkerEnvContext ctx;
@@ -262,7 +263,8 @@ class Agent {
                       report_local_failure(global, 0, 0, true,
                                            fmt::format("no heartbeat for {:.1f}s (--worker-heartbeat-timeout)", silent));
                     });
-    } catch (const Error& e) {
+    } catch (const Error& e) {  // the workers could not start (a command that cannot run: exit 2)
+      local_failure_exit_ = e.exit_code();
       report_local_failure(-1, 0, 0, false, e.what());
     }
   }
@@ -331,7 +333,7 @@ class Agent {
       spdlog::warn("restarting the workers in the next generation ({})", abort_reason_);
       return;
     }
-    exit_with(local_failure_ ? kExitWorkerFailed : kExitAborted,
+    exit_with(local_failure_ ? local_failure_exit_ : kExitAborted,
               local_failure_ ? failure_message_ : fmt::format("job aborted: {}", abort_reason_));
   }
 
@@ -444,6 +446,7 @@ class Agent {
   Clock::time_point join_deadline_, last_server_message_;
   std::chrono::milliseconds connect_backoff_{100};
   int exit_code_ = kExitInternal;
+  int local_failure_exit_ = kExitWorkerFailed;  // this node's failure: a worker's, or its own (config)
 };
 
 }  // namespace

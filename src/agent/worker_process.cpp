@@ -69,6 +69,13 @@ SpawnedProcess spawn_worker(const SpawnSpec& spec) {
            BackendError, "cannot create pipes for a worker: {}", std::strerror(errno));
   const pid_t parent = ::getpid();
   const int hb_target = spec.heartbeat_fd_number;
+  // exec's outcome: the child writes errno here when execve fails; a successful exec closes
+  // it (close-on-exec), so the parent reads EOF. Above hb_target, where the child keeps it.
+  int status[2];
+  LF_CHECK(::pipe2(status, O_CLOEXEC) == 0, BackendError, "cannot create a pipe for a worker: {}",
+           std::strerror(errno));
+  const int status_w = ::fcntl(status[1], F_DUPFD_CLOEXEC, hb_target + 1);
+  ::close(status[1]);
 
   pid_t pid = ::fork();
   if (pid == 0) {
@@ -85,7 +92,8 @@ SpawnedProcess spawn_worker(const SpawnSpec& spec) {
     ::dup2(out[1], 1);
     ::dup2(err[1], 2);
     ::dup2(hb[1], hb_target);  // dup2 clears FD_CLOEXEC on the copy
-    ::syscall(SYS_close_range, hb_target + 1, ~0U, 0);
+    if (status_w > hb_target + 1) ::syscall(SYS_close_range, hb_target + 1, status_w - 1, 0);
+    ::syscall(SYS_close_range, status_w + 1, ~0U, 0);
     int null_fd = ::open("/dev/null", O_RDONLY);
     if (null_fd >= 0) {
       ::dup2(null_fd, 0);
@@ -93,9 +101,7 @@ SpawnedProcess spawn_worker(const SpawnSpec& spec) {
     }
     ::execve(exe.c_str(), argv.data(), envp.data());
     int e = errno;
-    // The command was resolved before fork, so this is rare (a race, ENOEXEC): say so on stderr.
-    const char msg[] = "lf-train: exec of the worker command failed\n";
-    ssize_t ignored = ::write(2, msg, sizeof(msg) - 1);
+    ssize_t ignored = ::write(status_w, &e, sizeof e);
     (void)ignored;
     ::_exit(e == ENOENT ? 127 : 126);
   }
@@ -103,11 +109,27 @@ SpawnedProcess spawn_worker(const SpawnSpec& spec) {
   ::close(out[1]);
   ::close(err[1]);
   ::close(hb[1]);
+  ::close(status_w);
   if (pid < 0) {
     ::close(out[0]);
     ::close(err[0]);
     ::close(hb[0]);
+    ::close(status[0]);
     LF_THROW(BackendError, "fork failed: {}", std::strerror(fork_errno));
+  }
+  int exec_errno = 0;
+  ssize_t got;
+  do {
+    got = ::read(status[0], &exec_errno, sizeof exec_errno);
+  } while (got < 0 && errno == EINTR);
+  ::close(status[0]);
+  if (got == static_cast<ssize_t>(sizeof exec_errno)) {  // the exec failed: not a worker failure to restart
+    ::waitpid(pid, nullptr, 0);
+    ::close(out[0]);
+    ::close(err[0]);
+    ::close(hb[0]);
+    LF_THROW(ConfigError, "worker command '{}' cannot be run: {}{}", exe, std::strerror(exec_errno),
+             exec_errno == ENOEXEC ? " (a script needs a '#!' first line naming its interpreter)" : "");
   }
   // Also from the parent, so signalling the group never races the child's setpgid.
   ::setpgid(pid, pid);

@@ -20,6 +20,19 @@ def test_command_that_does_not_exist_fails_before_rendezvous(tmp_path, agents):
     assert "'no-such-program-xyz' not found in PATH" in a.err
 
 
+def test_a_script_without_a_shebang_is_a_config_error_not_a_worker_to_restart(tmp_path, agents):
+    """exec fails with ENOEXEC: the spawn says so (exit 2) instead of reporting a worker that
+    exited 126, which --max-restarts would restart again and again."""
+    script = tmp_path / "no_shebang.sh"
+    script.write_text("echo hello\n")
+    script.chmod(0o755)
+    a = launch(tmp_path, "--master-port", str(free_port()), "--max-restarts", "2", "--", str(script))
+    agents.append(a)
+    assert a.wait(20) == EXIT_CONFIG, a.err
+    assert "cannot be run: Exec format error (a script needs a '#!' first line" in a.err, a.err
+    assert "generation 1" not in a.err, "restarted"
+
+
 def test_master_unreachable_names_address_and_what_to_check(tmp_path, agents):
     port = free_port()
     a = launch(tmp_path, "--nnodes", "2", "--node-rank", "1", "--master-port", str(port), "--join-timeout", "2",
