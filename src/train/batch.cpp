@@ -16,6 +16,13 @@ int64_t num_targets(const TokenizedDataset& data, int64_t index) {
   return count;
 }
 
+int64_t hf_num_items(const TokenizedDataset& data, int64_t index) {
+  const auto labels = data.labels(static_cast<size_t>(index));
+  int64_t count = 0;
+  for (const auto l : labels) count += l != model::kIgnoreIndex;
+  return count;
+}
+
 int64_t longest_padded_row(const TokenizedDataset& data, int64_t pad_to_multiple_of) {
   int64_t t = 0;
   for (size_t i = 0; i < data.size(); ++i) t = std::max<int64_t>(t, static_cast<int64_t>(data.input_ids(i).size()));

@@ -49,18 +49,22 @@ double Trainer::State::evaluate() {
   m.set_training(false);
   const auto n = static_cast<int64_t>(s.eval->size());
   const int64_t bs = std::max<int64_t>(1, c.per_device_eval_batch_size);
-  double weighted = 0;
+  double sum_of_means = 0;
   // Batches of bs consecutive examples; with several ranks, batch k goes to rank k % world.
   for (int64_t begin = s.rank * bs; begin < n; begin += bs * s.world) {
     std::vector<int64_t> idx;
     for (int64_t i = begin; i < std::min(n, begin + bs); ++i) idx.push_back(i);
     const auto b = collate(*s.eval, idx, s.pad_id);
     const double sum = forward_loss_sum(b, false).item<double>();
-    weighted += (b.num_targets > 0 ? sum / static_cast<double>(b.num_targets) : 0.0) * static_cast<double>(idx.size());
+    sum_of_means += b.num_targets > 0 ? sum / static_cast<double>(b.num_targets) : 0.0;
   }
   m.set_training(was_training);
-  if (s.world > 1) weighted = s.all_reduce_sum(weighted);
-  return weighted / static_cast<double>(n);
+  if (s.world > 1) sum_of_means = s.all_reduce_sum(sum_of_means);
+  // LLaMA-Factory's eval_loss: the mean of the batches' mean losses. Its trainer gathers
+  // with accelerator.gather (not gather_for_metrics), so HF's loss.repeat(eval_batch_size)
+  // counts a short last batch as a full one.
+  const int64_t batches = (n + bs - 1) / bs;
+  return sum_of_means / static_cast<double>(batches);
 }
 
 Trainer::Trainer(TrainerSetup setup) {
@@ -201,7 +205,7 @@ TrainSummary Trainer::train() {
       phases.start();
       const auto micro = rank_micro_batches(perm, s, layout, st.s.rank);
       int64_t step_targets = 0;
-      for (auto i : step_examples(perm, s, layout)) step_targets += num_targets(data, i);
+      for (auto i : step_examples(perm, s, layout)) step_targets += hf_num_items(data, i);
       const double denom = static_cast<double>(std::max<int64_t>(1, step_targets));
       const double lr = c.learning_rate * st.sched.factor(st.sched_step);
       st.opt->set_lr(lr);
@@ -304,7 +308,10 @@ TrainSummary Trainer::train() {
         if (last) std::fprintf(stderr, "\n");
       }
       const bool epoch_end = s == spe - 1;
-      if (eval_on && ((eval_every > 0 && global_step % eval_every == 0) || (c.eval_strategy == "epoch" && epoch_end))) {
+      // HF also evaluates when training stops between two evaluations (steps: a last step that
+      // is no multiple of eval_steps; epoch: max_steps or a fractional epoch ending mid-epoch).
+      if (eval_on && ((eval_every > 0 && global_step % eval_every == 0) || (c.eval_strategy == "epoch" && epoch_end) ||
+                      last)) {
         const auto t0 = Clock::now();
         const double el = st.evaluate();
         const double rt = seconds_since(t0);

@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <mutex>
+#include <tuple>
 
 #include "lf/common/remove_tree.h"
 #include "lf/common/log.h"
@@ -145,21 +146,20 @@ void Trainer::State::save_checkpoint(int64_t global_step, double epoch, const js
   seal_checkpoint_folder(tmp);  // durable, with a manifest of checksums, before it is named
   commit_checkpoint_folder(tmp, final_dir);
   if (c.save_total_limit && *c.save_total_limit > 0) {
-    std::vector<std::pair<int64_t, fs::path>> ckpts;
+    // The oldest written go first (HF rotates by write time), never the one just written: a
+    // leftover of an older, longer run (checkpoint-900 beside a new checkpoint-100) must not
+    // outlive every new checkpoint.
+    std::vector<std::tuple<fs::file_time_type, int64_t, fs::path>> others;
     for (const auto& e : fs::directory_iterator(out)) {
       const auto name = e.path().filename().string();
-      if (e.is_directory() && name.rfind("checkpoint-", 0) == 0) {
-        try {
-          ckpts.emplace_back(std::stoll(name.substr(11)), e.path());
-        } catch (const std::exception&) {
-        }
+      if (!e.is_directory() || name.rfind("checkpoint-", 0) != 0 || e.path() == final_dir) continue;
+      try {
+        others.emplace_back(fs::last_write_time(e.path()), std::stoll(name.substr(11)), e.path());
+      } catch (const std::exception&) {
       }
     }
-    std::sort(ckpts.begin(), ckpts.end());
-    while (static_cast<int64_t>(ckpts.size()) > *c.save_total_limit) {
-      lf::remove_tree(ckpts.front().second);
-      ckpts.erase(ckpts.begin());
-    }
+    std::sort(others.begin(), others.end());
+    for (size_t i = 0; i + *c.save_total_limit <= others.size(); ++i) lf::remove_tree(std::get<2>(others[i]));
   }
 }
 

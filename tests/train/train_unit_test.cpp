@@ -61,6 +61,17 @@ TEST(Batch, RightPaddedToMultipleOfEight) {
   EXPECT_EQ(b.num_targets, num_targets(data, 0) + num_targets(data, 1));
 }
 
+// The training loss's denominator is HF's num_items_in_batch: labels != -100 before the
+// shift. With train_on_prompt the first label is real and counts, though never predicted.
+TEST(Batch, HfNumItemsCountsLabelsBeforeTheShift) {
+  const auto data = TokenizedDataset::from_examples({{{1, 2, 3, 4}, {1, 2, 3, 4}},          // train_on_prompt
+                                                     {{1, 2, 3, 4}, {-100, -100, 3, 4}}});  // prompt masked
+  EXPECT_EQ(num_targets(data, 0), 3);
+  EXPECT_EQ(hf_num_items(data, 0), 4);
+  EXPECT_EQ(num_targets(data, 1), 2);
+  EXPECT_EQ(hf_num_items(data, 1), 2);
+}
+
 TEST(LmLoss, ChunkedEqualsFullLogitsLossAndGradients) {
   at::manual_seed(0);
   const int64_t b = 3, t = 9, c = 16, v = 50;
@@ -154,6 +165,61 @@ std::vector<nlohmann::json> read_lines(const fs::path& p) {
   return out;
 }
 
+// HF evaluates when training stops between two evaluations too: steps 4, 8 and the last
+// (10) with eval_steps 4; an epoch strategy cut short by max_steps evaluates at the last step.
+// eval_loss is LLaMA-Factory's: the mean of the batches' means (a short last batch, 5
+// examples in batches of 2, counts as a full one).
+TEST(Trainer, EvaluatesAtTheLastStepAndAveragesBatchMeansLikeLlamaFactory) {
+  const auto data = fixture_dataset();
+  std::vector<EncodedExample> ev;
+  for (size_t i = 0; i < 5; ++i) {
+    auto ids = data.input_ids(i);
+    auto lab = data.labels(i);
+    ev.push_back({{ids.begin(), ids.end()}, {lab.begin(), lab.end()}});
+  }
+  const auto eval = TokenizedDataset::from_examples(ev);
+  struct Run {
+    std::vector<int64_t> eval_steps;
+    double last_eval = 0, mean_of_batch_means = 0, mean_over_examples = 0;
+  };
+  auto run = [&](const std::string& strategy, int64_t max_steps) {
+    auto c = fixture_config("full");
+    c.max_steps = max_steps;
+    c.eval_strategy = strategy;
+    c.eval_steps = 4;
+    c.per_device_eval_batch_size = 2;
+    auto m = model::load_causal_lm(c.model_name_or_path, {});
+    auto s = setup_for(c, *m, data);
+    s.eval = &eval;
+    Run r;
+    for (const auto& e : Trainer(std::move(s)).train().evals) {
+      r.eval_steps.push_back(e.step);
+      r.last_eval = e.eval_loss;
+    }
+    // The last evaluation saw the final weights: its batches' mean losses, by hand.
+    c10::NoGradGuard no_grad;
+    m->set_training(false);
+    for (const std::vector<int64_t>& idx : {std::vector<int64_t>{0, 1}, {2, 3}, {4}}) {
+      const auto b = collate(eval, idx, 0);
+      const auto logits = m->forward(b.input_ids).to(at::kDouble);
+      const auto y = b.labels.narrow(1, 1, b.labels.size(1) - 1);
+      const auto nll = -at::log_softmax(logits.narrow(1, 0, logits.size(1) - 1), -1)
+                            .gather(-1, y.clamp_min(0).unsqueeze(-1))
+                            .squeeze(-1);
+      const auto mask = y.ne(-100);
+      const double mean = (nll * mask).sum().item<double>() / mask.sum().item<double>();
+      r.mean_of_batch_means += mean / 3;
+      r.mean_over_examples += mean * static_cast<double>(idx.size()) / 5;
+    }
+    return r;
+  };
+  const auto by_steps = run("steps", 10);
+  EXPECT_EQ(by_steps.eval_steps, (std::vector<int64_t>{4, 8, 10}));
+  EXPECT_NEAR(by_steps.last_eval, by_steps.mean_of_batch_means, 1e-5);
+  EXPECT_GT(std::abs(by_steps.mean_of_batch_means - by_steps.mean_over_examples), 1e-4) << "the test must tell them apart";
+  EXPECT_EQ(run("epoch", 3).eval_steps, (std::vector<int64_t>{3}));
+}
+
 TEST(Trainer, OutputsAsHfAndLlamaFactory) {
   const auto data = fixture_dataset();
   std::vector<EncodedExample> ev;
@@ -165,6 +231,9 @@ TEST(Trainer, OutputsAsHfAndLlamaFactory) {
   const auto eval = TokenizedDataset::from_examples(ev);
   const fs::path out = fs::temp_directory_path() / ("lf_train_outputs_" + std::to_string(::getpid()));
   lf::remove_tree(out);
+  // A leftover of an older, longer run: rotated out first (the oldest written), never a new one.
+  fs::create_directories(out / "checkpoint-900");
+  fs::last_write_time(out / "checkpoint-900", fs::file_time_type::clock::now() - std::chrono::hours(24));
   auto c = fixture_config("full");
   c.output_dir = out.string();
   c.logging_steps = 2;
@@ -210,6 +279,7 @@ TEST(Trainer, OutputsAsHfAndLlamaFactory) {
   EXPECT_TRUE(fs::exists(out / "model.safetensors"));
   EXPECT_TRUE(fs::exists(out / "config.json"));
   // save_steps 4 + the final save, save_total_limit 2: checkpoint-8 and checkpoint-10 remain.
+  EXPECT_FALSE(fs::exists(out / "checkpoint-900"));
   EXPECT_FALSE(fs::exists(out / "checkpoint-4"));
   EXPECT_TRUE(fs::exists(out / "checkpoint-8" / "model.safetensors"));
   EXPECT_TRUE(fs::exists(out / "checkpoint-10" / "trainer_state.json"));

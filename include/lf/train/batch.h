@@ -32,4 +32,9 @@ int64_t longest_padded_row(const TokenizedDataset& data, int64_t pad_to_multiple
 // Number of target tokens of one example (its labels after the causal shift).
 int64_t num_targets(const TokenizedDataset& data, int64_t index);
 
+// HF Trainer's num_items_in_batch for one example: labels != -100 *before* the shift. The
+// training loss divides by it (DESIGN "Loss", as HF computes it): with train_on_prompt the
+// first position's label, never predicted, still counts in the denominator.
+int64_t hf_num_items(const TokenizedDataset& data, int64_t index);
+
 }  // namespace lf::train
