@@ -68,6 +68,13 @@ const std::map<std::string, std::string, std::less<>> kRefused = {
     {"average_tokens_across_devices", "lf-train always normalises the loss over every target token of the step"},
     {"do_predict", "prediction runs are not supported (training only)"},
     {"predict_with_generate", "prediction runs are not supported (training only)"},
+    {"pure_bf16", "pure bf16 training (no fp32 master weights) is not supported: use bf16: true"},
+    {"disable_shuffling", "an unshuffled example order is not supported (each epoch is a permutation from `seed`)"},
+    {"use_dft_loss", "the DFT loss is not supported"},
+    {"use_eaft_loss", "the EAFT loss is not supported"},
+    {"ignore_pad_token_for_loss", "training on pad tokens is not supported"},
+    {"load_best_model_at_end", "keeping the best checkpoint instead of the last is not supported"},
+    {"early_stopping_steps", "early stopping is not supported"},
     {"stage", ""},            // value-checked in train_config.cpp
     {"finetuning_type", ""},  // value-checked in train_config.cpp
 };

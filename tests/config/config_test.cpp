@@ -165,6 +165,17 @@ TEST(Config, MissingFileIsAClearError) {
   }
 }
 
+// LLaMA-Factory's SFT path uses each of these: ignoring them would change what is trained.
+TEST(Config, KeysThatChangeTheResultAreRefusedNotWarned) {
+  for (const std::string line : {"pure_bf16: true", "disable_shuffling: true", "use_dft_loss: true",
+                                 "use_eaft_loss: true", "ignore_pad_token_for_loss: false",
+                                 "load_best_model_at_end: true", "early_stopping_steps: 3"}) {
+    const auto e = error_of(kMinimal + line + "\n");
+    EXPECT_NE(e.find("is refused"), std::string::npos) << line << ": " << e;
+  }
+  EXPECT_EQ(error_of(kMinimal + "ignore_pad_token_for_loss: true\npure_bf16: false\n"), "") << "their defaults";
+}
+
 TEST(Config, EvaluationWithNothingToEvaluateOnIsRefusedLikeLlamaFactory) {
   auto e = error_of(kMinimal + "eval_strategy: steps\n");
   EXPECT_NE(e.find("`eval_strategy: steps` but there is nothing to evaluate on"), std::string::npos) << e;
