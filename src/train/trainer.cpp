@@ -107,8 +107,10 @@ Trainer::Trainer(TrainerSetup setup) {
   ao.eps = c.adam_epsilon;
   st.opt = std::make_unique<optim::AdamW>(std::vector<optim::ParamGroup>{decay, no_decay}, ao);
 
+  // HF's num_parameters(exclude_embeddings=True) drops the nn.Embedding only: an untied
+  // lm_head counts (a tied one is the embedding itself, not listed apart).
   for (auto& p : st.m.named_parameters())
-    if (p.name != "model.embed_tokens.weight" && p.name != "lm_head.weight") st.non_embedding_params += p.tensor->numel();
+    if (p.name != "model.embed_tokens.weight") st.non_embedding_params += p.tensor->numel();
   for (auto& p : model::lora_parameters(st.m)) st.non_embedding_params += p.tensor->numel();
 }
 

@@ -220,6 +220,30 @@ TEST(Trainer, EvaluatesAtTheLastStepAndAveragesBatchMeansLikeLlamaFactory) {
   EXPECT_EQ(run("epoch", 3).eval_steps, (std::vector<int64_t>{3}));
 }
 
+// total_flos as HF counts it: 6 x padded tokens x num_parameters(exclude_embeddings=True),
+// which leaves out the nn.Embedding only, so an untied lm_head (this fixture's) counts.
+TEST(Trainer, TotalFlosCountsAnUntiedLmHead) {
+  const auto data = fixture_dataset();
+  const fs::path out = fs::temp_directory_path() / ("lf_train_flos_" + std::to_string(::getpid()));
+  lf::remove_tree(out);
+  auto c = fixture_config("full");
+  c.output_dir = out.string();
+  c.max_steps = 2;
+  auto m = model::load_causal_lm(c.model_name_or_path, {});
+  ASSERT_FALSE(m->config().tie_word_embeddings);
+  int64_t params = 0;
+  for (auto& p : m->named_parameters()) params += p.name == "model.embed_tokens.weight" ? 0 : p.tensor->numel();
+  auto s = setup_for(c, *m, data);
+  s.write_outputs = true;
+  const auto sum = Trainer(std::move(s)).train();
+  int64_t padded = 0;
+  for (const auto& st : sum.steps) padded += st.padded_tokens;
+  std::ifstream in(out / "all_results.json");
+  const auto results = nlohmann::json::parse(in);
+  EXPECT_DOUBLE_EQ(results["total_flos"].get<double>(), 6.0 * static_cast<double>(padded) * static_cast<double>(params));
+  lf::remove_tree(out);
+}
+
 TEST(Trainer, OutputsAsHfAndLlamaFactory) {
   const auto data = fixture_dataset();
   std::vector<EncodedExample> ev;
