@@ -134,6 +134,7 @@ TrainSummary Trainer::train() {
   LF_CHECK(total > 0, ConfigError, "no optimizer steps to run (num_train_epochs {}, max_steps {})", c.num_train_epochs,
            c.max_steps);
   st.total_steps = total;
+  st.steps_per_epoch = spe;
   st.sched.kind = optim::parse_lr_schedule(c.lr_scheduler_type);
   st.sched.total_steps = total;
   st.sched.warmup_steps = optim::hf_warmup_steps(c.warmup_steps, c.warmup_ratio, total);

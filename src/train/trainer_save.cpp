@@ -57,7 +57,9 @@ json Trainer::State::trainer_state(int64_t global_step, double epoch) const {
   j["logging_steps"] = logging;
   j["max_steps"] = total_steps;
   j["num_input_tokens_seen"] = tokens_seen;
-  j["num_train_epochs"] = static_cast<int64_t>(std::ceil(c.num_train_epochs));
+  // HF: with max_steps, the epochs those steps reach; else the configured ones, rounded up.
+  j["num_train_epochs"] = c.max_steps > 0 ? (total_steps + steps_per_epoch - 1) / std::max<int64_t>(1, steps_per_epoch)
+                                          : static_cast<int64_t>(std::ceil(c.num_train_epochs));
   j["save_steps"] = resolve_interval(c.save_steps, total_steps);
   j["stateful_callbacks"] = {{"TrainerControl",
                               {{"args",

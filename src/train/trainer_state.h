@@ -58,6 +58,7 @@ struct Trainer::State {
   std::unique_ptr<TrainerLogWriter> log_writer;
   Clock::time_point start;
   int64_t total_steps = 0;
+  int64_t steps_per_epoch = 1;
   int64_t tokens_seen = 0;
   // Where this process started (a resumed run): speeds and ETAs count only its own work.
   int64_t first_step = 0;

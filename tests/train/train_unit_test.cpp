@@ -292,6 +292,10 @@ TEST(Trainer, OutputsAsHfAndLlamaFactory) {
   const auto state = testing::read_json(out / "trainer_state.json");
   EXPECT_EQ(state["global_step"], 10);
   EXPECT_EQ(state["max_steps"], 10);
+  // HF with max_steps: the epochs 10 steps reach, not the config's num_train_epochs.
+  const int64_t spe = steps_per_epoch(static_cast<int64_t>(data.size()), {c.per_device_train_batch_size,
+                                                                         c.gradient_accumulation_steps, 1});
+  EXPECT_EQ(state["num_train_epochs"], (10 + spe - 1) / spe);
   EXPECT_TRUE(state["log_history"].back().contains("train_loss"));
   const auto all = testing::read_json(out / "all_results.json");
   for (const char* k : {"epoch", "train_loss", "train_runtime", "train_samples_per_second", "eval_loss"})
