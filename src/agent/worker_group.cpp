@@ -69,6 +69,7 @@ struct WorkerGroup::Impl : std::enable_shared_from_this<Impl> {
   ExitHandler on_exit;
   HangHandler on_hang;
   std::function<void()> on_stopped;
+  bool stopping = false;  // stop() was called: exits are the stop's doing, not failures
 
   static void close_logs(Worker& w) {
     if (w.out_relay) w.out_relay->finish();
@@ -99,7 +100,9 @@ struct WorkerGroup::Impl : std::enable_shared_from_this<Impl> {
     const WorkerExit e = *w->exit;
     w->exit.reset();
     if (w->exit_grace) w->exit_grace->cancel();
-    if (on_exit && !on_stopped) on_exit(e);
+    // Not once a stop began: an exit reported late (its pipes held open by a child of its
+    // own, past the grace) must not be charged to the next generation's group.
+    if (on_exit && !stopping) on_exit(e);
     maybe_stopped();
   }
 
@@ -156,6 +159,7 @@ WorkerGroup::WorkerGroup(asio::io_context& io, WorkerGroupOptions options)
     : impl_(std::make_shared<Impl>(io, std::move(options))) {}
 
 WorkerGroup::~WorkerGroup() {
+  impl_->stopping = true;  // a retired group reports nothing (its Impl may outlive it in a pipe read)
   impl_->kill_groups(SIGKILL);
   impl_->kill_timer.cancel();
   impl_->watch_timer.cancel();
@@ -231,6 +235,7 @@ bool WorkerGroup::reap() {
 void WorkerGroup::stop(int first_signal, std::function<void()> done) {
   auto& im = *impl_;
   im.on_stopped = std::move(done);
+  im.stopping = true;
   im.watch_timer.cancel();
   if (!im.any_alive()) return im.maybe_stopped();
   im.kill_groups(first_signal);

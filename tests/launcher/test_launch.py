@@ -118,6 +118,29 @@ def test_max_restarts_recovers_from_one_failure(tmp_path, agents):
     assert "restarting" in n0.err
 
 
+def test_a_late_exit_of_the_old_generation_is_not_charged_to_the_new_one(tmp_path, agents):
+    """Generation 0: rank 0 starts a child in a session of its own that keeps rank 0's stdout
+    open, and rank 1 fails. The stop's SIGTERM ends rank 0, but its exit waits out the 2 s
+    pipe grace, past the restart. Generation 1 is healthy and must end with exit 0 (the late
+    report of rank 0's SIGTERM once failed it, exit 14)."""
+    marker = unique_marker("lateexit")
+    script = f"""
+if [ "$TORCHELASTIC_RESTART_COUNT" = 0 ]; then
+  if [ "$LOCAL_RANK" = 0 ]; then setsid bash -c "exec -a {marker} sleep 20" & sleep 60; else sleep 1; exit 1; fi
+else
+  sleep 3; echo "generation 1 rank $RANK done"
+fi"""
+    a = Agent(["launch", "--nproc-per-node", "2", "--max-restarts", "1", "--master-port", str(free_port()), "--",
+               "bash", "-c", script], tmp=str(tmp_path))
+    agents.append(a)
+    try:
+        assert a.wait(40) == 0, a.err
+        assert "generation 1 rank 1 done" in a.out, a.out
+    finally:
+        for pid in live_pids_with(marker):
+            os.kill(pid, signal.SIGKILL)
+
+
 def test_restarted_agent_rejoins_after_its_predecessor_died(tmp_path, agents):
     marker = unique_marker("rejoin")
     port, n0, n1 = two_nodes(tmp_path, ["--marker", marker, "--sleep", "3"], extra=("--max-restarts", "1"))
