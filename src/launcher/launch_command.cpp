@@ -38,20 +38,23 @@ void add_rdzv_server_command(CLI::App& app) {
   auto port = std::make_shared<int64_t>(0);
   auto* cmd = app.add_subcommand("rdzv-server", "Run only the rendezvous server (agents then join without NODE_RANK)");
   cmd->add_option("--nnodes", *nnodes, "Number of nodes, N or MIN:MAX (env NNODES)");
-  cmd->add_option("--port", *port, "Port (env MASTER_PORT; default 29500)");
+  auto* port_flag = cmd->add_option("--port", *port, "Port (env MASTER_PORT; default 29500; 0: a free one)");
   cmd->add_option("--rdzv-id", so->job_id, "Job id (env RDZV_ID)");
-  cmd->add_option("--max-restarts", so->max_restarts, "Restarts after a failure (env MAX_RESTARTS)");
+  auto* restarts_flag =
+      cmd->add_option("--max-restarts", so->max_restarts, "Restarts after a failure (env MAX_RESTARTS)");
   cmd->add_option("--last-call", so->last_call_s, "With MIN:MAX: seconds to wait for more nodes once MIN joined");
   cmd->add_option("--event-log", so->event_log_path, "Append events (JSON lines) to FILE");
   add_timing_flags(cmd, &so->join_timeout_s, &so->heartbeat_interval_s, &so->heartbeat_timeout_s);
-  cmd->callback([so, nnodes, port] {
+  cmd->callback([so, nnodes, port, port_flag, restarts_flag] {
     auto nn = parse_nnodes(!nnodes->empty() ? *nnodes : env_string("NNODES").value_or("1"));
     so->min_nodes = nn.first;
     so->max_nodes = nn.second;
-    int64_t p = *port > 0 ? *port : env_int("MASTER_PORT").value_or(29500);
+    // A flag given wins over the environment, 0 included (--port 0: any free port).
+    const int64_t p = port_flag->count() ? *port : env_int("MASTER_PORT").value_or(29500);
+    LF_CHECK(p >= 0 && p <= 65535, ConfigError, "rdzv-server port {} is not a TCP port (0-65535)", p);
     so->port = static_cast<uint16_t>(p);
     if (so->job_id == "none") so->job_id = env_string("RDZV_ID").value_or("none");
-    if (so->max_restarts == 0) so->max_restarts = env_int("MAX_RESTARTS").value_or(0);
+    if (!restarts_flag->count()) so->max_restarts = env_int("MAX_RESTARTS").value_or(0);
     so->token = env_string("LF_JOB_TOKEN").value_or("");
     so->version = kVersion;
     boost::asio::io_context io;

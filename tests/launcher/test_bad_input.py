@@ -183,3 +183,19 @@ def test_bad_nnodes_and_node_rank_values(tmp_path, agents):
         agents.append(a)
         assert a.wait(10) == EXIT_CONFIG
         assert expected in a.err
+
+
+def test_rdzv_server_port_flag(tmp_path, agents):
+    """--port wins over MASTER_PORT, 0 included (a free port, printed); a port past 65535 is an
+    error (it once wrapped: 70000 bound 4464)."""
+    busy = free_port()
+    s = Agent(["rdzv-server", "--nnodes", "1", "--port", "0"], env={"MASTER_PORT": str(busy)}, tmp=str(tmp_path))
+    agents.append(s)
+    from harness import wait_until
+    assert wait_until(lambda: "listening on port" in s.out, 10), s.err
+    printed = int(s.out.split("listening on port")[1].split()[0])
+    assert printed not in (0, busy), s.out
+    bad = Agent(["rdzv-server", "--nnodes", "1", "--port", "70000"], tmp=str(tmp_path))
+    agents.append(bad)
+    assert bad.wait(10) == EXIT_CONFIG
+    assert "port 70000 is not a TCP port" in bad.err
