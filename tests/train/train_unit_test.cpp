@@ -165,19 +165,24 @@ std::vector<nlohmann::json> read_lines(const fs::path& p) {
   return out;
 }
 
+// The first n examples of `data`, as an evaluation set.
+TokenizedDataset first_examples(const TokenizedDataset& data, size_t n) {
+  std::vector<EncodedExample> ev;
+  for (size_t i = 0; i < n; ++i) {
+    auto ids = data.input_ids(i);
+    auto lab = data.labels(i);
+    ev.push_back({{ids.begin(), ids.end()}, {lab.begin(), lab.end()}});
+  }
+  return TokenizedDataset::from_examples(ev);
+}
+
 // HF evaluates when training stops between two evaluations too: steps 4, 8 and the last
 // (10) with eval_steps 4; an epoch strategy cut short by max_steps evaluates at the last step.
 // eval_loss is LLaMA-Factory's: the mean of the batches' means (a short last batch, 5
 // examples in batches of 2, counts as a full one).
 TEST(Trainer, EvaluatesAtTheLastStepAndAveragesBatchMeansLikeLlamaFactory) {
   const auto data = fixture_dataset();
-  std::vector<EncodedExample> ev;
-  for (size_t i = 0; i < 5; ++i) {
-    auto ids = data.input_ids(i);
-    auto lab = data.labels(i);
-    ev.push_back({{ids.begin(), ids.end()}, {lab.begin(), lab.end()}});
-  }
-  const auto eval = TokenizedDataset::from_examples(ev);
+  const auto eval = first_examples(data, 5);
   struct Run {
     std::vector<int64_t> eval_steps;
     double last_eval = 0, mean_of_batch_means = 0, mean_over_examples = 0;
@@ -246,13 +251,7 @@ TEST(Trainer, TotalFlosCountsAnUntiedLmHead) {
 
 TEST(Trainer, OutputsAsHfAndLlamaFactory) {
   const auto data = fixture_dataset();
-  std::vector<EncodedExample> ev;
-  for (size_t i = 0; i < 5; ++i) {
-    auto ids = data.input_ids(i);
-    auto lab = data.labels(i);
-    ev.push_back({{ids.begin(), ids.end()}, {lab.begin(), lab.end()}});
-  }
-  const auto eval = TokenizedDataset::from_examples(ev);
+  const auto eval = first_examples(data, 5);
   const fs::path out = fs::temp_directory_path() / ("lf_train_outputs_" + std::to_string(::getpid()));
   lf::remove_tree(out);
   // A leftover of an older, longer run: rotated out first (the oldest written), never a new one.
