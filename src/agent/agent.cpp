@@ -48,7 +48,7 @@ uint16_t pick_free_port(asio::io_context& io) {
 class Agent {
  public:
   explicit Agent(const AgentOptions& o)
-      : opt_(o), signals_(io_, SIGINT, SIGTERM), child_signal_(io_, SIGCHLD), connect_timer_(io_),
+      : opt_(o), signals_(io_, SIGINT, SIGTERM), child_signal_(io_, SIGCHLD), connect_timer_(io_), connect_deadline_(io_),
         heartbeat_timer_(io_), exit_timer_(io_) {}
 
   int run() {
@@ -104,7 +104,18 @@ class Agent {
         [this, resolver](boost::system::error_code ec, tcp::resolver::results_type results) {
           if (ec) return retry_connect(fmt::format("cannot resolve {}: {}", opt_.master_addr, ec.message()));
           auto socket = std::make_shared<tcp::socket>(io_);
+          // A host that drops SYNs never answers: the kernel would retry for ~2 minutes. The
+          // join deadline closes the attempt (a retry after a refusal, past it, gets 2 s), and
+          // retry_connect reports it.
+          connect_deadline_.expires_at(std::max(join_deadline_, Clock::now() + std::chrono::seconds(2)));
+          connect_deadline_.async_wait([socket](boost::system::error_code ec) {
+            if (!ec) socket->close();
+          });
           asio::async_connect(*socket, results, [this, socket](boost::system::error_code ec, const tcp::endpoint&) {
+            connect_deadline_.cancel();
+            if (ec == asio::error::operation_aborted)
+              return retry_connect("no answer (connection attempts timed out: a firewall dropping packets, or a "
+                                   "host that is down?)");
             if (ec) return retry_connect(ec.message());
             on_connected(std::move(*socket));
           });
@@ -413,6 +424,7 @@ class Agent {
     exit_timer_.cancel();
     heartbeat_timer_.cancel();
     connect_timer_.cancel();
+    connect_deadline_.cancel();
     signals_.cancel();
     child_signal_.cancel();
     if (conn_) conn_->close_after_flush();
@@ -428,7 +440,7 @@ class Agent {
   AgentOptions opt_;
   asio::io_context io_;
   asio::signal_set signals_, child_signal_;
-  asio::steady_timer connect_timer_, heartbeat_timer_, exit_timer_;
+  asio::steady_timer connect_timer_, connect_deadline_, heartbeat_timer_, exit_timer_;
   std::unique_ptr<rdzv::RendezvousServer> server_;
   std::shared_ptr<rdzv::Connection> conn_;
   std::unique_ptr<WorkerGroup> group_;

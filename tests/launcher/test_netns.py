@@ -77,3 +77,20 @@ def test_link_cut_stops_both_sides_by_themselves(hosts, tmp_path):
     finally:
         n0.cleanup()
         n1.cleanup()
+
+
+def test_join_timeout_bounds_a_master_that_never_answers(hosts, tmp_path):
+    """MASTER_ADDR behind a firewall that drops packets (here: a neighbour entry with a MAC no
+    one has, so SYNs leave and nothing comes back). The kernel would retry the connect for
+    about two minutes; --join-timeout 3 ends the agent with a network error instead."""
+    silent = hosts["addr_b"].rsplit(".", 1)[0] + ".9"
+    sh("ip", "netns", "exec", hosts["b"], "ip", "neigh", "add", silent, "lladdr", "02:00:00:00:00:99", "dev",
+       hosts["vb"], "nud", "permanent")
+    n1 = Agent(["launch", "--nnodes", "2", "--node-rank", "1", "--master-addr", silent, "--master-port", "29400",
+                "--join-timeout", "3", "--", PY, WORKER], netns=hosts["b"], tmp=str(tmp_path))
+    try:
+        assert n1.wait(30) == EXIT_NETWORK, n1.err
+        assert f"could not reach the rendezvous server at {silent}:29400 within 3" in n1.err, n1.err
+        assert "no answer" in n1.err, n1.err
+    finally:
+        n1.cleanup()
