@@ -244,20 +244,14 @@ struct RendezvousServer::Impl : std::enable_shared_from_this<Impl> {
                       static_cast<int64_t>(opt.heartbeat_interval_s * 1000));
       }
     }
-    if (phase != Phase::kJoining) {
-      if (phase == Phase::kRunning) {
-        // Nothing is missing, so this is a node too many: the job's node count is wrong somewhere.
-        std::vector<uint64_t> members;
-        for (auto& [rank, id] : nodes) members.push_back(id);
-        return fail_all(fmt::format("more nodes than --nnodes {}: {} arrived while {} were running", opt.max_nodes,
-                                    describe(jm), fmt::join(member_names(members), ", ")));
-      }
-      // kStopping: park it; it joins the next round when that opens.
-    }
+    // Running or stopping: a node beyond --nnodes fails the job (check_compatible); one that
+    // fits (elastic MIN:MAX with room) is parked and joins the next round, at a restart.
     event("join", jm.node_rank, fmt::format("{} from {}", describe(jm), peer->conn->peer()));
     if (auto problem = check_compatible(*peer)) return fail_all(*problem);
     joiners.push_back(peer->id);
-    if (phase == Phase::kJoining) maybe_close_round();
+    if (phase == Phase::kJoining) return maybe_close_round();
+    spdlog::info("rendezvous: {} arrived while the job runs with {} node(s) (--nnodes {}): it joins at the next "
+                 "restart", describe(jm), nodes.size(), nnodes_text(opt.min_nodes, opt.max_nodes));
   }
 
   // nproc/version/hash must agree; node ranks must be unique and in range.
@@ -503,6 +497,10 @@ struct RendezvousServer::Impl : std::enable_shared_from_this<Impl> {
 
   void finish(int code, const std::string& reason) {
     if (phase == Phase::kFinished) return;
+    // Nodes parked for a next round that will not come: told so, instead of a dropped connection.
+    for (uint64_t id : std::vector<uint64_t>(joiners))
+      if (phase != Phase::kJoining && peers.count(id))
+        refuse(peers.at(id), "the job ended before a restart let this node in");
     phase = Phase::kFinished;
     event("finished", -1, fmt::format("exit {}: {}", code, reason));
     join_timer.cancel();

@@ -141,6 +141,23 @@ fi"""
             os.kill(pid, signal.SIGKILL)
 
 
+def test_a_late_node_of_an_elastic_job_waits_for_the_next_round_instead_of_failing_it(tmp_path, agents):
+    """--nnodes 1:3 started with one node: a node arriving while it runs fits, so it is parked
+    for the next round (a restart) and the running job goes on; when the job ends first, the
+    late node is told so (it once failed the job: "more nodes than --nnodes 3")."""
+    port = free_port()
+    args = ["launch", "--nnodes", "1:3", "--nproc-per-node", "1", "--master-port", str(port), "--last-call", "1"]
+    first = Agent(args + ["--node-rank", "0", "--", PY, WORKER, "--sleep", "5"], tmp=str(tmp_path))
+    agents.append(first)
+    assert wait_until(lambda: "ranks 0..0 of 1" in first.err, 20), first.err
+    late = Agent(args + ["--", PY, WORKER, "--sleep", "5"], tmp=str(tmp_path))
+    agents.append(late)
+    assert first.wait(40) == 0, first.err
+    assert late.wait(20) == EXIT_RDZV, late.err
+    assert "the job ended before a restart let this node in" in late.err, late.err
+    assert "it joins at the next restart" in first.err, first.err
+
+
 def test_restarted_agent_rejoins_after_its_predecessor_died(tmp_path, agents):
     marker = unique_marker("rejoin")
     port, n0, n1 = two_nodes(tmp_path, ["--marker", marker, "--sleep", "3"], extra=("--max-restarts", "1"))
