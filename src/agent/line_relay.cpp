@@ -1,24 +1,12 @@
 #include "lf/agent/line_relay.h"
 
-#include <unistd.h>
-
-#include <cerrno>
+#include "lf/agent/console_writer.h"
 
 namespace lf::agent {
 
 namespace {
 // A worker printing megabytes without a newline must not grow the agent without bound.
 constexpr size_t kMaxLine = 64 * 1024;
-
-void write_fully(int fd, const std::string& s) {
-  size_t done = 0;
-  while (done < s.size()) {
-    ssize_t n = ::write(fd, s.data() + done, s.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return;  // console gone: keep running, the log file still gets it
-    done += static_cast<size_t>(n);
-  }
-}
 }  // namespace
 
 void LineRelay::feed(std::string_view bytes) {
@@ -58,7 +46,7 @@ void LineRelay::emit(std::string_view line) {
     std::string out;
     out.reserve(prefix_.size() + line.size() + 1);
     out.append(prefix_).append(line).push_back('\n');
-    write_fully(console_fd_, out);
+    write_to_console(console_fd_, std::move(out));  // never blocks the io thread on a slow console
   }
 }
 

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "lf/agent/console_writer.h"
 #include "lf/agent/gpu_inventory.h"
 #include "lf/agent/line_relay.h"
 #include "lf/agent/worker_env.h"
@@ -43,6 +44,7 @@ TEST(LineRelay, EmitsWholePrefixedLinesOnlyAndFlushesTheTail) {
     relay.feed("ld\n\nlast");
     relay.finish();
   }
+  ASSERT_TRUE(drain_console(std::chrono::seconds(5)));  // the console is written by a thread of its own
   ::close(fd);
   std::ifstream in(path);
   std::string all((std::istreambuf_iterator<char>(in)), {});

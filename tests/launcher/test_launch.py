@@ -158,6 +158,33 @@ def test_a_late_node_of_an_elastic_job_waits_for_the_next_round_instead_of_faili
     assert "it joins at the next restart" in first.err, first.err
 
 
+def test_a_console_that_does_not_read_does_not_get_a_healthy_node_declared_lost(tmp_path, agents):
+    """Node 1's stdout is a pipe nobody reads for 6 s (a paused `less`, Ctrl-S) while its
+    workers print ~250 KB. The console has a writer thread of its own, so the agent keeps
+    heartbeating (timeout 3 s) and the job ends well once the pipe is read (it once blocked
+    the io thread: node 1 was declared lost, exit 13 and 11)."""
+    import subprocess
+    from harness import LF_TRAIN
+    port = free_port()
+    script = 'for i in $(seq 1 4000); do echo "line $i xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"; done; sleep 8'
+    base = ["launch", "--nnodes", "2", "--master-port", str(port), "--join-timeout", "30"]
+    n0 = Agent(base + ["--node-rank", "0", "--", "bash", "-c", script], tmp=str(tmp_path))
+    agents.append(n0)
+    env = dict(os.environ)
+    env.pop("NNODES", None)
+    n1 = subprocess.Popen([LF_TRAIN, *base, "--node-rank", "1", "--", "bash", "-c", script], env=env,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        time.sleep(6)  # nobody reads node 1's console meanwhile (heartbeat timeout: 3 s)
+        out, err = n1.communicate(timeout=60)
+    finally:
+        if n1.poll() is None:
+            n1.kill()
+    assert n0.wait(60) == 0, n0.err
+    assert n1.returncode == 0, err.decode()[-3000:]
+    assert out.decode().count("] line ") == 4000, "every line reaches the console in the end"
+
+
 def test_restarted_agent_rejoins_after_its_predecessor_died(tmp_path, agents):
     marker = unique_marker("rejoin")
     port, n0, n1 = two_nodes(tmp_path, ["--marker", marker, "--sleep", "3"], extra=("--max-restarts", "1"))
