@@ -25,6 +25,10 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
+// A connection must say Join or StoreHello within this; else it is closed (descriptors
+// held by idle or half-sent connections would starve the real agents).
+constexpr auto kHelloTimeout = std::chrono::milliseconds(10000);
+
 std::chrono::milliseconds to_ms(double seconds) {
   return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
 }
@@ -66,7 +70,8 @@ struct RendezvousServer::Impl : std::enable_shared_from_this<Impl> {
   asio::io_context& io;
   ServerOptions opt;
   asio::ip::tcp::acceptor acceptor;
-  asio::steady_timer join_timer, last_call_timer, heartbeat_timer, stop_timer;
+  asio::steady_timer join_timer, last_call_timer, heartbeat_timer, stop_timer, accept_retry_timer;
+  bool accept_failing = false;  // warned once per run of failures
   KvStore store;
   std::unique_ptr<StoreService> store_service;
   FinishedHandler on_finished;
@@ -83,7 +88,7 @@ struct RendezvousServer::Impl : std::enable_shared_from_this<Impl> {
 
   Impl(asio::io_context& io_, ServerOptions o)
       : io(io_), opt(std::move(o)), acceptor(io_), join_timer(io_), last_call_timer(io_),
-        heartbeat_timer(io_), stop_timer(io_) {
+        heartbeat_timer(io_), stop_timer(io_), accept_retry_timer(io_) {
     store_service = std::make_unique<StoreService>(io, store);
   }
 
@@ -131,9 +136,23 @@ struct RendezvousServer::Impl : std::enable_shared_from_this<Impl> {
   void accept() {
     acceptor.async_accept([self = shared_from_this()](boost::system::error_code ec, asio::ip::tcp::socket s) {
       if (!self->acceptor.is_open()) return;
-      if (!ec) self->admit(std::move(s));
-      else spdlog::warn("rendezvous accept failed: {}", ec.message());
-      self->accept();
+      if (!ec) {
+        self->accept_failing = false;
+        self->admit(std::move(s));
+        return self->accept();
+      }
+      // Out of descriptors (EMFILE) and the like: retrying at once would spin a core and
+      // flood the log. Connections mute for a second make room (an agent waiting in the
+      // backlog must get in before its own heartbeat timeout); then a retry in 100 ms.
+      self->close_mute(std::chrono::seconds(1));
+      if (!self->accept_failing)
+        spdlog::warn("rendezvous accept failed: {} (retrying every 100 ms; {} connections open)", ec.message(),
+                     self->peers.size());
+      self->accept_failing = true;
+      self->accept_retry_timer.expires_after(std::chrono::milliseconds(100));
+      self->accept_retry_timer.async_wait([self](boost::system::error_code tec) {
+        if (!tec) self->accept();
+      });
     });
   }
 
@@ -471,6 +490,7 @@ struct RendezvousServer::Impl : std::enable_shared_from_this<Impl> {
     auto now = Clock::now();
     auto timeout = to_ms(opt.heartbeat_timeout_s);
     std::vector<std::shared_ptr<Peer>> silent;
+    close_mute(kHelloTimeout);
     for (auto& [id, p] : peers) {
       if (p->role != Role::kAgent) continue;
       if (now - p->last_seen > timeout) silent.push_back(p);
@@ -486,6 +506,19 @@ struct RendezvousServer::Impl : std::enable_shared_from_this<Impl> {
     heartbeat_timer.async_wait([self = shared_from_this()](boost::system::error_code ec) {
       if (!ec) self->heartbeat_tick();
     });
+  }
+
+  // Closes connections that have said neither Join nor StoreHello for `older_than` (an agent
+  // says Join as soon as it connects).
+  void close_mute(std::chrono::milliseconds older_than) {
+    const auto now = Clock::now();
+    std::vector<std::shared_ptr<Peer>> mute;
+    for (auto& [id, p] : peers)
+      if (p->role == Role::kNew && now - p->last_seen > older_than) mute.push_back(p);
+    for (auto& p : mute) {
+      event("closed_mute", -1, fmt::format("{}: no Join or StoreHello in {} ms", p->conn->peer(), older_than.count()));
+      p->conn->close();
+    }
   }
 
   // close() calls back into on_close(), which edits peers: iterate a copy.
@@ -523,6 +556,7 @@ RendezvousServer::~RendezvousServer() {
   impl_->join_timer.cancel();
   impl_->last_call_timer.cancel();
   impl_->stop_timer.cancel();
+  impl_->accept_retry_timer.cancel();
   impl_->close_all();
 }
 

@@ -199,3 +199,36 @@ def test_rdzv_server_port_flag(tmp_path, agents):
     agents.append(bad)
     assert bad.wait(10) == EXIT_CONFIG
     assert "port 70000 is not a TCP port" in bad.err
+
+
+def test_idle_connections_cannot_starve_the_rendezvous_server(tmp_path, agents):
+    """80 connections that send half a frame and go silent, against a server limited to 64
+    descriptors: accept fails with EMFILE. The server retries every 100 ms with one warning
+    (it once spun a core, logging millions of lines), closes connections that say nothing
+    within 10 s, and then the real agents join and the job runs."""
+    import subprocess
+    from harness import LF_TRAIN
+    port = free_port()
+    err = tmp_path / "server.err"
+    server = subprocess.Popen(["bash", "-c", f"ulimit -n 64; exec {LF_TRAIN} rdzv-server --nnodes 2 --port {port} "
+                               "--join-timeout 60"], stdout=subprocess.DEVNULL, stderr=open(err, "w"))
+    conns = []
+    try:
+        time.sleep(0.5)
+        for _ in range(80):
+            c = socket.create_connection(("127.0.0.1", port))
+            c.send(b"LFRV")  # the start of a frame header, then silence
+            conns.append(c)
+        time.sleep(2)
+        nodes = [launch(tmp_path, "--nnodes", "2", "--master-port", str(port), "--join-timeout", "40", "--", PY,
+                        WORKER) for _ in range(2)]
+        agents.extend(nodes)
+        for n in nodes:
+            assert n.wait(60) == 0, n.err
+    finally:
+        for c in conns:
+            c.close()
+        server.kill()
+        server.wait()
+    log = err.read_text()
+    assert 1 <= log.count("accept failed") <= 10, log[-2000:]  # one per run of failures, not one per retry
