@@ -352,7 +352,18 @@ class Agent {
 
   void watch_interrupts() {
     signals_.async_wait([this](boost::system::error_code ec, int sig) {
-      if (ec || state_ == State::kExiting) return;
+      if (ec) return;
+      if (state_ == State::kExiting) {
+        // Leaving already (node 0 gives the other agents time to hear of it): another
+        // interrupt means now.
+        spdlog::warn("{} again: leaving now", ::strsignal(sig));
+        if (!interrupted_by_) interrupted_by_ = sig;
+        exit_code_ = 128 + interrupted_by_;
+        if (group_) group_->kill_now();
+        server_finished_ = true;
+        exit_timer_armed_ = true;
+        return finish_exit();
+      }
       if (interrupted_by_) {
         // A second interrupt: the user means it. No more grace.
         spdlog::warn("second {}: killing workers now", ::strsignal(sig));

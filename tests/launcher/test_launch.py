@@ -215,6 +215,21 @@ def test_second_live_agent_claiming_a_live_rank_is_refused(tmp_path, agents):
     assert n0.wait(30) == 0 and n1.wait(30) == 0
 
 
+def test_a_second_ctrl_c_on_node_0_leaves_at_once(tmp_path, agents):
+    """Ctrl-C on node 0 while it waits for node 1 to join: node 0 gives other agents time to
+    hear of it (about 16 s with the default timings). A second Ctrl-C means now; it was
+    ignored."""
+    a = Agent(["launch", "--nnodes", "2", "--node-rank", "0", "--master-port", str(free_port()), "--", PY, WORKER],
+              tmp=str(tmp_path))
+    agents.append(a)
+    assert wait_until(lambda: "listening on port" in a.err, 10), a.err
+    a.kill(signal.SIGINT)
+    time.sleep(1)
+    a.kill(signal.SIGINT)
+    assert a.wait(8) == 128 + signal.SIGINT, a.err
+    assert "again: leaving now" in a.err, a.err
+
+
 def test_sigint_stops_workers_and_grandchildren(tmp_path, agents):
     marker = unique_marker("sigint")
     port = free_port()
