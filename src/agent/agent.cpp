@@ -14,9 +14,11 @@
 #include <csignal>
 #include <filesystem>
 #include <optional>
+#include <thread>
 
 #include "lf/agent/worker_env.h"
 #include "lf/agent/worker_group.h"
+#include "lf/agent/worker_process.h"
 #include "lf/common/env.h"
 #include "lf/common/error.h"
 #include "lf/common/version.h"
@@ -417,9 +419,26 @@ class Agent {
     finish_exit();
   }
 
+  // Nothing a worker started outlives the job: what is left in the workers' process groups,
+  // and what left them (setsid) and came to this agent, a child subreaper, when its parent
+  // died. Killing those may hand over their own children in turn: a few rounds.
+  void kill_leftovers() {
+    if (group_) group_->kill_now();
+    for (int round = 0; round < 20; ++round) {
+      while (::waitpid(-1, nullptr, WNOHANG) > 0) {
+      }
+      const auto left = live_children_of(::getpid());
+      if (left.empty()) return;
+      if (round == 0) spdlog::info("stopping {} process(es) the workers left behind", left.size());
+      for (pid_t pid : left) ::kill(pid, SIGKILL);
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  }
+
   // Leaves once workers are gone and, on node 0, once the other agents got the word.
   void finish_exit() {
     if (group_ && group_->any_alive()) return;
+    kill_leftovers();
     if (server_ && !server_finished_ && !exit_timer_armed_) {
       // The server still has agents to tell (abort, finished): give it until the stop deadline.
       exit_timer_armed_ = true;

@@ -11,6 +11,9 @@
 
 #include <cerrno>
 #include <cstring>
+#include <sstream>
+#include <fstream>
+#include <filesystem>
 
 #include "lf/common/error.h"
 
@@ -29,6 +32,27 @@ void set_nonblocking_cloexec(int fd) {
 }
 
 }  // namespace
+
+std::vector<pid_t> live_children_of(pid_t parent) {
+  std::vector<pid_t> out;
+  std::error_code ec;
+  for (auto it = std::filesystem::directory_iterator("/proc", ec); !ec && it != std::filesystem::end(it);
+       it.increment(ec)) {
+    const auto name = it->path().filename().string();
+    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream in(it->path() / "stat");
+    std::string stat;
+    if (!std::getline(in, stat)) continue;  // gone meanwhile
+    // "pid (comm) state ppid ...": comm may hold spaces and parentheses; the last ')' ends it.
+    const auto close = stat.rfind(')');
+    if (close == std::string::npos) continue;
+    std::istringstream rest(stat.substr(close + 1));
+    char state = 0;
+    pid_t ppid = 0;
+    if (rest >> state >> ppid && ppid == parent && state != 'Z') out.push_back(static_cast<pid_t>(std::stol(name)));
+  }
+  return out;
+}
 
 std::string resolve_executable(const std::string& command, const std::string& path_env) {
   LF_CHECK(!command.empty(), ConfigError, "no command given to run on the workers (expected `-- CMD ARGS...`)");

@@ -242,6 +242,26 @@ def test_sigint_stops_workers_and_grandchildren(tmp_path, agents):
     assert wait_no_survivors(marker), live_pids_with(marker)
 
 
+@pytest.mark.parametrize("ending", ["success", "failure"])
+def test_nothing_a_worker_started_outlives_the_job(tmp_path, agents, ending):
+    """A worker leaves a daemon in a session of its own (setsid: outside its process group)
+    and a plain background child, then ends (exit 0, or exit 1 with no restart left). When the
+    job is over, neither is alive (they once survived: only the process groups were killed)."""
+    marker = unique_marker("leftover")
+    code = 0 if ending == "success" else 1
+    script = (f'setsid bash -c "exec -a {marker}-daemon sleep 60" & '
+              f'bash -c "exec -a {marker}-child sleep 60" & sleep 1; exit {code}')
+    a = Agent(["launch", "--nproc-per-node", "2", "--master-port", str(free_port()), "--", "bash", "-c", script],
+              tmp=str(tmp_path))
+    agents.append(a)
+    try:
+        assert a.wait(30) == (0 if code == 0 else EXIT_WORKER_FAILED), a.err
+        assert wait_no_survivors(marker), live_pids_with(marker)
+    finally:
+        for pid in live_pids_with(marker):
+            os.kill(pid, signal.SIGKILL)
+
+
 def test_sigterm_then_sigkill_after_grace(tmp_path, agents):
     marker = unique_marker("grace")
     a = Agent(["launch", "--master-port", str(free_port()), "--stop-grace", "1", "--", PY, WORKER, "--marker", marker,

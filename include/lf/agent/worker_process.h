@@ -25,6 +25,9 @@ struct SpawnedProcess {
   int heartbeat_fd = -1;  // agent end of the socketpair
 };
 
+// The live (not zombie) children of `parent`, from /proc.
+std::vector<pid_t> live_children_of(pid_t parent);
+
 // Resolves a command like execvp would; ConfigError naming it when not found.
 std::string resolve_executable(const std::string& command, const std::string& path_env);
 
