@@ -230,6 +230,25 @@ def test_a_second_ctrl_c_on_node_0_leaves_at_once(tmp_path, agents):
     assert "again: leaving now" in a.err, a.err
 
 
+def test_ctrl_c_while_the_job_waits_for_a_replacement_node_ends_it(tmp_path, agents):
+    """Three nodes, restarts left: node 2's agent is SIGKILLed, so the job waits for its
+    replacement. Ctrl-C on node 1 meanwhile ends the job at once (it was dropped as a stale
+    failure, and node 0 waited out the whole join timeout)."""
+    port = free_port()
+    args = ["launch", "--nnodes", "3", "--master-port", str(port), "--max-restarts", "2", "--join-timeout", "60"]
+    nodes = [Agent(args + ["--node-rank", str(r), "--", PY, WORKER, "--sleep", "60"], tmp=str(tmp_path))
+             for r in range(3)]
+    agents.extend(nodes)
+    assert wait_until(lambda: all("ranks" in n.err for n in nodes), 20), nodes[0].err
+    nodes[2].kill(signal.SIGKILL)
+    assert wait_until(lambda: "restarting" in nodes[0].err, 15), nodes[0].err
+    time.sleep(0.5)
+    nodes[1].kill(signal.SIGINT)
+    assert nodes[0].wait(20) == EXIT_RDZV, nodes[0].err
+    assert "interrupted" in nodes[0].err and "while the job waited for nodes to rejoin" in nodes[0].err, nodes[0].err
+    assert nodes[1].wait(20) == 128 + signal.SIGINT, nodes[1].err
+
+
 def test_sigint_stops_workers_and_grandchildren(tmp_path, agents):
     marker = unique_marker("sigint")
     port = free_port()
