@@ -392,14 +392,12 @@ struct RendezvousServer::Impl : std::enable_shared_from_this<Impl> {
   // ---- running: failures, stops, completion --------------------------------------
 
   void on_failure_report(const std::shared_ptr<Peer>& peer, const FailureMsg& f) {
-    if (f.generation != generation) {
-      // An earlier generation's failure was handled already, but for one that must end the
-      // job (Ctrl-C, a config error) sent while the next round waits for a replacement node:
-      // waiting on would end only at the join timeout.
-      if (f.restartable || phase != Phase::kJoining) return;
-      return fail_all(fmt::format("node {} ({}): {}, while the job waited for nodes to rejoin", peer->node_rank,
-                                  peer->join.hostname, f.message));
-    }
+    // A failure that must end the job (Ctrl-C, a config error) sent while a round waits for
+    // its nodes (at the start, or for a replacement) ends it at once: waiting on would end
+    // only at the join timeout.
+    if (!f.restartable && phase == Phase::kJoining)
+      return fail_all(fmt::format("{}: {}, while the job waited for nodes to join", describe(peer->join), f.message));
+    if (f.generation != generation) return;  // stale: already handled
     std::string what = f.global_rank >= 0
                            ? fmt::format("worker rank {} on node {} ({}) failed: {}", f.global_rank,
                                          peer->node_rank, peer->join.hostname, f.message)
