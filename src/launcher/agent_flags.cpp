@@ -63,14 +63,15 @@ void add_timing_flags(CLI::App* cmd, double* join_timeout, double* hb_interval, 
 
 void add_agent_flags(CLI::App* cmd, LaunchFlags& flags) {
   auto& o = flags.opt;
+  // torchrun's spellings (--nproc_per_node, --node_rank, ...) are accepted as well.
   cmd->add_option("--nnodes", flags.nnodes, "Number of nodes, N or MIN:MAX (env NNODES; default 1)");
-  cmd->add_option("--node-rank", flags.node_rank, "This node's rank (env NODE_RANK; default: by arrival)");
-  cmd->add_option("--nproc-per-node", flags.nproc, "Workers on this node (env NPROC_PER_NODE; default 1)");
-  cmd->add_option("--master-addr", flags.master_addr, "Rendezvous host, node 0 (env MASTER_ADDR; default 127.0.0.1)");
-  cmd->add_option("--master-port", flags.master_port, "Rendezvous port (env MASTER_PORT; default 29500; 0: any free port, single node)");
-  cmd->add_option("--max-restarts", flags.max_restarts, "Restarts of the whole job after a failure (env MAX_RESTARTS; default 0)");
-  cmd->add_option("--rdzv-id", flags.rdzv_id, "Job id, the same on every node (env RDZV_ID; default none)");
-  cmd->add_option("--log-dir", o.log_dir, "Write each rank's stdout/stderr under DIR/<rdzv-id>/attempt_<n>/<rank>/");
+  cmd->add_option("--node-rank,--node_rank", flags.node_rank, "This node's rank (env NODE_RANK; default: by arrival)");
+  cmd->add_option("--nproc-per-node,--nproc_per_node", flags.nproc, "Workers on this node (env NPROC_PER_NODE; default 1)");
+  cmd->add_option("--master-addr,--master_addr", flags.master_addr, "Rendezvous host, node 0 (env MASTER_ADDR; default 127.0.0.1)");
+  cmd->add_option("--master-port,--master_port", flags.master_port, "Rendezvous port (env MASTER_PORT; default 29500; 0: any free port, single node)");
+  cmd->add_option("--max-restarts,--max_restarts", flags.max_restarts, "Restarts of the whole job after a failure (env MAX_RESTARTS; default 0)");
+  cmd->add_option("--rdzv-id,--rdzv_id", flags.rdzv_id, "Job id, the same on every node (env RDZV_ID; default none)");
+  cmd->add_option("--log-dir,--log_dir", o.log_dir, "Write each rank's stdout/stderr under DIR/<rdzv-id>/attempt_<n>/<rank>/");
   cmd->add_flag("--redirect", o.redirect, "Worker output to the log files only (needs --log-dir)");
   cmd->add_flag("--tee")->description("Worker output to the console and the log files (the default with --log-dir)");
   add_timing_flags(cmd, &o.join_timeout_s, &o.heartbeat_interval_s, &o.heartbeat_timeout_s);

@@ -106,6 +106,15 @@ def test_sigstop_of_one_agent_is_detected_by_missed_heartbeats(tmp_path, agents)
     assert wait_no_survivors(marker), live_pids_with(marker)
 
 
+def test_torchrun_spellings_of_the_flags_work(tmp_path, agents):
+    a = Agent(["launch", "--nproc_per_node", "2", "--master_port", str(free_port()), "--max_restarts", "0",
+               "--rdzv_id", "spelt", "--", PY, WORKER], tmp=str(tmp_path))
+    agents.append(a)
+    assert a.wait(30) == 0, a.err
+    envs = a.envs()
+    assert sorted(envs) == [0, 1] and {e["TORCHELASTIC_RUN_ID"] for e in envs.values()} == {"spelt"}
+
+
 def test_max_restarts_recovers_from_one_failure(tmp_path, agents):
     marker = unique_marker("restart")
     _, n0, n1 = two_nodes(tmp_path, ["--marker", marker, "--fail-rank", "1", "--code", "1",
