@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -35,7 +36,31 @@ int remaining_ms(Clock::time_point deadline) {
   return static_cast<int>(std::clamp<int64_t>(ms, 0, 1 << 30));
 }
 
-int connect_once(const std::string& host, uint16_t port, std::string* error) {
+// connect() with a deadline: a host that drops SYNs would block a plain connect for the
+// kernel's ~2 minutes of retries, whatever connect_timeout says.
+int connect_before(int fd, const sockaddr* addr, socklen_t len, Clock::time_point deadline) {
+  const int flags = ::fcntl(fd, F_GETFL);
+  ::fcntl(fd, F_SETFL, flags | O_NONBLOCK);
+  int rc = ::connect(fd, addr, len);
+  if (rc != 0 && errno == EINPROGRESS) {
+    pollfd p{fd, POLLOUT, 0};
+    int ready;
+    do {
+      ready = ::poll(&p, 1, remaining_ms(deadline));
+    } while (ready < 0 && errno == EINTR);
+    int err = ETIMEDOUT;
+    socklen_t err_len = sizeof err;
+    if (ready > 0) ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &err_len);
+    rc = err == 0 ? 0 : -1;
+    errno = err;
+  }
+  const int saved = errno;
+  ::fcntl(fd, F_SETFL, flags);
+  errno = saved;
+  return rc;
+}
+
+int connect_once(const std::string& host, uint16_t port, std::string* error, Clock::time_point deadline) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
@@ -49,7 +74,7 @@ int connect_once(const std::string& host, uint16_t port, std::string* error) {
   for (addrinfo* ai = res; ai; ai = ai->ai_next) {
     fd = ::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
     if (fd < 0) continue;
-    if (::connect(fd, ai->ai_addr, ai->ai_addrlen) == 0) break;
+    if (connect_before(fd, ai->ai_addr, ai->ai_addrlen, deadline) == 0) break;
     *error = std::strerror(errno);
     ::close(fd);
     fd = -1;
@@ -70,7 +95,7 @@ StoreClient::StoreClient(const std::string& host, uint16_t port, const std::stri
   auto deadline = Clock::now() + connect_timeout;
   std::string error;
   auto backoff = std::chrono::milliseconds(50);
-  while ((fd_ = connect_once(host, port, &error)) < 0) {
+  while ((fd_ = connect_once(host, port, &error, deadline)) < 0) {
     LF_CHECK(Clock::now() + backoff < deadline, NetworkError,
              "cannot reach the lf-train store at {} within {} ms: {}. Is the rendezvous server (node 0's "
              "lf-train) running and reachable?", endpoint_, connect_timeout.count(), error);

@@ -1,7 +1,12 @@
 // The real server on loopback, driven by the real blocking StoreClient.
 #include <gtest/gtest.h>
+#include <sched.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <boost/asio/io_context.hpp>
+#include <chrono>
+#include <cstdlib>
 #include <thread>
 
 #include "lf/common/error.h"
@@ -130,4 +135,34 @@ TEST(StoreClientNoServer, UnreachableNamesTheEndpoint) {
   } catch (const lf::NetworkError& e) {
     EXPECT_NE(std::string(e.what()).find("127.0.0.1:1"), std::string::npos) << e.what();
   }
+}
+
+// A store whose host drops every packet (a firewall, a host that is down): the connect
+// timeout bounds the wait, where a plain connect() would block for the kernel's ~2 minutes
+// of SYN retries. In a child process with a network namespace of its own (root): the store's
+// address is a neighbour with a MAC nobody has, so SYNs leave and nothing comes back.
+TEST(StoreClientNoServer, ConnectTimeoutBoundsAHostThatNeverAnswers) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root for a network namespace";
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ::alarm(60);  // a hang fails the test instead of blocking it
+    if (::unshare(CLONE_NEWNET) != 0 ||
+        std::system("ip link add lfa type veth peer name lfb && ip link set lfa up && ip link set lfb up && "
+                    "ip addr add 10.77.0.1/24 dev lfa && "
+                    "ip neigh add 10.77.0.2 lladdr 02:00:00:00:00:99 dev lfa nud permanent") != 0)
+      ::_exit(77);
+    const auto t0 = std::chrono::steady_clock::now();
+    try {
+      lf::rdzv::StoreClient c("10.77.0.2", 29500, "none", "", std::chrono::milliseconds(1500));
+      ::_exit(2);  // connected to nothing?
+    } catch (const lf::NetworkError&) {
+    }
+    ::_exit(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(20) ? 0 : 3);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status)) << "the child hung (alarm) or crashed";
+  if (WEXITSTATUS(status) == 77) GTEST_SKIP() << "cannot make a network namespace here";
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "2: connected; 3: the connect timeout did not bound the wait";
 }
