@@ -134,10 +134,11 @@ SpawnedProcess spawn_worker(const SpawnSpec& spec) {
   ::close(err[1]);
   ::close(hb[1]);
   ::close(status_w);
+  auto close_read_ends = [&] {
+    for (int fd : {out[0], err[0], hb[0]}) ::close(fd);
+  };
   if (pid < 0) {
-    ::close(out[0]);
-    ::close(err[0]);
-    ::close(hb[0]);
+    close_read_ends();
     ::close(status[0]);
     LF_THROW(BackendError, "fork failed: {}", std::strerror(fork_errno));
   }
@@ -149,9 +150,7 @@ SpawnedProcess spawn_worker(const SpawnSpec& spec) {
   ::close(status[0]);
   if (got == static_cast<ssize_t>(sizeof exec_errno)) {  // the exec failed: not a worker failure to restart
     ::waitpid(pid, nullptr, 0);
-    ::close(out[0]);
-    ::close(err[0]);
-    ::close(hb[0]);
+    close_read_ends();
     LF_THROW(ConfigError, "worker command '{}' cannot be run: {}{}", exe, std::strerror(exec_errno),
              exec_errno == ENOEXEC ? " (a script needs a '#!' first line naming its interpreter)" : "");
   }

@@ -9,25 +9,28 @@
 
 namespace lf::train {
 
-int64_t num_targets(const TokenizedDataset& data, int64_t index) {
+namespace {
+
+// Labels != -100 of one example from position `first` on.
+int64_t count_labels(const TokenizedDataset& data, int64_t index, size_t first) {
   const auto labels = data.labels(static_cast<size_t>(index));
   int64_t count = 0;
-  for (size_t i = 1; i < labels.size(); ++i) count += labels[i] != model::kIgnoreIndex;
+  for (size_t i = first; i < labels.size(); ++i) count += labels[i] != model::kIgnoreIndex;
   return count;
 }
 
-int64_t hf_num_items(const TokenizedDataset& data, int64_t index) {
-  const auto labels = data.labels(static_cast<size_t>(index));
-  int64_t count = 0;
-  for (const auto l : labels) count += l != model::kIgnoreIndex;
-  return count;
-}
+int64_t round_up(int64_t t, int64_t multiple) { return multiple > 1 ? (t + multiple - 1) / multiple * multiple : t; }
+
+}  // namespace
+
+int64_t num_targets(const TokenizedDataset& data, int64_t index) { return count_labels(data, index, 1); }
+
+int64_t hf_num_items(const TokenizedDataset& data, int64_t index) { return count_labels(data, index, 0); }
 
 int64_t longest_padded_row(const TokenizedDataset& data, int64_t pad_to_multiple_of) {
   int64_t t = 0;
   for (size_t i = 0; i < data.size(); ++i) t = std::max<int64_t>(t, static_cast<int64_t>(data.input_ids(i).size()));
-  if (pad_to_multiple_of > 1) t = (t + pad_to_multiple_of - 1) / pad_to_multiple_of * pad_to_multiple_of;
-  return t;
+  return round_up(t, pad_to_multiple_of);
 }
 
 Batch collate(const TokenizedDataset& data, const std::vector<int64_t>& indices, int32_t pad_id,
@@ -35,7 +38,7 @@ Batch collate(const TokenizedDataset& data, const std::vector<int64_t>& indices,
   LF_CHECK(!indices.empty(), ConfigError, "collate: empty micro-batch");
   int64_t t = 0;
   for (auto i : indices) t = std::max<int64_t>(t, static_cast<int64_t>(data.input_ids(static_cast<size_t>(i)).size()));
-  if (pad_to_multiple_of > 1) t = (t + pad_to_multiple_of - 1) / pad_to_multiple_of * pad_to_multiple_of;
+  t = round_up(t, pad_to_multiple_of);
   const auto b = static_cast<int64_t>(indices.size());
   Batch out;
   out.input_ids = at::full({b, t}, static_cast<int64_t>(pad_id), at::TensorOptions().dtype(at::kLong));

@@ -58,7 +58,7 @@ void commit_checkpoint_folder(const fs::path& tmp, const fs::path& final_dir) {
 
 std::string checkpoint_damage(const fs::path& dir, CheckDepth depth) {
   const auto manifest = dir / kManifestFile;
-  if (!fs::exists(manifest)) return "legacy";
+  if (!fs::exists(manifest)) return kNoManifest;
   std::ifstream in(manifest);
   const auto j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
   if (!j.is_object() || !j.contains("files") || !j["files"].is_object()) return "its manifest is not readable";

@@ -18,8 +18,11 @@ void commit_checkpoint_folder(const std::filesystem::path& tmp, const std::files
 
 enum class CheckDepth { kSizes, kChecksums };
 
+// What checkpoint_damage says of a folder without a manifest (written before lf-train had them).
+inline constexpr const char* kNoManifest = "no manifest";
+
 // "" when dir's files are what its manifest lists (sizes, or sizes and checksums); else what
-// is wrong, in words. A folder without a manifest (written before lf-train had them): "legacy".
+// is wrong, in words, or kNoManifest.
 std::string checkpoint_damage(const std::filesystem::path& dir, CheckDepth depth);
 
 }  // namespace lf::train

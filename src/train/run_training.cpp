@@ -107,7 +107,7 @@ fs::path last_checkpoint(const fs::path& out, const std::string& run_id = "") {
   // passed over for the one before; the load checks the checksums too.
   for (const auto& [step, path] : by_step) {
     const auto damage = checkpoint_damage(path, CheckDepth::kSizes);
-    if (damage.empty() || damage == "legacy") return path;
+    if (damage.empty() || damage == kNoManifest) return path;
     spdlog::warn("{} is damaged ({}): trying the checkpoint before it", path.string(), damage);
   }
   return {};

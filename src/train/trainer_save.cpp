@@ -173,7 +173,7 @@ json Trainer::State::load_checkpoint(const fs::path& dir) {
   // Rank 0 reads every byte against the checksums (if it refuses, the job stops); the other
   // ranks check the sizes only, not reading a shared checkpoint N more times.
   const auto damage = checkpoint_damage(dir, s.rank == 0 ? CheckDepth::kChecksums : CheckDepth::kSizes);
-  if (damage == "legacy")
+  if (damage == kNoManifest)
     spdlog::warn("{} has no {} (written by an older lf-train): its files are not verified", dir.string(),
                  kManifestFile);
   else
