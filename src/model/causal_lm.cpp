@@ -70,7 +70,7 @@ CausalLM::CausalLM(ModelConfig config, const at::TensorOptions& o)
 
 at::Tensor CausalLM::embed(const at::Tensor& input_ids) const {
   LF_CHECK(input_ids.dim() == 2, ConfigError, "input_ids must be [B,T], got {} dims", input_ids.dim());
-  return embed_for_compute(embed_tokens_, input_ids, compute_dtype_, grad_sink_, &embed_rows_to_sink_);
+  return embed_for_compute(embed_tokens_, input_ids, compute_dtype_, &embed_rows_to_sink_);
 }
 
 RopeTables CausalLM::rope(int64_t seq_len, const at::Tensor& position_ids) const {
@@ -81,16 +81,6 @@ RopeTables CausalLM::rope(int64_t seq_len, const at::Tensor& position_ids) const
   auto freqs = pos * inv_freq_;
   auto emb = at::cat({freqs, freqs}, -1);
   return {emb.cos().to(compute_dtype_), emb.sin().to(compute_dtype_)};
-}
-
-void CausalLM::set_grad_sink(GradSink* sink) {
-  for (auto& l : layers_) {
-    l.input_layernorm_.grad_sink_ = sink;
-    l.post_attention_layernorm_.grad_sink_ = sink;
-    for (auto& [name, lin] : l.linears()) lin->grad_sink_ = sink;
-  }
-  norm_.grad_sink_ = sink;
-  grad_sink_ = sink;
 }
 
 at::Tensor CausalLM::final_norm(const at::Tensor& hidden) const { return norm_.forward(hidden); }
@@ -105,11 +95,17 @@ at::Tensor CausalLM::forward(const at::Tensor& input_ids, const at::Tensor& posi
   return head(hidden_states(input_ids, position_ids));
 }
 
-at::Tensor CausalLM::hidden_states(const at::Tensor& input_ids, const at::Tensor& position_ids) const {
-  auto x = embed(input_ids);
+at::Tensor CausalLM::hidden_states(const at::Tensor& input_ids, const at::Tensor& position_ids,
+                                   UnitHooks* hooks) const {
+  auto x = run_unit(hooks, 0, input_ids, [this](const at::Tensor& ids) { return embed(ids); });
   const auto r = rope(input_ids.size(1), position_ids);
   const bool checkpoint = gradient_checkpointing_ && c10::GradMode::is_enabled();
-  for (const auto& l : layers_) x = checkpoint ? checkpointed_layer_forward(l, x, r, training_) : l.forward(x, r, training_);
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    const auto& l = layers_[i];
+    x = run_unit(hooks, static_cast<int64_t>(i) + 1, x, [&](const at::Tensor& in) {
+      return checkpoint ? checkpointed_layer_forward(l, in, r, training_) : l.forward(in, r, training_);
+    });
+  }
   return x;
 }
 

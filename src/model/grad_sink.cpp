@@ -4,8 +4,22 @@
 #include <c10/core/GradMode.h>
 #include <torch/csrc/autograd/custom_function.h>
 
+#include <mutex>
+#include <shared_mutex>
+#include <unordered_map>
+
 namespace lf::model {
 namespace {
+
+struct RouteTable {
+  std::shared_mutex mu;
+  std::unordered_map<const c10::TensorImpl*, GradSink*> routes;
+};
+
+RouteTable& route_table() {
+  static RouteTable table;
+  return table;
+}
 
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
@@ -50,9 +64,25 @@ struct EmbedIntoSink : public torch::autograd::Function<EmbedIntoSink> {
 
 }  // namespace
 
-at::Tensor embed_for_compute(const at::Tensor& weight, const at::Tensor& ids, c10::ScalarType dtype, GradSink* sink,
+void set_grad_route(const at::Tensor& param, GradSink* sink) {
+  auto& t = route_table();
+  std::unique_lock lock(t.mu);
+  if (sink) t.routes[param.unsafeGetTensorImpl()] = sink;
+  else t.routes.erase(param.unsafeGetTensorImpl());
+}
+
+GradSink* grad_route(const at::Tensor& param) {
+  auto& t = route_table();
+  std::shared_lock lock(t.mu);
+  if (t.routes.empty()) return nullptr;
+  const auto it = t.routes.find(param.unsafeGetTensorImpl());
+  return it == t.routes.end() ? nullptr : it->second;
+}
+
+at::Tensor embed_for_compute(const at::Tensor& weight, const at::Tensor& ids, c10::ScalarType dtype,
                              bool* rows_to_sink) {
-  const bool to_sink = sink && weight.requires_grad() && c10::GradMode::is_enabled() && sink->expect_rows(weight);
+  GradSink* sink = weight.requires_grad() && c10::GradMode::is_enabled() ? grad_route(weight) : nullptr;
+  const bool to_sink = sink && sink->expect_rows(weight);
   if (rows_to_sink) *rows_to_sink = to_sink;
   if (to_sink)
     return EmbedIntoSink::apply(at::empty({0}, weight.options()).requires_grad_(true), weight, ids, dtype, sink);
@@ -60,11 +90,12 @@ at::Tensor embed_for_compute(const at::Tensor& weight, const at::Tensor& ids, c1
   return x.scalar_type() == dtype ? x : x.to(dtype);
 }
 
-at::Tensor cast_for_compute(const at::Tensor& weight, c10::ScalarType dtype, GradSink* sink) {
-  if (weight.scalar_type() == dtype) return weight;
-  if (sink && weight.requires_grad() && c10::GradMode::is_enabled() && sink->expect(weight))
-    return CastIntoSink::apply(weight, dtype, sink);
-  return weight.to(dtype);
+at::Tensor cast_for_compute(const at::Tensor& weight, c10::ScalarType dtype) {
+  const bool same = weight.scalar_type() == dtype;
+  GradSink* sink = weight.requires_grad() && c10::GradMode::is_enabled() ? grad_route(weight) : nullptr;
+  if (same && !(sink && sink->routes_same_dtype())) return weight;
+  if (sink && sink->expect(weight)) return CastIntoSink::apply(weight, dtype, sink);
+  return same ? weight : weight.to(dtype);
 }
 
 }  // namespace lf::model

@@ -9,10 +9,8 @@ namespace lf::model {
 namespace {
 
 // The weight in the activation dtype (autocast semantics: autograd carries the
-// gradient back to the stored dtype, or into the sink).
-at::Tensor as(const at::Tensor& w, const at::Tensor& x, GradSink* sink) {
-  return cast_for_compute(w, x.scalar_type(), sink);
-}
+// gradient back to the stored dtype, or into the weight's route: grad_sink.h).
+at::Tensor as(const at::Tensor& w, const at::Tensor& x) { return cast_for_compute(w, x.scalar_type()); }
 
 // q/k [B,H,T,D]; cos/sin [T,D] or [B,1,T,D]. rotate_half(x) = cat(-x2, x1).
 at::Tensor apply_rope(const at::Tensor& x, const RopeTables& rope) {
@@ -26,11 +24,11 @@ at::Tensor apply_rope(const at::Tensor& x, const RopeTables& rope) {
 }  // namespace
 
 at::Tensor Linear::forward(const at::Tensor& x, bool training) const {
-  auto y = at::linear(x, as(weight_, x, grad_sink_),
-                      bias_.defined() ? std::optional<at::Tensor>(as(bias_, x, grad_sink_)) : std::nullopt);
+  auto y = at::linear(x, as(weight_, x),
+                      bias_.defined() ? std::optional<at::Tensor>(as(bias_, x)) : std::nullopt);
   if (lora_) {
     auto h = lora_->dropout_ > 0 ? at::dropout(x, lora_->dropout_, training) : x;
-    h = at::linear(at::linear(h, as(lora_->a_, x, grad_sink_)), as(lora_->b_, x, grad_sink_));
+    h = at::linear(at::linear(h, as(lora_->a_, x)), as(lora_->b_, x));
     y = y + h * lora_->scaling_;
   }
   return y;
@@ -44,7 +42,7 @@ void Linear::named_parameters(const std::string& prefix, std::vector<NamedParam>
 at::Tensor RmsNorm::forward(const at::Tensor& x) const {
   auto h = x.to(at::kFloat);
   h = h * at::rsqrt(h.pow(2).mean(-1, /*keepdim=*/true) + eps_);
-  return as(weight_, x, grad_sink_) * h.to(x.scalar_type());
+  return as(weight_, x) * h.to(x.scalar_type());
 }
 
 at::Tensor Attention::forward(const at::Tensor& x, const RopeTables& rope, bool training) const {

@@ -57,11 +57,13 @@ struct ChunkedLmLoss : public torch::autograd::Function<ChunkedLmLoss> {
     at::Tensor gh, gw;
     if (saved[0].defined())
       gh = (saved[0] * g.to(at::kFloat)).to(static_cast<c10::ScalarType>(ctx->saved_data["h_dtype"].toInt()));
-    if (saved[1].defined())
+    auto* sink = reinterpret_cast<model::GradSink*>(ctx->saved_data["sink"].toInt());
+    if (saved[1].defined() && sink) {
+      // fp32 into the sink, whatever the weight's dtype: a bf16 weight (ZeRO keeps its
+      // parameters in the compute dtype) must not round the gradient before it accumulates.
+      sink->take(ctx->saved_data["param"].toTensor(), saved[1] * g.to(at::kFloat));
+    } else if (saved[1].defined()) {
       gw = (saved[1] * g.to(at::kFloat)).to(static_cast<c10::ScalarType>(ctx->saved_data["w_dtype"].toInt()));
-    if (auto* sink = reinterpret_cast<model::GradSink*>(ctx->saved_data["sink"].toInt()); sink && gw.defined()) {
-      sink->take(ctx->saved_data["param"].toTensor(), gw);
-      gw = at::Tensor();
     }
     return {gh, gw, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
   }

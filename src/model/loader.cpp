@@ -112,11 +112,17 @@ std::unique_ptr<CausalLM> load_causal_lm(const std::string& path, const LoadOpti
 }
 
 void save_causal_lm(CausalLM& model, const fs::path& dir, const SaveOptions& o) {
+  const auto params = model.named_parameters();
+  if (!o.write_files) {
+    for (const auto& p : params) (void)o.value_of(p);
+    return;
+  }
   fs::create_directories(dir);
-  std::vector<std::pair<std::string, at::Tensor>> tensors;
-  for (const auto& p : model.named_parameters()) tensors.emplace_back(p.name, *p.tensor);
-  const auto dtype = o.dtype.value_or(tensors.front().second.scalar_type());
-  save_tensors(dir, tensors, o.max_shard_bytes, "model", dtype);
+  const auto dtype = o.dtype.value_or(params.front().tensor->scalar_type());
+  std::vector<LazyTensor> tensors;
+  for (const auto& p : params)
+    tensors.push_back({p.name, p.tensor->sizes().vec(), dtype, [&o, p] { return o.value_of ? o.value_of(p) : *p.tensor; }});
+  save_lazy_tensors(dir, tensors, o.max_shard_bytes, "model");
   std::ofstream(dir / "config.json") << model_config_json_for_save(model.config(), scalar_type_name(dtype));
   if (!o.copy_files_from.empty() && fs::is_directory(o.copy_files_from) &&
       fs::weakly_canonical(o.copy_files_from) != fs::weakly_canonical(dir)) {

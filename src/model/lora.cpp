@@ -107,18 +107,26 @@ std::vector<NamedParam> lora_parameters(CausalLM& model) {
   return out;
 }
 
-void save_lora_adapter(CausalLM& model, const LoraConfig& c, const fs::path& dir, const std::string& base_model) {
+void save_lora_adapter(CausalLM& model, const LoraConfig& c, const fs::path& dir, const std::string& base_model,
+                       const std::function<at::Tensor(const NamedParam&)>& value_of, bool write_files) {
+  const auto params = lora_parameters(model);
+  LF_CHECK(!params.empty(), ConfigError, "save_lora_adapter: the model has no LoRA weights");
+  if (!write_files) {
+    for (const auto& p : params) (void)value_of(p);
+    return;
+  }
   fs::create_directories(dir);
-  std::vector<std::pair<std::string, at::Tensor>> tensors;
+  std::vector<LazyTensor> tensors;
   std::set<std::string> modules;
-  for (const auto& p : lora_parameters(model)) {
-    tensors.emplace_back(p.name, p.tensor->to(at::kFloat));
+  for (const auto& p : params) {
+    tensors.push_back({p.name, p.tensor->sizes().vec(), at::kFloat, [&value_of, p] {
+                         return value_of ? value_of(p) : *p.tensor;
+                       }});
     const auto dot = p.name.rfind(".lora_");
     const auto name_start = p.name.rfind('.', dot - 1) + 1;
     modules.insert(p.name.substr(name_start, dot - name_start));
   }
-  LF_CHECK(!tensors.empty(), ConfigError, "save_lora_adapter: the model has no LoRA weights");
-  save_tensor_file(dir / "adapter_model.safetensors", tensors);
+  save_lazy_tensor_file(dir / "adapter_model.safetensors", tensors);
   nlohmann::ordered_json j = {
       {"alpha_pattern", nlohmann::json::object()},
       {"auto_mapping", nullptr},

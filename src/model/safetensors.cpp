@@ -231,7 +231,10 @@ void write_safetensors(const fs::path& path, const std::vector<StWriteTensor>& t
     for (int i = 0; i < 8; ++i) len[i] = static_cast<uint8_t>((static_cast<uint64_t>(h.size()) >> (8 * i)) & 0xff);
     out.write(reinterpret_cast<const char*>(len), 8);
     out.write(h.data(), static_cast<std::streamsize>(h.size()));
-    for (const auto& t : tensors) out.write(static_cast<const char*>(t.data), static_cast<std::streamsize>(t.nbytes));
+    for (const auto& t : tensors) {
+      const void* data = t.data ? t.data : t.produce();
+      out.write(static_cast<const char*>(data), static_cast<std::streamsize>(t.nbytes));
+    }
     out.flush();
     LF_CHECK(out.good(), ConfigError, "write to {} failed (disk full?)", tmp.string());
   }

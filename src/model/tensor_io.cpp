@@ -57,16 +57,30 @@ at::Tensor read_tensor(const StTensorInfo& info, const uint8_t* data) {
 
 namespace {
 
-std::vector<StWriteTensor> views(const std::vector<std::pair<std::string, at::Tensor>>& tensors,
-                                 std::optional<c10::ScalarType> dtype, std::vector<at::Tensor>& keep) {
+// Each tensor is fetched, moved to the CPU and converted only when the writer reaches it, so
+// a checkpoint of a large model never holds a second copy of it in host memory.
+std::vector<StWriteTensor> lazy_views(const std::vector<LazyTensor>& tensors) {
   std::vector<StWriteTensor> out;
-  for (const auto& [name, t0] : tensors) {
-    auto t = t0.detach().to(at::kCPU);
-    if (dtype) t = t.to(*dtype);
-    t = t.contiguous();
-    keep.push_back(t);
-    out.push_back({name, to_st_dtype(t.scalar_type()), t.sizes().vec(), t.data_ptr(), t.nbytes()});
+  auto holder = std::make_shared<at::Tensor>();  // the tensor being written
+  for (const auto& t : tensors) {
+    StWriteTensor w{t.name, to_st_dtype(t.dtype), t.shape, nullptr,
+                    static_cast<uint64_t>(c10::multiply_integers(t.shape)) * at::elementSize(t.dtype), {}};
+    w.produce = [holder, fetch = t.fetch, type = t.dtype, name = t.name, nbytes = w.nbytes] {
+      *holder = fetch().detach().to(at::kCPU).to(type).contiguous();
+      LF_CHECK(holder->nbytes() == nbytes, ConfigError, "saving {}: {} bytes fetched, {} expected", name,
+               holder->nbytes(), nbytes);
+      return holder->data_ptr();
+    };
+    out.push_back(std::move(w));
   }
+  return out;
+}
+
+std::vector<LazyTensor> lazy(const std::vector<std::pair<std::string, at::Tensor>>& tensors,
+                             std::optional<c10::ScalarType> dtype) {
+  std::vector<LazyTensor> out;
+  for (const auto& [name, t] : tensors)
+    out.push_back({name, t.sizes().vec(), dtype.value_or(t.scalar_type()), [t = t] { return t; }});
   return out;
 }
 
@@ -74,13 +88,20 @@ std::vector<StWriteTensor> views(const std::vector<std::pair<std::string, at::Te
 
 void save_tensors(const std::filesystem::path& dir, const std::vector<std::pair<std::string, at::Tensor>>& tensors,
                   uint64_t max_shard_bytes, const std::string& prefix, std::optional<c10::ScalarType> dtype) {
-  std::vector<at::Tensor> keep;
-  write_safetensors_checkpoint(dir, views(tensors, dtype, keep), max_shard_bytes, prefix);
+  save_lazy_tensors(dir, lazy(tensors, dtype), max_shard_bytes, prefix);
+}
+
+void save_lazy_tensors(const std::filesystem::path& dir, const std::vector<LazyTensor>& tensors,
+                       uint64_t max_shard_bytes, const std::string& prefix) {
+  write_safetensors_checkpoint(dir, lazy_views(tensors), max_shard_bytes, prefix);
 }
 
 void save_tensor_file(const std::filesystem::path& path, const std::vector<std::pair<std::string, at::Tensor>>& tensors) {
-  std::vector<at::Tensor> keep;
-  write_safetensors(path, views(tensors, std::nullopt, keep));
+  write_safetensors(path, lazy_views(lazy(tensors, std::nullopt)));
+}
+
+void save_lazy_tensor_file(const std::filesystem::path& path, const std::vector<LazyTensor>& tensors) {
+  write_safetensors(path, lazy_views(tensors));
 }
 
 std::map<std::string, at::Tensor> load_tensor_file(const std::filesystem::path& path) {

@@ -42,44 +42,59 @@ void AdamW::init_state() {
     }
 }
 
+void adamw_update(const std::vector<at::Tensor>& params, const std::vector<at::Tensor>& grads,
+                  const std::vector<at::Tensor>& exp_avg, const std::vector<at::Tensor>& exp_avg_sq, int64_t step,
+                  double lr, double weight_decay, const AdamWOptions& o) {
+  c10::NoGradGuard no_grad;
+  const double b1 = o.beta1, b2 = o.beta2, eps = o.eps;
+  const double bias_correction1 = 1.0 - std::pow(b1, static_cast<double>(step));
+  const double bias_correction2_sqrt = std::sqrt(1.0 - std::pow(b2, static_cast<double>(step)));
+  const double step_size = lr / bias_correction1;
+  // Fused path: every CUDA parameter of the list in one kernel launch.
+  std::vector<at::Tensor> fp, fg, fm, fv, fs;
+  at::Tensor step_t;  // one 0-dim step count, read (not written) by the fused kernel
+  for (size_t k = 0; k < params.size(); ++k) {
+    const auto& p = params[k];
+    const auto& grad = grads[k];
+    const auto& m = exp_avg[k];
+    const auto& v = exp_avg_sq[k];
+    if (o.fused && p.is_cuda()) {
+      fp.push_back(p);
+      fg.push_back(grad);
+      fm.push_back(m);
+      fv.push_back(v);
+      if (!step_t.defined()) step_t = at::full({}, static_cast<double>(step), p.options().dtype(at::kFloat));
+      fs.push_back(step_t);
+      continue;
+    }
+    // torch.optim.adamw._single_tensor_adamw, step for step.
+    auto pm = p;
+    pm.mul_(1.0 - lr * weight_decay);
+    m.lerp_(grad, 1.0 - b1);
+    v.mul_(b2).addcmul_(grad, grad, 1.0 - b2);
+    auto denom = (v.sqrt() / bias_correction2_sqrt).add_(eps);
+    pm.addcdiv_(m, denom, -step_size);
+  }
+  if (!fp.empty())
+    at::_fused_adamw_(fp, fg, fm, fv, {}, fs, lr, b1, b2, weight_decay, eps, /*amsgrad=*/false, /*maximize=*/false);
+}
+
 void AdamW::step() {
   c10::NoGradGuard no_grad;
   init_state();
   ++step_;
-  const double lr = options_.lr, b1 = options_.beta1, b2 = options_.beta2, eps = options_.eps;
-  const double bias_correction1 = 1.0 - std::pow(b1, static_cast<double>(step_));
-  const double bias_correction2_sqrt = std::sqrt(1.0 - std::pow(b2, static_cast<double>(step_)));
-  const double step_size = lr / bias_correction1;
   size_t k = 0;
   for (const auto& g : groups_) {
-    // Fused path: every CUDA parameter of the group in one kernel launch.
-    std::vector<at::Tensor> fp, fg, fm, fv, fs;
-    at::Tensor step_t;  // one 0-dim step count, read (not written) by the fused kernel
-    for (const auto& p : g.params) {
-      auto& m = exp_avg_[k];
-      auto& v = exp_avg_sq_[k];
-      ++k;
-      const auto& grad = p.grad();
-      if (!grad.defined()) continue;
-      if (options_.fused && p.is_cuda()) {
-        fp.push_back(p);
-        fg.push_back(grad);
-        fm.push_back(m);
-        fv.push_back(v);
-        if (!step_t.defined()) step_t = at::full({}, static_cast<double>(step_), p.options().dtype(at::kFloat));
-        fs.push_back(step_t);
-        continue;
-      }
-      // torch.optim.adamw._single_tensor_adamw, step for step.
-      p.mul_(1.0 - lr * g.weight_decay);
-      m.lerp_(grad, 1.0 - b1);
-      v.mul_(b2).addcmul_(grad, grad, 1.0 - b2);
-      auto denom = (v.sqrt() / bias_correction2_sqrt).add_(eps);
-      p.addcdiv_(m, denom, -step_size);
+    std::vector<at::Tensor> p, gr, m, v;
+    for (const auto& param : g.params) {
+      const size_t i = k++;
+      if (!param.grad().defined()) continue;  // left untouched, as torch does
+      p.push_back(param);
+      gr.push_back(param.grad());
+      m.push_back(exp_avg_[i]);
+      v.push_back(exp_avg_sq_[i]);
     }
-    if (!fp.empty())
-      at::_fused_adamw_(fp, fg, fm, fv, {}, fs, lr, b1, b2, g.weight_decay, eps, /*amsgrad=*/false,
-                        /*maximize=*/false);
+    adamw_update(p, gr, m, v, step_, options_.lr, g.weight_decay, options_);
   }
 }
 

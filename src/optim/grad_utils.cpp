@@ -24,9 +24,9 @@ double clip_grad_norm(const std::vector<at::Tensor>& params, double max_norm) {
   return total.item<double>();
 }
 
-bool DynamicLossScaler::unscale(const std::vector<at::Tensor>& params) const {
+bool unscale_gradients(const std::vector<at::Tensor>& params, double scale) {
   c10::NoGradGuard no_grad;
-  const double inv = 1.0 / scale_;
+  const double inv = 1.0 / scale;
   // One flag per device, one host sync at the end (not one per parameter).
   at::Tensor found;
   for (const auto& p : params) {
@@ -37,6 +37,10 @@ bool DynamicLossScaler::unscale(const std::vector<at::Tensor>& params) const {
     g.mul_(inv);
   }
   return found.defined() && found.item<float>() > 0;
+}
+
+bool DynamicLossScaler::unscale(const std::vector<at::Tensor>& params) const {
+  return unscale_gradients(params, scale_);
 }
 
 void DynamicLossScaler::update(bool found_inf) {

@@ -59,3 +59,14 @@ Batch collate(const TokenizedDataset& data, const std::vector<int64_t>& indices,
 }
 
 }  // namespace lf::train
+
+namespace lf::train {
+
+Batch no_target_batch(int32_t pad_id, int64_t pad_to_multiple_of) {
+  Batch out;
+  out.input_ids = at::full({1, pad_to_multiple_of}, static_cast<int64_t>(pad_id), at::TensorOptions().dtype(at::kLong));
+  out.labels = at::full({1, pad_to_multiple_of}, model::kIgnoreIndex, at::TensorOptions().dtype(at::kLong));
+  return out;
+}
+
+}  // namespace lf::train

@@ -13,7 +13,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
-#include "lf/comm/ddp_reducer.h"
+#include "lf/ckpt/rank_commit.h"
 #include "lf/comm/process_group.h"
 #include "lf/comm/rank_agreement.h"
 #include "lf/common/env.h"
@@ -22,13 +22,12 @@
 #include "lf/common/log.h"
 #include "lf/common/remove_tree.h"
 #include "lf/data/sft_dataset.h"
-#include "lf/model/grad_sink.h"
 #include "lf/model/loader.h"
 #include "lf/model/lora.h"
+#include "lf/parallel/make_strategy.h"
 #include "lf/rendezvous/store_client.h"
 #include "lf/train/batch.h"
 #include "lf/train/trainer.h"
-#include "checkpoint_commit.h"
 
 namespace lf::train {
 namespace fs = std::filesystem;
@@ -106,8 +105,8 @@ fs::path last_checkpoint(const fs::path& out, const std::string& run_id = "") {
   // A checkpoint whose files are not what its manifest lists (a disk that failed under it) is
   // passed over for the one before; the load checks the checksums too.
   for (const auto& [step, path] : by_step) {
-    const auto damage = checkpoint_damage(path, CheckDepth::kSizes);
-    if (damage.empty() || damage == kNoManifest) return path;
+    const auto damage = ckpt::checkpoint_damage(path, ckpt::CheckDepth::kSizes);
+    if (damage.empty() || damage == ckpt::kNoManifest) return path;
     spdlog::warn("{} is damaged ({}): trying the checkpoint before it", path.string(), damage);
   }
   return {};
@@ -133,56 +132,6 @@ int32_t max_token_id(const TokenizedDataset& d) {
   return m;
 }
 
-// The reducer's options. The embedding's lookup gradient travels as rows (at most micro-batch
-// x longest row per micro-step from every rank, in the compute dtype) instead of a dense [V,C]
-// fp32 all-reduce at the end of backward, when that is fewer bytes (long rows on many GPUs:
-// dense); an untied embedding, which has no dense part, then skips the all-reduce. The rows
-// come through the sink. LF_DDP_SPARSE_EMBEDDING=1 forces rows, 0 forbids them (comparison).
-comm::DdpOptions ddp_options(const config::TrainConfig& c, const model::CausalLM& model,
-                             const TokenizedDataset& train, at::ScalarType compute, int world,
-                             const std::vector<std::string>& names, bool sink_on) {
-  comm::DdpOptions o;
-  o.bucket_cap_mb = c.ddp_bucket_cap_mb;
-  o.first_bucket_mb = std::min(1.0, c.ddp_bucket_cap_mb);
-  o.reduce_dtype = c.ddp_reduce_dtype == "bf16" ? at::kBFloat16 : at::kFloat;
-  const auto rows_env = env_string("LF_DDP_SPARSE_EMBEDDING").value_or("auto");
-  LF_CHECK(rows_env == "auto" || rows_env == "0" || rows_env == "1", ConfigError,
-           "LF_DDP_SPARSE_EMBEDDING={}: expected auto, 0 or 1", rows_env);
-  const auto embedding = std::find(names.begin(), names.end(), "model.embed_tokens.weight");
-  if (!sink_on || rows_env == "0" || embedding == names.end()) return o;
-  const int64_t bound = c.per_device_train_batch_size * longest_padded_row(train);
-  const int64_t rows_a_step = static_cast<int64_t>(world) * c.gradient_accumulation_steps * bound;
-  const int64_t vocab = model.config().vocab_size;
-  const double rows_bytes = static_cast<double>(rows_a_step) * static_cast<double>(at::elementSize(compute));
-  const double dense_bytes = static_cast<double>(vocab) * static_cast<double>(at::elementSize(at::kFloat));
-  if (rows_env == "auto" && rows_bytes >= dense_bytes) {
-    spdlog::info("DDP: the embedding's gradient is all-reduced densely: up to {} rows of {}-byte values a step "
-                 "from all ranks would outweigh its {} fp32 vocabulary rows",
-                 rows_a_step, at::elementSize(compute), vocab);
-    return o;
-  }
-  o.sparse_rows_bound = bound;
-  o.sparse_rows_dtype = compute;
-  o.row_params = {static_cast<int64_t>(embedding - names.begin())};
-  if (!model.config().tie_word_embeddings) o.rows_only_params = o.row_params;
-  return o;
-}
-
-// Under bf16/fp16 over fp32 master weights, the gradients of the layers' weights go
-// straight into the DDP buckets (model/grad_sink.h) instead of autograd's .grad plus a
-// hook's copy, and a trainable embedding's lookup gradient travels as rows.
-// LF_DDP_GRAD_SINK=0 restores the copy path (and the dense embedding; for comparison).
-struct BucketGradSink final : model::GradSink {
-  explicit BucketGradSink(comm::DdpReducer& r) : reducer(r) {}
-  bool expect(const at::Tensor& param) override { return reducer.expect_external(param); }
-  void take(const at::Tensor& param, const at::Tensor& grad) override { reducer.take_external(param, grad); }
-  bool expect_rows(const at::Tensor& param) override { return reducer.expect_rows(param); }
-  void take_rows(const at::Tensor& param, const at::Tensor& ids, const at::Tensor& rows) override {
-    reducer.take_rows(param, ids, rows);
-  }
-  comm::DdpReducer& reducer;
-};
-
 }  // namespace
 
 void train_from_config(const config::LoadedConfig& loaded) {
@@ -195,6 +144,11 @@ void train_from_config(const config::LoadedConfig& loaded) {
   LF_CHECK(!c.model_name_or_path.empty(), ConfigError, "model_name_or_path is not set");
   LF_CHECK(!c.dataset.empty(), ConfigError, "dataset is not set (names from {}/dataset_info.json)", c.dataset_dir);
   const auto world = comm::WorldInfo::from_env();
+  // A save that never finished (a killed run, a full disk) left a temporary folder: never
+  // valid, and a rerun would fail writing over it at the same step.
+  if (world.rank == 0)
+    if (const int n = ckpt::remove_stale_temporaries(c.output_dir); n > 0)
+      spdlog::info("removed {} unfinished checkpoint folder(s) (.checkpoint-N.tmp) from {}", n, c.output_dir);
   // Resume: the checkpoint named in the config; else, as LLaMA-Factory does, the last
   // checkpoint of output_dir when overwrite_output_dir is false; and always after the agent
   // restarted this worker (TORCHELASTIC_RESTART_COUNT > 0).
@@ -282,47 +236,32 @@ void train_from_config(const config::LoadedConfig& loaded) {
                c10::toString(lo.param_dtype), c10::toString(mixed),
                c.gradient_checkpointing ? ", gradient checkpointing" : "");
   s.resume_from = resume;
-  s.rank = world.rank;
-  s.world = world.world_size;
-  // Data parallel: one communicator for the job (NCCL on GPU, TCP on CPU), the DDP
-  // reducer over the trainable parameters, rank 0's weights everywhere before step 1.
+  // The job's communicator (NCCL on GPU, TCP on CPU) and the strategy that distributes the
+  // step over it (single process, DDP, ZeRO: parallel/make_strategy.h).
   std::unique_ptr<comm::Communicator> communicator;
-  std::unique_ptr<comm::DdpReducer> ddp;
-  std::unique_ptr<BucketGradSink> grad_sink;
+  if (world.world_size > 1) communicator = comm::make_default_communicator(world, lo.device.is_cuda());
+  parallel::StrategySetup ss;
+  ss.model = model.get();
+  ss.trainable = model::trainable_parameters(*model, s.lora.has_value());
+  ss.lora = s.lora.has_value();
+  ss.learning_rate = c.learning_rate;
+  ss.weight_decay = c.weight_decay;
+  ss.adam_beta1 = c.adam_beta1;
+  ss.adam_beta2 = c.adam_beta2;
+  ss.adam_epsilon = c.adam_epsilon;
+  ss.rank = world.rank;
+  ss.world = world.world_size;
+  ss.communicator = communicator.get();
+  const auto strategy = parallel::make_strategy(c, std::move(ss), {mixed, longest_padded_row(data.train)});
+  if (world.world_size > 1 || c.zero_stage > 0) spdlog::info("{}", strategy->describe());
+  s.strategy = strategy.get();
+  // Checkpoints: every rank reports its files durable through the job's store.
+  std::unique_ptr<rdzv::StoreClient> commit_store;
+  std::unique_ptr<ckpt::CommitChannel> commit;
   if (world.world_size > 1) {
-    communicator = comm::make_default_communicator(world, lo.device.is_cuda());
-    std::vector<at::Tensor> trainable;
-    std::vector<std::string> names;
-    for (auto& p : model::trainable_parameters(*model, s.lora.has_value())) {
-      trainable.push_back(*p.tensor);
-      names.push_back(p.name);
-    }
-    const bool sink_on = env_string("LF_DDP_GRAD_SINK").value_or("1") != "0";
-    const auto dopt = ddp_options(c, *model, data.train, mixed, world.world_size, names, sink_on);
-    ddp = std::make_unique<comm::DdpReducer>(*communicator, std::move(trainable), dopt);
-    ddp->broadcast_parameters(0);
-    if (sink_on) {
-      grad_sink = std::make_unique<BucketGradSink>(*ddp);
-      model->set_grad_sink(grad_sink.get());
-    }
-    auto* reducer = ddp.get();
-    auto* cm = communicator.get();
-    const auto device = lo.device;
-    s.before_backward = [reducer](bool last) { reducer->prepare_backward(last); };
-    s.after_backward = [reducer] { reducer->finish_backward(); };
-    s.all_reduce_sum = [cm, device](double v) {
-      auto t = at::full({1}, v, at::TensorOptions(at::kDouble).device(device));
-      cm->all_reduce(t, comm::ReduceOp::kSum)->wait();
-      return t.item<double>();
-    };
-    s.all_gather_bytes = [cm, device](const at::Tensor& mine) {
-      auto in = mine.to(device);
-      auto out = at::empty({cm->world_size() * in.numel()}, in.options());
-      cm->all_gather(out, in)->wait();
-      return out.view({cm->world_size(), in.numel()}).cpu();
-    };
-    spdlog::info("data parallel: rank {} of {} ({} backend, {} gradient buckets)", world.rank, world.world_size,
-                 communicator->backend(), ddp->num_buckets());
+    commit_store = rdzv::StoreClient::connect_from_env();
+    commit = ckpt::make_store_commit_channel(*commit_store, fmt::format("ckpt/g{}", world.generation));
+    s.commit = commit.get();
   }
   // DESIGN "RNG": the global generators (dropout) from (seed, rank), seeded here, after the
   // weights and LoRA init took theirs (the seed alone, identical on every rank).

@@ -1,6 +1,10 @@
 #pragma once
-// Trainer's internal state, shared by trainer.cpp (the loop, evaluation) and
-// trainer_save.cpp (log events, trainer_state.json, model and checkpoint saving).
+// Trainer's internal state and the parts of the loop, each in a file of its own:
+//   trainer.cpp        construction, the loop (train), evaluate
+//   train_step.cpp     one optimizer step: micro-steps, backward, the strategy's events
+//   train_log.cpp      trainer_log.jsonl / log_history lines and the progress display
+//   trainer_save.cpp   model outputs, checkpoints (per-rank commit), resume
+//   final_outputs.cpp  the perf line and the files written when training ends
 // Internal to lf_train. Not thread-safe.
 #include <ATen/ATen.h>
 
@@ -12,10 +16,11 @@
 #include <utility>
 #include <vector>
 
-#include "lf/optim/adamw.h"
 #include "lf/optim/grad_utils.h"
 #include "lf/optim/lr_schedule.h"
+#include "lf/parallel/strategy.h"
 #include "lf/train/batch.h"
+#include "lf/train/data_order.h"
 #include "lf/train/trainer.h"
 #include "outputs.h"
 
@@ -39,14 +44,51 @@ inline double round_to(double v, int digits) {
   return std::round(v * p) / p;
 }
 
+// What the run's shape fixes before step 1: sizes, totals and the intervals.
+struct TrainPlan {
+  int64_t num_examples = 0;
+  StepLayout layout;
+  int64_t steps_per_epoch = 1;
+  int64_t micro_per_epoch = 1;  // HF's steps_in_epoch: micro-batches per epoch (the fractional epoch)
+  int64_t total = 0;
+  int64_t log_every = 0, eval_every = 0, save_every = 0;
+  bool eval_on = false;
+  bool outputs = false;  // this rank writes output_dir (rank 0 with write_outputs)
+};
+
+// The loop's counters: what a checkpoint's "loop" section restores.
+struct LoopState {
+  int64_t global_step = 0;
+  double epoch = 0;
+  double loss_since_log = 0, total_loss = 0;
+  int64_t last_logged = 0;
+  json loop_json() const {
+    return {{"loss_since_log", loss_since_log}, {"total_loss", total_loss}, {"last_logged", last_logged}};
+  }
+};
+
+// The progress bar on a TTY (it owns the last line: cleared before any log line), plain
+// log lines otherwise; rank 0 only.
+class ProgressDisplay {
+ public:
+  explicit ProgressDisplay(bool enabled);
+  bool tty() const { return tty_; }
+  bool lines() const { return enabled_ && !tty_; }
+  void clear() const;
+  void bar(int64_t step, int64_t total, double loss, double lr, double tokens_per_s, const std::string& eta) const;
+
+ private:
+  bool enabled_ = false, tty_ = false;
+};
+
 struct Trainer::State {
   TrainerSetup s;
   config::TrainConfig& c = s.config;
   model::CausalLM& m;
   c10::Device device;
-  std::vector<std::pair<std::string, at::Tensor>> trainable;  // HF names
-  std::vector<at::Tensor> params;
-  std::unique_ptr<optim::AdamW> opt;
+  std::unique_ptr<parallel::ParallelStrategy> own_strategy;  // when the setup gave none
+  parallel::ParallelStrategy* strategy = nullptr;
+  int64_t rank = 0, world = 1;
   optim::LrSchedule sched;
   optim::DynamicLossScaler scaler;
   bool fp16 = false;
@@ -68,24 +110,46 @@ struct Trainer::State {
   explicit State(TrainerSetup setup)
       : s(std::move(setup)), m(*s.model), device(s.model->lm_head_weight().device()) {}
 
-  // Sum of token CEs of one micro-batch (forward; backward is the caller's).
-  at::Tensor forward_loss_sum(const Batch& b, bool training);
+  // ---- trainer.cpp
+  TrainPlan make_plan();
+  // Sum of token CEs of one micro-batch (forward; backward is the caller's): the one forward
+  // path, through the strategy's unit hooks.
+  at::Tensor forward_loss_sum(const Batch& b);
   double evaluate();
+  // A micro-step of a rank with no examples under a strategy that needs every forward.
+  void forward_backward_without_targets();
+  void run_epoch(int64_t epoch, const TrainPlan& plan, LoopState& loop, TrainSummary& sum, class PhaseClock& phases,
+                 class StepTrace& trace, const ProgressDisplay& display);
+
+  // ---- train_step.cpp: step `step_in_epoch` of the epoch with permutation `perm`.
+  StepRecord run_step(const std::vector<int64_t>& perm, int64_t step_in_epoch, const LoopState& loop,
+                      const TrainPlan& plan, int64_t& micro_done, PhaseClock& phases, const ProgressDisplay& display);
+
+  // ---- train_log.cpp
   // One HF log_history entry; also a trainer_log.jsonl line (LLaMA-Factory's fields).
   void log_event(json entry, const json& lf_extra, int64_t step);
+  // After each step: the logging_steps line, the progress display.
+  void log_step(const StepRecord& r, const TrainPlan& plan, LoopState& loop, const ProgressDisplay& display);
+  // An evaluation during training, logged as HF logs it.
+  void evaluate_and_log(LoopState& loop, TrainSummary& sum, const ProgressDisplay& display);
+  json eval_metrics(double eval_loss, double seconds, double epoch) const;
   json trainer_state(int64_t global_step, double epoch) const;
+
+  // ---- trainer_save.cpp
   void save_model(const std::filesystem::path& dir);
-  // output_dir/checkpoint-N, written to a temp folder and renamed; honours save_total_limit.
-  // `loop` carries the loop's own counters (loss sums, last logged step) for resume.
-  // `rng`: what rng_states_to_save() gave.
-  void save_checkpoint(int64_t global_step, double epoch, const json& loop, const TensorList& rng);
+  // output_dir/checkpoint-N through the per-rank commit (every rank calls it); honours
+  // save_total_limit.
+  void save_checkpoint(const LoopState& loop);
   // DESIGN "RNG": the generators' states for a checkpoint: this rank's ("cpu", and "cuda" on a
   // GPU) and, with world > 1, every rank's ("rank1.cpu", ...), gathered: a collective, so
   // every rank calls it at every save, rank 0 writing the result.
   TensorList rng_states_to_save();
   // Restores a save_checkpoint() folder into the model, optimizer, scaler, log history and
-  // RNGs; returns lf_trainer_state.json (the counters the loop restarts from).
-  json load_checkpoint(const std::filesystem::path& dir);
+  // RNGs; returns the loop counters to restart from.
+  LoopState load_checkpoint(const std::filesystem::path& dir);
+
+  // ---- final_outputs.cpp
+  void finish(TrainSummary& sum, const TrainPlan& plan, const LoopState& loop, const PhaseClock& phases);
 };
 
 }  // namespace lf::train

@@ -11,6 +11,7 @@
 #include "lf/model/loader.h"
 #include "lf/model/lora.h"
 #include "lf/model/tensor_io.h"
+#include "lf/parallel/make_strategy.h"
 #include "lf/train/trainer.h"
 #include "train_test_util.h"
 
@@ -54,6 +55,41 @@ void expect_weights_match(const std::vector<model::NamedParam>& params, const st
   std::printf("max |weight - HF weight| over %zu tensors: %.3g\n", matched, worst);
   EXPECT_EQ(matched, ref.size());
 }
+
+// Two ranks as threads, through the ParallelStrategy seam: a strategy of the test's own (the
+// interface is all the trainer sees) whose after_backward sums the two models' gradients and
+// whose all_reduce_sum adds the two ranks' scalars, the rest a single-process strategy's.
+class ThreadPairStrategy final : public parallel::ParallelStrategy {
+ public:
+  ThreadPairStrategy(int rank, std::unique_ptr<parallel::ParallelStrategy> local, std::function<void()> sum_grads,
+                     std::function<double(double)> sum_scalar)
+      : ParallelStrategy(rank, 2), local_(std::move(local)), sum_grads_(std::move(sum_grads)),
+        sum_scalar_(std::move(sum_scalar)) {}
+  std::string describe() const override { return "two threads"; }
+  void before_micro_step(bool) override {}
+  void after_backward() override { sum_grads_(); }
+  double all_reduce_sum(double v) override { return sum_scalar_(v); }
+  at::Tensor all_gather_bytes(const at::Tensor& mine) override { return local_->all_gather_bytes(mine); }
+  bool unscale_gradients(double scale) override { return local_->unscale_gradients(scale); }
+  double clip_grad_norm(double max_norm) override { return local_->clip_grad_norm(max_norm); }
+  void optimizer_step(double lr) override { local_->optimizer_step(lr); }
+  void zero_grad() override { local_->zero_grad(); }
+  int64_t optimizer_steps() const override { return local_->optimizer_steps(); }
+  int64_t num_trainable() const override { return local_->num_trainable(); }
+  std::vector<std::string> save_optimizer_state(const std::filesystem::path& d) override {
+    return local_->save_optimizer_state(d);
+  }
+  void load_optimizer_state(const std::filesystem::path& d, int64_t n) override { local_->load_optimizer_state(d, n); }
+  at::Tensor full_parameter(const std::string& name) override { return local_->full_parameter(name); }
+  void load_full_parameter(const std::string& name, const at::Tensor& v) override {
+    local_->load_full_parameter(name, v);
+  }
+
+ private:
+  std::unique_ptr<parallel::ParallelStrategy> local_;
+  std::function<void()> sum_grads_;
+  std::function<double(double)> sum_scalar_;
+};
 
 TrainSummary run(const config::TrainConfig& c, model::CausalLM& m, std::optional<model::LoraConfig> lora,
                  const TokenizedDataset& data) {
@@ -147,12 +183,9 @@ TEST(TrainParity, TwoRanksThroughTheDataParallelHooksMatchHf) {
     s.model = models[r].get();
     s.train = &data;
     s.eval = &eval;
-    s.rank = r;
-    s.world = 2;
     s.write_outputs = false;
     s.progress = false;
-    s.before_backward = [](bool) {};
-    s.after_backward = [&, r] {
+    auto sum_grads = [&, r] {
       sync.arrive_and_wait();
       if (r == 0) {
         c10::NoGradGuard g;
@@ -165,13 +198,23 @@ TEST(TrainParity, TwoRanksThroughTheDataParallelHooksMatchHf) {
       }
       sync.arrive_and_wait();
     };
-    s.all_reduce_sum = [&, r](double v) {
+    auto sum_scalar = [&, r](double v) {
       scalars[r] = v;
       sync.arrive_and_wait();
       const double total = scalars[0] + scalars[1];
       sync.arrive_and_wait();
       return total;
     };
+    parallel::StrategySetup ss;
+    ss.model = models[r].get();
+    ss.trainable = model::trainable_parameters(*models[r], false);
+    ss.learning_rate = c.learning_rate;
+    ss.weight_decay = c.weight_decay;
+    ss.adam_beta1 = c.adam_beta1;
+    ss.adam_beta2 = c.adam_beta2;
+    ss.adam_epsilon = c.adam_epsilon;
+    ThreadPairStrategy pair(r, parallel::make_single_strategy(ss), sum_grads, sum_scalar);
+    s.strategy = &pair;
     Trainer t(std::move(s));
     sums[r] = t.train();
   };

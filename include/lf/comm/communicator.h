@@ -58,6 +58,8 @@ class Communicator {
 
 // The CPU backend over TCP. Rank addresses are exchanged through the job's store.
 std::unique_ptr<Communicator> make_cpu_communicator(const CommOptions& options);
+// A world of one: collectives are local copies (a sharded strategy on one process).
+std::unique_ptr<Communicator> make_local_communicator();
 // The NCCL backend on the current CUDA device (builds with LF_WITH_CUDA only).
 std::unique_ptr<Communicator> make_nccl_communicator(const CommOptions& options);
 

@@ -81,6 +81,8 @@ struct TrainConfig {
   // lf-train: the dtype gradients travel in over the all-reduce (fp32 | bf16; bf16 halves the
   // bytes on the wire, the sum is then rounded to bf16 before the fp32 optimizer sees it).
   std::string ddp_reduce_dtype = "fp32";
+  int64_t zero_stage = 0;                 // 0: data parallel (DDP); 1, 2, 3: ZeRO stages
+  std::string offload = "none";           // none | optimizer | params (params: parameters and optimizer)
 };
 
 struct LoadedConfig {

@@ -2,8 +2,10 @@
 // LlamaForCausalLM / Qwen2ForCausalLM as plain tensors (see layers.h for the contract).
 //
 //   logits = head(run layers over embed(ids))
-// forward() does all of it; embed(), layers() and head() let a trainer interleave
-// activation checkpointing, ZeRO-3 gathers or a chunked loss between the pieces.
+// forward() does all of it; hidden_states() runs the embedding and the layers (with
+// activation checkpointing and a strategy's unit hooks, unit_hooks.h) and final_norm() /
+// lm_head_weight() let a trainer put a chunked loss after them: the trainer's one forward
+// path is hidden_states() + its head unit.
 // Single device, not thread-safe.
 #include <ATen/core/Tensor.h>
 #include <c10/core/ScalarType.h>
@@ -12,7 +14,9 @@
 #include <vector>
 
 #include "lf/model/config.h"
+#include "lf/model/grad_sink.h"
 #include "lf/model/layers.h"
+#include "lf/model/unit_hooks.h"
 
 namespace lf::model {
 
@@ -36,14 +40,11 @@ class CausalLM {
   // forward() wraps each decoder layer in checkpointed_layer_forward (checkpointing.h)
   // while autograd is on: activation memory of one layer instead of all of them.
   void set_gradient_checkpointing(bool on) { gradient_checkpointing_ = on; }
-  // Every layer (norms, linears, LoRA) casts its fp32 weights through `sink` (grad_sink.h),
-  // and the embedding lookup hands it its gradient rows; nullptr: plain autograd. Call after
-  // apply_lora; the sink must outlive the model's use.
-  void set_grad_sink(GradSink* sink);
-  // For a loss that holds lm_head's gradient: the sink, unless lm_head is the tied embedding
-  // whose last lookup gave its gradient to autograd (both parts must take the same path).
+  // For a loss that holds lm_head's gradient: its weight's route (grad_sink.h), unless lm_head
+  // is the tied embedding whose last lookup gave its gradient to autograd (both parts must
+  // take the same path).
   GradSink* lm_head_grad_sink() const {
-    return !config_.tie_word_embeddings || embed_rows_to_sink_ ? grad_sink_ : nullptr;
+    return !config_.tie_word_embeddings || embed_rows_to_sink_ ? grad_route(lm_head_weight()) : nullptr;
   }
   bool gradient_checkpointing() const { return gradient_checkpointing_; }
 
@@ -56,8 +57,12 @@ class CausalLM {
   const at::Tensor& lm_head_weight() const { return config_.tie_word_embeddings ? embed_tokens_ : lm_head_; }
   at::Tensor forward(const at::Tensor& input_ids, const at::Tensor& position_ids = {}) const;  // [B,T,V]
   // The last decoder layer's output [B,T,C] (before the final norm): feed it to
-  // causal_lm_loss_fused (fused_loss.h) to never materialise [B,T,V] logits.
-  at::Tensor hidden_states(const at::Tensor& input_ids, const at::Tensor& position_ids = {}) const;
+  // causal_lm_loss_fused (fused_loss.h) to never materialise [B,T,V] logits. The embedding is
+  // unit 0 and layer i unit i+1 of `hooks` (unit_hooks.h; null: none).
+  at::Tensor hidden_states(const at::Tensor& input_ids, const at::Tensor& position_ids = {},
+                           UnitHooks* hooks = nullptr) const;
+  // The head's unit index (final norm + lm_head) for a strategy's hooks.
+  int64_t head_unit() const { return num_layers() + 1; }
 
   // Every parameter with its HF name ("model.layers.0.self_attn.q_proj.weight"), base
   // weights first; a tied lm_head is not listed. LoRA weights are not listed here (lora.h).
@@ -71,8 +76,7 @@ class CausalLM {
   c10::ScalarType compute_dtype_;
   bool training_ = false;
   bool gradient_checkpointing_ = false;
-  GradSink* grad_sink_ = nullptr;  // also takes the embedding lookup's gradient rows
-  mutable bool embed_rows_to_sink_ = false;  // the last embed() gave its rows to the sink
+  mutable bool embed_rows_to_sink_ = false;  // the last embed() gave its rows to its route
   at::Tensor embed_tokens_;  // [V,C]
   std::vector<DecoderLayer> layers_;
   RmsNorm norm_;

@@ -1,7 +1,8 @@
 #pragma once
 // The building blocks of Llama/Qwen2 decoder layers as plain tensors (no nn::Module):
 // DDP/ZeRO wrappers reach every parameter through named_parameters() pointers and
-// may replace or re-point them; activation checkpointing wraps DecoderLayer::forward.
+// may replace or re-point them, and route their gradients from outside (grad_sink.h);
+// activation checkpointing wraps DecoderLayer::forward.
 //
 // Mixed precision is autocast-like: parameters keep their storage dtype (fp32 master
 // or bf16), each op casts its weight to the activation dtype. Norms compute in fp32.
@@ -14,8 +15,6 @@
 #include <vector>
 
 namespace lf::model {
-
-class GradSink;  // grad_sink.h
 
 // A parameter by its Hugging Face name; the pointer stays valid while the model lives.
 struct NamedParam {
@@ -35,7 +34,6 @@ struct Linear {
   at::Tensor weight_;  // [out, in]
   at::Tensor bias_;    // [out] or undefined
   std::unique_ptr<LoraWeights> lora_;
-  GradSink* grad_sink_ = nullptr;  // where the gradients of cast weights go (grad_sink.h)
 
   at::Tensor forward(const at::Tensor& x, bool training) const;  // [.., in] -> [.., out]
   void named_parameters(const std::string& prefix, std::vector<NamedParam>& out);
@@ -44,7 +42,6 @@ struct Linear {
 struct RmsNorm {
   at::Tensor weight_;  // [C]
   double eps_ = 1e-6;
-  GradSink* grad_sink_ = nullptr;
   at::Tensor forward(const at::Tensor& x) const;  // fp32 inside, result in x's dtype
 };
 

@@ -9,6 +9,7 @@
 #include <c10/core/ScalarType.h>
 
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -38,6 +39,12 @@ struct SaveOptions {
   uint64_t max_shard_bytes = 5'000'000'000ull;  // HF's default "5GB"
   std::optional<c10::ScalarType> dtype;         // default: the parameters' dtype
   std::filesystem::path copy_files_from;        // tokenizer + generation_config source
+  // The value saved for each parameter (default: the parameter itself): a sharded strategy
+  // gathers it here (a collective: every rank saves, in the same order).
+  std::function<at::Tensor(const NamedParam&)> value_of;
+  // false: write nothing, only fetch every value in order (ranks that take part in a
+  // sharded strategy's gathers while rank 0 writes).
+  bool write_files = true;
 };
 
 // Writes config.json, model.safetensors (or shards + index, metadata {"format":"pt"}),

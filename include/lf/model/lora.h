@@ -8,6 +8,7 @@
 // and trainable; the LoRA path computes in the activation dtype (autocast semantics).
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -42,9 +43,11 @@ std::vector<NamedParam> lora_parameters(CausalLM& model);
 // require grad), in model order with HF / PEFT names.
 std::vector<NamedParam> trainable_parameters(CausalLM& model, bool lora);
 
-// adapter_model.safetensors (fp32 A/B, PEFT names) + adapter_config.json.
+// adapter_model.safetensors (fp32 A/B, PEFT names) + adapter_config.json. value_of / write_files
+// as in SaveOptions (loader.h): a sharded strategy's gathered values, every rank calling.
 void save_lora_adapter(CausalLM& model, const LoraConfig& config, const std::filesystem::path& dir,
-                       const std::string& base_model_name_or_path);
+                       const std::string& base_model_name_or_path,
+                       const std::function<at::Tensor(const NamedParam&)>& value_of = {}, bool write_files = true);
 
 // Reads adapter_config.json, applies LoRA as it says, loads A/B (names checked).
 LoraConfig load_lora_adapter(CausalLM& model, const std::filesystem::path& dir);

@@ -12,6 +12,7 @@
 // as long as it does. Not thread-safe for concurrent construction; reads are.
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -80,6 +81,10 @@ struct StWriteTensor {
   std::vector<int64_t> shape;
   const void* data = nullptr;  // contiguous, little-endian
   uint64_t nbytes = 0;
+  // When data is null: called once, just before the tensor's bytes are written, for a pointer
+  // valid until the next produce call of the same writer. So a file is written one tensor in
+  // memory at a time (a sharded model's weights are gathered unit by unit), the header first.
+  std::function<const void*()> produce;
 };
 
 // Writes one file atomically (temp file + rename). Tensors are laid out in the given order.

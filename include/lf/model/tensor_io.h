@@ -4,6 +4,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -26,6 +27,17 @@ at::Tensor read_tensor(const StTensorInfo& info, const uint8_t* data);
 void save_tensors(const std::filesystem::path& dir, const std::vector<std::pair<std::string, at::Tensor>>& tensors,
                   uint64_t max_shard_bytes, const std::string& prefix = "model",
                   std::optional<c10::ScalarType> dtype = std::nullopt);
+// A tensor to save whose value is fetched only when the writer reaches it (fetch: any device,
+// any dtype: converted to `dtype`): files are written one tensor in memory at a time.
+struct LazyTensor {
+  std::string name;
+  std::vector<int64_t> shape;
+  c10::ScalarType dtype;
+  std::function<at::Tensor()> fetch;
+};
+void save_lazy_tensors(const std::filesystem::path& dir, const std::vector<LazyTensor>& tensors,
+                       uint64_t max_shard_bytes, const std::string& prefix = "model");
+void save_lazy_tensor_file(const std::filesystem::path& path, const std::vector<LazyTensor>& tensors);
 // One safetensors file of name -> tensor.
 void save_tensor_file(const std::filesystem::path& path, const std::vector<std::pair<std::string, at::Tensor>>& tensors);
 // Every tensor of one file, as CPU tensors.

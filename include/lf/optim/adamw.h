@@ -33,6 +33,13 @@ struct ParamGroup {
 // matching bias | layernorm | rmsnorm | (^|.)norm($|.) | _norm($|.), lower-cased).
 bool hf_decays(const std::string& hf_name);
 
+// One AdamW update (step is the 1-based count after this update) of params from grads, with
+// their moments, all lists of equal length and matching shapes; the math above, fused on CUDA.
+// What AdamW::step runs per group; a sharded strategy calls it on its own shard pieces.
+void adamw_update(const std::vector<at::Tensor>& params, const std::vector<at::Tensor>& grads,
+                  const std::vector<at::Tensor>& exp_avg, const std::vector<at::Tensor>& exp_avg_sq, int64_t step,
+                  double lr, double weight_decay, const AdamWOptions& options);
+
 class AdamW {
  public:
   AdamW(std::vector<ParamGroup> groups, const AdamWOptions& options);

@@ -14,6 +14,10 @@ namespace lf::optim {
 // clipping (may be inf/nan; then the grads are scaled by nan, as torch does).
 double clip_grad_norm(const std::vector<at::Tensor>& params, double max_norm);
 
+// Divides every defined grad of `params` by `scale` in place; true when any held inf/nan.
+// One flag per device and one host sync at the end.
+bool unscale_gradients(const std::vector<at::Tensor>& params, double scale);
+
 struct LossScalerOptions {
   double init_scale = 65536.0;
   double growth_factor = 2.0;

@@ -5,6 +5,7 @@
 // Not thread-safe: one client per thread.
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -22,6 +23,7 @@ class StoreClient {
               std::chrono::milliseconds connect_timeout = std::chrono::seconds(30));
   // From the worker environment lf-train sets: LF_RDZV_ADDR, LF_RDZV_PORT, TORCHELASTIC_RUN_ID, LF_JOB_TOKEN.
   static StoreClient from_env();
+  static std::unique_ptr<StoreClient> connect_from_env();  // the same, owned (held for a job's lifetime)
   ~StoreClient();
   StoreClient(const StoreClient&) = delete;
   StoreClient& operator=(const StoreClient&) = delete;

@@ -26,6 +26,10 @@ constexpr int64_t kPadToMultipleOf = 8;
 Batch collate(const TokenizedDataset& data, const std::vector<int64_t>& indices, int32_t pad_id,
               int64_t pad_to_multiple_of = kPadToMultipleOf);
 
+// One row of pad tokens without targets (zero loss, zero gradients): the forward a rank runs
+// when it has no example but its strategy's collectives live in the forward (ZeRO-3).
+Batch no_target_batch(int32_t pad_id, int64_t pad_to_multiple_of = kPadToMultipleOf);
+
 // The longest row collate() can make from `data`: its longest example, padded.
 int64_t longest_padded_row(const TokenizedDataset& data, int64_t pad_to_multiple_of = kPadToMultipleOf);
 

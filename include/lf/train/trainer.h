@@ -7,8 +7,8 @@
 // LLaMA-Factory output files and checkpoint-N folders (written to a temp folder and
 // renamed), from which a run resumes exactly (TrainerSetup::resume_from).
 //
-// The caller builds the model (dtype, LoRA) and the datasets; run_training()
-// (run_training.h) does that from a config. Not thread-safe; one device.
+// The caller builds the model (dtype, LoRA), the datasets and the parallel strategy;
+// run_training() (run_training.h) does that from a config. Not thread-safe; one device.
 #include <array>
 #include <cstdint>
 #include <filesystem>
@@ -25,6 +25,13 @@
 #include "lf/model/lora.h"
 #include "lf/optim/grad_utils.h"
 
+namespace lf::parallel {
+class ParallelStrategy;
+}
+namespace lf::ckpt {
+class CommitChannel;
+}
+
 namespace lf::train {
 
 struct TrainerSetup {
@@ -34,8 +41,6 @@ struct TrainerSetup {
   const TokenizedDataset* train = nullptr;
   const TokenizedDataset* eval = nullptr;  // may be null or empty
   int32_t pad_id = 0;
-  int64_t rank = 0;
-  int64_t world = 1;
   // Source folder for tokenizer/config files copied next to saved weights (may be empty).
   std::filesystem::path model_dir;
   // A checkpoint-N folder written by this trainer: weights (or adapter), optimizer
@@ -46,19 +51,13 @@ struct TrainerSetup {
   bool progress = true;       // progress bar / lines on stderr
   int64_t loss_chunk_rows = 0;  // lm_head_loss_sum's chunk (0: automatic)
   optim::LossScalerOptions loss_scaler;  // fp16 only (torch GradScaler defaults)
-  // The data-parallel seam (world > 1; required then), shaped like comm::DdpReducer:
-  // before_backward(last) before every micro-step's backward (last: the step's final
-  // micro-step, when gradients must be synchronised), after_backward() after the final
-  // one (every grad is then the sum over ranks: the loss is already divided by the step's
-  // global target count), all_reduce_sum for the logged loss. Every rank runs the same
-  // number of micro-steps; a rank whose slice of a short last step is empty runs
-  // before_backward without a backward (the reducer must then contribute zeros).
-  std::function<void(bool last_micro_step)> before_backward;
-  std::function<void()> after_backward;
-  std::function<double(double)> all_reduce_sum;
-  // Every rank's copy of a CPU uint8 [n] tensor (n equal on every rank), as CPU [world, n]:
-  // rank 0 saves every rank's RNG states in a checkpoint (world > 1 with write_outputs).
-  std::function<at::Tensor(const at::Tensor&)> all_gather_bytes;
+  // How the step is distributed (parallel/strategy.h): its rank and world are the trainer's.
+  // Null: one process (the trainer makes a single-process strategy; world must be 1).
+  // Borrowed; outlives the trainer.
+  parallel::ParallelStrategy* strategy = nullptr;
+  // How ranks report their checkpoint files durable to rank 0 (ckpt/rank_commit.h). Null:
+  // world 1 (rank 0 is the only writer). Borrowed.
+  ckpt::CommitChannel* commit = nullptr;
 };
 
 struct StepRecord {

@@ -1,0 +1,26 @@
+#pragma once
+// Picks and builds the strategy a config asks for (strategy.h): one process, data parallel
+// (zero_stage 0 with several ranks), or ZeRO-1/2/3 with or without host offload.
+#include <ATen/core/Tensor.h>
+
+#include <memory>
+
+#include "lf/parallel/strategy.h"
+
+namespace lf::parallel {
+
+// What the choice and the strategies' options depend on besides the config.
+struct StrategyContext {
+  at::ScalarType compute_dtype = at::kFloat;  // the activations' dtype (bf16 under bf16: true)
+  int64_t longest_row = 0;                    // the longest padded training row (DDP's embedding rows)
+};
+
+std::unique_ptr<ParallelStrategy> make_strategy(const config::TrainConfig& config, StrategySetup setup,
+                                                const StrategyContext& context);
+
+// The strategies, for tests and for make_strategy.
+std::unique_ptr<ParallelStrategy> make_single_strategy(StrategySetup setup);
+std::unique_ptr<ParallelStrategy> make_ddp_strategy(const config::TrainConfig& config, StrategySetup setup,
+                                                    const StrategyContext& context);
+
+}  // namespace lf::parallel

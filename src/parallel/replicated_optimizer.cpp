@@ -1,0 +1,94 @@
+#include "replicated_optimizer.h"
+
+#include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
+
+#include "lf/ckpt/optimizer_state.h"
+#include "lf/common/error.h"
+#include "lf/model/tensor_io.h"
+#include "lf/optim/grad_utils.h"
+
+namespace lf::parallel {
+namespace fs = std::filesystem;
+
+ReplicatedOptimizer::ReplicatedOptimizer(const StrategySetup& s) {
+  LF_CHECK(!s.trainable.empty(), ConfigError, "the model has no trainable parameters");
+  optim::ParamGroup decay{{}, s.weight_decay}, no_decay{{}, 0.0};
+  // The optimizer's flat order, decay group first (the checkpoint's order too).
+  for (const bool decays : {true, false})
+    for (const auto& p : s.trainable)
+      if (optim::hf_decays(p.name) == decays) {
+        named_.emplace_back(p.name, *p.tensor);
+        (decays ? decay : no_decay).params.push_back(*p.tensor);
+      }
+  for (auto& [name, t] : named_) tensors_.push_back(t);
+  optim::AdamWOptions o;
+  o.lr = s.learning_rate;
+  o.beta1 = s.adam_beta1;
+  o.beta2 = s.adam_beta2;
+  o.eps = s.adam_epsilon;
+  opt_ = std::make_unique<optim::AdamW>(std::vector<optim::ParamGroup>{decay, no_decay}, o);
+}
+
+bool ReplicatedOptimizer::unscale(double scale) const {
+  return optim::unscale_gradients(tensors_, scale);
+}
+
+double ReplicatedOptimizer::clip(double max_norm) const { return optim::clip_grad_norm(tensors_, max_norm); }
+
+void ReplicatedOptimizer::step(double lr) {
+  opt_->set_lr(lr);
+  opt_->step();
+}
+
+int64_t ReplicatedOptimizer::numel() const {
+  int64_t n = 0;
+  for (const auto& t : tensors_) n += t.numel();
+  return n;
+}
+
+std::vector<std::string> ReplicatedOptimizer::save(const fs::path& dir) const {
+  if (opt_->exp_avg().empty()) return {};  // before the first update: no state yet
+  std::vector<std::pair<std::string, at::Tensor>> state;
+  for (size_t i = 0; i < named_.size(); ++i) {
+    const auto& name = named_[i].first;
+    state.emplace_back(ckpt::moment_key(name, "exp_avg", 0, 0, true), opt_->exp_avg()[i]);
+    state.emplace_back(ckpt::moment_key(name, "exp_avg_sq", 0, 0, true), opt_->exp_avg_sq()[i]);
+  }
+  model::save_tensor_file(dir / ckpt::kOptimizerFile, state);
+  return {ckpt::kOptimizerFile};
+}
+
+void ReplicatedOptimizer::load(const fs::path& dir, int64_t steps) {
+  const ckpt::OptimizerStateReader reader(dir);
+  if (reader.empty()) return;
+  std::vector<at::Tensor> m1, m2;
+  for (const auto& [name, t] : named_) {
+    auto a = at::empty(t.sizes(), t.options().device(at::kCPU)), b = at::empty_like(a);
+    reader.read(name, "exp_avg", 0, t.numel(), a);
+    reader.read(name, "exp_avg_sq", 0, t.numel(), b);
+    m1.push_back(a);
+    m2.push_back(b);
+  }
+  opt_->load_state(std::move(m1), std::move(m2), steps);
+}
+
+at::Tensor& ReplicatedOptimizer::find(const std::string& name) {
+  for (auto& [n, t] : named_)
+    if (n == name) return t;
+  LF_THROW(ConfigError, "no trainable parameter named {}", name);
+}
+
+at::Tensor ReplicatedOptimizer::full_parameter(const std::string& name) const {
+  return const_cast<ReplicatedOptimizer*>(this)->find(name);
+}
+
+void ReplicatedOptimizer::load_full_parameter(const std::string& name, const at::Tensor& value) {
+  c10::NoGradGuard no_grad;
+  auto& t = find(name);
+  LF_CHECK(value.sizes() == t.sizes(), ConfigError, "resume: {} has shape {} in the checkpoint, {} in the model", name,
+           value.sizes(), t.sizes());
+  t.copy_(value);
+}
+
+}  // namespace lf::parallel

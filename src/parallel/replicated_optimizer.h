@@ -1,0 +1,51 @@
+#pragma once
+// AdamW over full, replicated trainable parameters: what the single-process and the
+// data-parallel strategies share (every rank holds every parameter, its whole gradient
+// and its whole optimizer state). HF's decay groups (no decay on biases and norm
+// weights), clipping on the local gradients (already the global ones under DDP), fp16
+// unscaling, and the optimizer state in the world-size-free layout of
+// ckpt/optimizer_state.h (each tensor covering its whole parameter).
+// Internal to lf_parallel. Not thread-safe.
+#include <ATen/core/Tensor.h>
+
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "lf/optim/adamw.h"
+#include "lf/parallel/strategy.h"
+
+namespace lf::parallel {
+
+class ReplicatedOptimizer {
+ public:
+  explicit ReplicatedOptimizer(const StrategySetup& setup);
+
+  // Unscale in place; true when a local gradient holds inf/nan.
+  bool unscale(double scale) const;
+  // Sum of squares would lose torch's rounding: the norm is torch's clip_grad_norm_.
+  double clip(double max_norm) const;
+  void step(double lr);
+  void zero_grad() { opt_->zero_grad(); }
+  int64_t steps() const { return opt_->steps(); }
+  int64_t numel() const;
+
+  // The state file (rank 0 writes it: every rank's state is the same).
+  std::vector<std::string> save(const std::filesystem::path& dir) const;
+  void load(const std::filesystem::path& dir, int64_t steps);
+  at::Tensor full_parameter(const std::string& name) const;
+  void load_full_parameter(const std::string& name, const at::Tensor& value);
+
+  // In the optimizer's flat order (decay group first).
+  const std::vector<std::pair<std::string, at::Tensor>>& params() const { return named_; }
+
+ private:
+  at::Tensor& find(const std::string& name);
+  std::vector<std::pair<std::string, at::Tensor>> named_;
+  std::vector<at::Tensor> tensors_;
+  std::unique_ptr<optim::AdamW> opt_;
+};
+
+}  // namespace lf::parallel

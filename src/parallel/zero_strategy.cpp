@@ -1,0 +1,601 @@
+// ZeRO-1/2/3 (zero_strategy.h): units of flat groups (zero_units.h), the gradient sink that
+// accumulates and reduce-scatters each unit's gradients, the unit hooks that gather and free
+// stage 3's parameters, and AdamW over this rank's shard pieces.
+#include "lf/parallel/zero_strategy.h"
+
+#include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
+
+#include <deque>
+#include <map>
+#include <mutex>
+#include <unordered_map>
+
+#include "lf/ckpt/optimizer_state.h"
+#include "lf/common/error.h"
+#include "lf/common/log.h"
+#include "lf/model/causal_lm.h"
+#include "lf/model/grad_sink.h"
+#include "lf/model/lora.h"
+#include "lf/model/tensor_io.h"
+#include "lf/model/unit_hooks.h"
+#include "lf/optim/adamw.h"
+#include "zero_units.h"
+
+namespace lf::parallel {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// The unit of a parameter by its HF / PEFT name: 0 the embedding, 1 + i decoder layer i, the
+// head (final norm, untied lm_head) after the last layer.
+int64_t unit_of(const std::string& name, int64_t head) {
+  if (name == "model.embed_tokens.weight") return 0;
+  const auto at = name.find("model.layers.");
+  if (at == std::string::npos) return head;
+  return 1 + std::stoll(name.substr(at + 13));
+}
+
+struct Unit {
+  FlatGroup train;   // trainable parameters
+  FlatGroup frozen;  // stage 3: the frozen ones (a LoRA base); else empty (left replicated)
+  // Trainable state, [train.shard] fp32 (this rank's shard).
+  at::Tensor master, exp_avg, exp_avg_sq, grad_shard;
+  at::Tensor grad_flat;  // [train.padded] fp32: stage 1 the step's sum; 2, 3 this micro-step's
+  at::Tensor rs_out;     // stage 2, 3: this micro-step's reduced shard
+  comm::WorkPtr reduce;
+  at::Tensor frozen_shard;  // stage 3: [frozen.shard] of the frozen values, compute dtype
+  std::vector<ShardPiece> pieces;
+  int64_t outstanding = 0;  // uses in this micro-step whose gradient is still due
+  bool had_grad = false, launched = false;
+};
+
+class ZeroImpl final : public ZeroStrategy, public model::GradSink, public model::UnitHooks {
+ public:
+  ZeroImpl(const StrategySetup& s, const ZeroOptions& o);
+  ~ZeroImpl() override;
+
+  std::string describe() const override;
+  model::UnitHooks* unit_hooks() override { return opt_.stage == 3 ? this : nullptr; }
+  bool needs_every_forward() const override { return opt_.stage == 3; }
+  void before_micro_step(bool last) override;
+  void after_backward() override;
+  double all_reduce_sum(double value) override;
+  at::Tensor all_gather_bytes(const at::Tensor& mine) override;
+  bool unscale_gradients(double scale) override;
+  double clip_grad_norm(double max_norm) override;
+  void optimizer_step(double lr) override;
+  void zero_grad() override;
+  int64_t optimizer_steps() const override { return steps_; }
+  int64_t num_trainable() const override { return trainable_numel_; }
+  std::vector<std::string> save_optimizer_state(const std::filesystem::path& dir) override;
+  void load_optimizer_state(const std::filesystem::path& dir, int64_t steps) override;
+  at::Tensor full_parameter(const std::string& name) override;
+  bool saving_is_collective() const override { return true; }
+  void load_full_parameter(const std::string& name, const at::Tensor& value) override;
+  ZeroMemory resident_bytes() const override;
+  ZeroMemory predicted_bytes() const override;
+  std::vector<ZeroEvent> events() const override;
+
+  // model::GradSink (autograd thread).
+  bool expect(const at::Tensor& param) override;
+  void take(const at::Tensor& param, const at::Tensor& grad) override;
+  bool routes_same_dtype() const override { return true; }
+  bool expect_rows(const at::Tensor& param) override { return expect(param); }
+  void take_rows(const at::Tensor& param, const at::Tensor& ids, const at::Tensor& rows) override;
+
+  // model::UnitHooks (stage 3).
+  void before_forward(int64_t unit, bool recompute) override;
+  void after_forward(int64_t unit, bool recompute) override;
+  void before_backward(int64_t unit) override;
+  void after_backward(int64_t unit) override;
+
+ private:
+  struct Where {
+    int64_t unit = 0;
+    size_t param = 0;
+  };
+  void build_unit(int64_t u, std::vector<model::NamedParam> trainable, std::vector<model::NamedParam> frozen);
+  const Where& where(const at::Tensor& param) const;
+  void log(const char* what, int64_t unit);
+  at::Tensor& grad_flat(Unit& u);
+  void arrived(int64_t unit);
+  void launch_ready();
+  void launch(int64_t unit);
+  void retire(int64_t unit);
+  void flush();
+  void gather(int64_t unit, bool wait);
+  void release(int64_t unit);
+  std::vector<at::Tensor> grad_shards() const;
+  c10::Device device() const { return device_; }
+
+  ZeroOptions opt_;
+  comm::Communicator& comm_;
+  c10::Device device_;
+  double weight_decay_;
+  optim::AdamWOptions adam_;
+  bool tied_ = false;
+  int64_t head_ = 0;
+  std::vector<Unit> units_;
+  std::unordered_map<const c10::TensorImpl*, Where> where_;
+  std::vector<at::Tensor> routed_;
+  int64_t trainable_numel_ = 0, frozen_numel_ = 0, replicated_frozen_bytes_ = 0;
+  int64_t steps_ = 0;
+  // The micro-step in progress (between before_micro_step and the next one / after_backward).
+  bool open_ = false, syncing_ = false;
+  int64_t next_to_launch_ = 0;  // units launch from the head down, in the same order on every rank
+  std::deque<int64_t> pending_;  // stage 2, 3: launched reductions not yet added to the shards
+  // Saving: the last unit whose full fp32 values were gathered.
+  int64_t cached_unit_ = -1;
+  at::Tensor cached_values_;
+  mutable std::mutex events_mu_;
+  std::vector<ZeroEvent> events_;
+};
+
+ZeroImpl::ZeroImpl(const StrategySetup& s, const ZeroOptions& o)
+    : ZeroStrategy(s.rank, s.world), opt_(o), comm_(*s.communicator), device_(s.trainable.front().tensor->device()),
+      weight_decay_(s.weight_decay) {
+  LF_CHECK(o.stage >= 1 && o.stage <= 3, ConfigError, "zero_stage {}: expected 1, 2 or 3", o.stage);
+  adam_.lr = s.learning_rate;
+  adam_.beta1 = s.adam_beta1;
+  adam_.beta2 = s.adam_beta2;
+  adam_.eps = s.adam_epsilon;
+  auto& m = *s.model;
+  tied_ = m.config().tie_word_embeddings;
+  head_ = m.head_unit();
+  std::map<std::string, bool> trainable;
+  for (const auto& p : s.trainable) trainable[p.name] = true;
+  std::vector<std::vector<model::NamedParam>> train(head_ + 1), frozen(head_ + 1);
+  auto all = m.named_parameters();
+  for (auto& p : model::lora_parameters(m)) all.push_back(p);
+  for (auto& p : all) {
+    const int64_t u = unit_of(p.name, head_);
+    if (trainable.count(p.name)) {
+      train[u].push_back(p);
+      trainable_numel_ += p.tensor->numel();
+    } else if (o.stage == 3) {
+      frozen[u].push_back(p);
+      frozen_numel_ += p.tensor->numel();
+    } else {
+      replicated_frozen_bytes_ += static_cast<int64_t>(p.tensor->nbytes());
+    }
+  }
+  LF_CHECK(trainable_numel_ > 0, ConfigError, "the model has no trainable parameters");
+  units_.resize(head_ + 1);
+  for (int64_t u = 0; u <= head_; ++u) build_unit(u, std::move(train[u]), std::move(frozen[u]));
+  next_to_launch_ = head_;
+}
+
+ZeroImpl::~ZeroImpl() {
+  for (const auto& t : routed_) model::set_grad_route(t, nullptr);
+}
+
+void ZeroImpl::build_unit(int64_t index, std::vector<model::NamedParam> train, std::vector<model::NamedParam> frozen) {
+  c10::NoGradGuard no_grad;
+  Unit& u = units_[index];
+  const int64_t world = this->world();
+  if (!train.empty()) {
+    // Rank 0's values everywhere (as DDP broadcasts), in fp32: the master weights.
+    int64_t numel = 0;
+    for (const auto& p : train) numel += p.tensor->numel();
+    const int64_t padded = (numel + world - 1) / world * world;
+    auto values = flat_fp32_values(train, padded);
+    comm_.broadcast(values, 0)->wait();
+    u.train = make_flat_group(train, opt_.compute_dtype, rank(), world, /*trainable=*/true);
+    u.train.flat.copy_(values);
+    u.master = values.narrow(0, u.train.shard_begin(), u.train.shard).clone();
+    u.exp_avg = at::zeros_like(u.master);
+    u.exp_avg_sq = at::zeros_like(u.master);
+    u.grad_shard = at::zeros_like(u.master);
+    if (opt_.stage == 1) u.grad_flat = at::zeros({u.train.padded}, u.master.options());
+    u.pieces = u.train.pieces(u.master, u.grad_shard, u.exp_avg, u.exp_avg_sq);
+    for (auto& piece : u.pieces) piece.decays = optim::hf_decays(piece.name);
+    for (size_t i = 0; i < u.train.params.size(); ++i) {
+      const auto& slot = *u.train.params[i].slot;
+      where_[slot.unsafeGetTensorImpl()] = {index, i};
+      model::set_grad_route(slot, this);
+      routed_.push_back(slot);
+    }
+    if (opt_.stage == 3) release_storage(u.train);
+  }
+  if (!frozen.empty()) {
+    u.frozen = make_flat_group(frozen, frozen.front().tensor->scalar_type(), rank(), world, /*trainable=*/false);
+    u.frozen_shard = u.frozen.flat.narrow(0, u.frozen.shard_begin(), u.frozen.shard).clone();
+    release_storage(u.frozen);
+  }
+}
+
+std::string ZeroImpl::describe() const {
+  const auto p = predicted_bytes();
+  const double gib = 1 << 30;
+  return fmt::format(
+      "ZeRO-{}: rank {} of {} ({} backend, {} units); predicted bytes per rank: parameters {:.3f} GiB, gradients "
+      "{:.3f} GiB, master weights {:.3f} GiB, optimizer moments {:.3f} GiB = {:.3f} GiB{}",
+      opt_.stage, rank(), world(), comm_.backend(), units_.size(), p.params / gib, p.grads / gib, p.master / gib,
+      p.moments / gib, p.total() / gib,
+      opt_.stage == 3 ? fmt::format(", + {:.3f} GiB per gathered unit (at most 2 at a time)", p.largest_unit / gib)
+                      : std::string());
+}
+
+const ZeroImpl::Where& ZeroImpl::where(const at::Tensor& param) const {
+  const auto it = where_.find(param.unsafeGetTensorImpl());
+  LF_CHECK(it != where_.end(), BackendError, "ZeRO: a gradient for a parameter it does not hold");
+  return it->second;
+}
+
+void ZeroImpl::log(const char* what, int64_t unit) {
+  std::lock_guard lock(events_mu_);
+  events_.push_back({what, unit, Clock::now()});
+}
+
+// ---- gradients
+
+at::Tensor& ZeroImpl::grad_flat(Unit& u) {
+  if (!u.grad_flat.defined()) u.grad_flat = at::zeros({u.train.padded}, u.master.options());
+  return u.grad_flat;
+}
+
+bool ZeroImpl::expect(const at::Tensor& param) {
+  auto& u = units_[where(param).unit];
+  ++u.outstanding;
+  return true;
+}
+
+void ZeroImpl::take(const at::Tensor& param, const at::Tensor& grad) {
+  const auto& w = where(param);
+  auto& u = units_[w.unit];
+  const auto& fp = u.train.params[w.param];
+  LF_CHECK(!u.launched, BackendError, "ZeRO: a gradient of {} arrived after unit {}'s reduction was issued", fp.name,
+           w.unit);
+  c10::NoGradGuard no_grad;
+  grad_flat(u).narrow(0, fp.offset, fp.numel).view(fp.shape).add_(grad);
+  arrived(w.unit);
+}
+
+void ZeroImpl::take_rows(const at::Tensor& param, const at::Tensor& ids, const at::Tensor& rows) {
+  const auto& w = where(param);
+  auto& u = units_[w.unit];
+  const auto& fp = u.train.params[w.param];
+  c10::NoGradGuard no_grad;
+  grad_flat(u).narrow(0, fp.offset, fp.numel).view(fp.shape).index_add_(0, ids, rows.to(at::kFloat));
+  arrived(w.unit);
+}
+
+void ZeroImpl::arrived(int64_t unit) {
+  auto& u = units_[unit];
+  u.had_grad = true;
+  if (--u.outstanding == 0) launch_ready();
+}
+
+// Stage 1 reduces on the step's last micro-step only; 2 and 3 on every one. Units go from the
+// head down (the order backward completes them), each once its gradients are all in.
+void ZeroImpl::launch_ready() {
+  if (opt_.stage == 1 && !syncing_) return;
+  while (next_to_launch_ >= 0) {
+    auto& u = units_[next_to_launch_];
+    if (!u.train.empty()) {
+      if (!(u.had_grad && u.outstanding == 0)) return;
+      launch(next_to_launch_);
+    }
+    --next_to_launch_;
+  }
+}
+
+void ZeroImpl::launch(int64_t unit) {
+  auto& u = units_[unit];
+  log("reduce_start", unit);
+  u.launched = true;
+  if (opt_.stage == 1) {
+    u.reduce = comm_.reduce_scatter(u.grad_shard, grad_flat(u));
+    pending_.push_back(unit);
+    return;
+  }
+  u.rs_out = at::empty_like(u.grad_shard);
+  u.reduce = comm_.reduce_scatter(u.rs_out, grad_flat(u));
+  pending_.push_back(unit);
+  // At most two units' full gradients in flight: the third waits for the oldest.
+  while (pending_.size() > 2) {
+    retire(pending_.front());
+    pending_.pop_front();
+  }
+}
+
+void ZeroImpl::retire(int64_t unit) {
+  auto& u = units_[unit];
+  u.reduce->wait();
+  u.reduce.reset();
+  if (opt_.stage == 1) return;
+  c10::NoGradGuard no_grad;
+  u.grad_shard.add_(u.rs_out);
+  u.rs_out = at::Tensor();
+  u.grad_flat = at::Tensor();
+}
+
+// The micro-step's end: every unit reduced (a unit that got no gradient on this rank adds
+// zeros: the other ranks' reductions need it), stage 3's parameters released.
+void ZeroImpl::flush() {
+  log("backward_returned", -1);
+  if (opt_.stage > 1 || syncing_) {
+    for (; next_to_launch_ >= 0; --next_to_launch_)
+      if (!units_[next_to_launch_].train.empty()) launch(next_to_launch_);
+    for (const int64_t unit : pending_) retire(unit);
+    pending_.clear();
+  }
+  if (opt_.stage == 3)
+    for (int64_t unit = 0; unit <= head_; ++unit) release(unit);
+  for (auto& u : units_) {
+    u.outstanding = 0;
+    u.had_grad = u.launched = false;
+  }
+  next_to_launch_ = head_;
+}
+
+void ZeroImpl::before_micro_step(bool last) {
+  if (open_) flush();
+  else {
+    std::lock_guard lock(events_mu_);
+    events_.clear();  // one step's events (kept for the whole job they would grow without bound)
+  }
+  cached_unit_ = -1;
+  cached_values_ = at::Tensor();
+  open_ = true;
+  syncing_ = last;
+}
+
+void ZeroImpl::after_backward() {
+  LF_CHECK(open_ && syncing_, BackendError, "ZeRO: after_backward() without before_micro_step(true)");
+  flush();
+  open_ = false;
+}
+
+// ---- parameters (stage 3)
+
+void ZeroImpl::gather(int64_t unit, bool wait) {
+  auto& u = units_[unit];
+  for (auto* g : {&u.train, &u.frozen}) {
+    if (g->empty()) continue;
+    if (!g->resident && !g->gather) {
+      log("gather_start", unit);
+      start_gather(*g, comm_, g == &u.train ? u.master.to(opt_.compute_dtype) : u.frozen_shard);
+    }
+    if (wait && g->gather) {
+      g->gather->wait();
+      g->gather.reset();
+      g->gather_input = at::Tensor();
+      log("gather_done", unit);
+    }
+  }
+}
+
+void ZeroImpl::release(int64_t unit) {
+  auto& u = units_[unit];
+  for (auto* g : {&u.train, &u.frozen}) {
+    if (g->gather) {  // never free what a collective still writes
+      g->gather->wait();
+      g->gather.reset();
+      g->gather_input = at::Tensor();
+    }
+    if (g->resident && !g->empty()) {
+      release_storage(*g);
+      log("release", unit);
+    }
+  }
+}
+
+void ZeroImpl::before_forward(int64_t unit, bool recompute) {
+  gather(unit, true);
+  if (unit == head_ && tied_) gather(0, true);  // the tied lm_head is the embedding
+  if (opt_.prefetch && unit < head_) gather(unit + 1, false);
+  log("forward_begin", unit);
+}
+
+void ZeroImpl::after_forward(int64_t unit, bool recompute) {
+  log("forward_end", unit);
+  if (recompute) return;  // its backward runs next, on these parameters
+  if (unit == 0 && tied_) return;  // the head's loss uses it; released with the head
+  release(unit);
+  if (unit == head_ && tied_) release(0);
+}
+
+void ZeroImpl::before_backward(int64_t unit) {
+  log("backward_begin", unit);
+  // The embedding's backward reads no weight (its rows go to the sink); the others' do.
+  if (unit == 0) return;
+  gather(unit, true);
+  if (opt_.prefetch && unit > 1) gather(unit - 1, false);
+}
+
+void ZeroImpl::after_backward(int64_t unit) {
+  log("backward_end", unit);
+  release(unit);
+}
+
+// ---- the update
+
+std::vector<at::Tensor> ZeroImpl::grad_shards() const {
+  std::vector<at::Tensor> out;
+  for (const auto& u : units_)
+    if (!u.train.empty()) out.push_back(u.grad_shard);
+  return out;
+}
+
+double ZeroImpl::all_reduce_sum(double v) {
+  auto t = at::full({1}, v, at::TensorOptions(at::kDouble).device(device()));
+  comm_.all_reduce(t, comm::ReduceOp::kSum)->wait();
+  return t.item<double>();
+}
+
+at::Tensor ZeroImpl::all_gather_bytes(const at::Tensor& mine) {
+  auto in = mine.to(device());
+  auto out = at::empty({comm_.world_size() * in.numel()}, in.options());
+  comm_.all_gather(out, in)->wait();
+  return out.view({comm_.world_size(), in.numel()}).cpu();
+}
+
+bool ZeroImpl::unscale_gradients(double scale) {
+  c10::NoGradGuard no_grad;
+  auto grads = grad_shards();
+  at::_foreach_mul_(grads, 1.0 / scale);
+  at::Tensor bad = at::zeros({}, grads.front().options());
+  for (const auto& g : grads) bad = at::maximum(bad, at::logical_not(at::isfinite(g).all()).to(at::kFloat));
+  return all_reduce_sum(bad.item<double>()) > 0;
+}
+
+double ZeroImpl::clip_grad_norm(double max_norm) {
+  c10::NoGradGuard no_grad;
+  auto grads = grad_shards();
+  // The squares of each shard's norm, summed over shards and ranks (the padding holds zeros).
+  const auto norms = at::stack(at::_foreach_norm(grads, 2)).to(at::kDouble);
+  const double total = std::sqrt(all_reduce_sum(norms.pow(2).sum().item<double>()));  // one host sync
+  if (max_norm > 0) {
+    const double coef = std::min(1.0, max_norm / (total + 1e-6));
+    if (coef < 1.0) at::_foreach_mul_(grads, coef);
+  }
+  return total;
+}
+
+void ZeroImpl::optimizer_step(double lr) {
+  c10::NoGradGuard no_grad;
+  ++steps_;
+  for (const bool decays : {true, false}) {
+    std::vector<at::Tensor> p, g, m, v;
+    for (auto& u : units_)
+      for (auto& piece : u.pieces)
+        if (piece.decays == decays) {
+          p.push_back(piece.master);
+          g.push_back(piece.grad);
+          m.push_back(piece.exp_avg);
+          v.push_back(piece.exp_avg_sq);
+        }
+    if (!p.empty()) optim::adamw_update(p, g, m, v, steps_, lr, decays ? weight_decay_ : 0.0, adam_);
+  }
+  if (opt_.stage == 3) return;  // the next forward gathers from the new master shards
+  // Stages 1, 2: every rank's new parameters into every rank's full copy.
+  for (auto& u : units_)
+    if (!u.train.empty()) start_gather(u.train, comm_, u.master.to(opt_.compute_dtype));
+  for (auto& u : units_)
+    if (u.train.gather) {
+      u.train.gather->wait();
+      u.train.gather.reset();
+      u.train.gather_input = at::Tensor();
+    }
+}
+
+void ZeroImpl::zero_grad() {
+  c10::NoGradGuard no_grad;
+  for (auto& u : units_) {
+    if (u.train.empty()) continue;
+    u.grad_shard.zero_();
+    if (opt_.stage == 1) u.grad_flat.zero_();
+  }
+}
+
+// ---- state
+
+std::vector<std::string> ZeroImpl::save_optimizer_state(const std::filesystem::path& dir) {
+  if (steps_ == 0) return {};  // no update yet: no state
+  std::vector<std::pair<std::string, at::Tensor>> state;
+  for (const auto& u : units_)
+    for (const auto& piece : u.pieces) {
+      state.emplace_back(ckpt::moment_key(piece.name, "exp_avg", piece.begin, piece.end, false), piece.exp_avg);
+      state.emplace_back(ckpt::moment_key(piece.name, "exp_avg_sq", piece.begin, piece.end, false), piece.exp_avg_sq);
+    }
+  const auto file = ckpt::optimizer_rank_file(rank());
+  model::save_tensor_file(dir / file, state);
+  return {file};
+}
+
+void ZeroImpl::load_optimizer_state(const std::filesystem::path& dir, int64_t steps) {
+  const ckpt::OptimizerStateReader reader(dir);
+  if (reader.empty()) return;
+  for (auto& u : units_)
+    for (auto& piece : u.pieces) {
+      reader.read(piece.name, "exp_avg", piece.begin, piece.end, piece.exp_avg);
+      reader.read(piece.name, "exp_avg_sq", piece.begin, piece.end, piece.exp_avg_sq);
+    }
+  steps_ = steps;
+}
+
+at::Tensor ZeroImpl::full_parameter(const std::string& name) {
+  for (int64_t unit = 0; unit <= head_; ++unit) {
+    auto& u = units_[unit];
+    for (const auto& fp : u.train.params) {
+      if (fp.name != name) continue;
+      if (cached_unit_ != unit) {  // one gather of the unit's fp32 masters serves its parameters
+        cached_values_ = at::empty({u.train.padded}, u.master.options());
+        comm_.all_gather(cached_values_, u.master)->wait();
+        cached_unit_ = unit;
+      }
+      if (rank() != 0) return {};
+      return cached_values_.narrow(0, fp.offset, fp.numel).view(fp.shape);
+    }
+  }
+  LF_THROW(ConfigError, "ZeRO: no trainable parameter named {}", name);
+}
+
+void ZeroImpl::load_full_parameter(const std::string& name, const at::Tensor& value) {
+  c10::NoGradGuard no_grad;
+  for (auto& u : units_)
+    for (const auto& fp : u.train.params) {
+      if (fp.name != name) continue;
+      LF_CHECK(value.numel() == fp.numel, ConfigError, "resume: {} has {} elements in the checkpoint, {} in the model",
+               name, value.numel(), fp.numel);
+      const auto flat = value.to(device(), at::kFloat).reshape({-1});
+      const int64_t lo = u.train.shard_begin();
+      const int64_t b = std::max(lo, fp.offset), e = std::min(lo + u.train.shard, fp.offset + fp.numel);
+      if (b < e) u.master.narrow(0, b - lo, e - b).copy_(flat.narrow(0, b - fp.offset, e - b));
+      if (opt_.stage < 3) fp.slot->detach().copy_(flat.view(fp.shape));
+      return;
+    }
+  LF_THROW(ConfigError, "resume: the checkpoint's {} is not a trainable parameter of this run", name);
+}
+
+ZeroMemory ZeroImpl::resident_bytes() const {
+  ZeroMemory m;
+  m.params = replicated_frozen_bytes_;
+  for (const auto& u : units_) {
+    if (!u.train.empty()) {
+      if (u.train.resident && opt_.stage < 3) m.params += static_cast<int64_t>(u.train.flat.nbytes());
+      m.master += static_cast<int64_t>(u.master.nbytes());
+      m.moments += static_cast<int64_t>(u.exp_avg.nbytes() + u.exp_avg_sq.nbytes());
+      m.grads += static_cast<int64_t>(u.grad_shard.nbytes());
+      if (opt_.stage == 1) m.grads += static_cast<int64_t>(u.grad_flat.nbytes());
+    }
+    if (u.frozen_shard.defined()) m.params += static_cast<int64_t>(u.frozen_shard.nbytes());
+    const int64_t unit_bytes = (u.train.padded + u.frozen.padded) * static_cast<int64_t>(c10::elementSize(opt_.compute_dtype));
+    m.largest_unit = std::max(m.largest_unit, unit_bytes);
+  }
+  return m;
+}
+
+ZeroMemory ZeroImpl::predicted_bytes() const {
+  // DeepSpeed's formula (Rajbhandari et al.), lf-train's dtypes: c bytes per compute-dtype
+  // parameter, fp32 gradients, fp32 master, two fp32 moments; the trainable count T, the
+  // frozen F, over N ranks.
+  const double n = static_cast<double>(world()), t = static_cast<double>(trainable_numel_);
+  const double c = static_cast<double>(c10::elementSize(opt_.compute_dtype));
+  ZeroMemory m;
+  m.params = opt_.stage < 3 ? static_cast<int64_t>(c * t) + replicated_frozen_bytes_
+                            : static_cast<int64_t>(c * static_cast<double>(frozen_numel_) / n);
+  m.grads = static_cast<int64_t>(4 * t / n + (opt_.stage == 1 ? 4 * t : 0));
+  m.master = static_cast<int64_t>(4 * t / n);
+  m.moments = static_cast<int64_t>(8 * t / n);
+  for (const auto& u : units_)
+    m.largest_unit = std::max<int64_t>(
+        m.largest_unit, static_cast<int64_t>(c * static_cast<double>(u.train.numel + u.frozen.numel)));
+  return m;
+}
+
+std::vector<ZeroEvent> ZeroImpl::events() const {
+  std::lock_guard lock(events_mu_);
+  return events_;
+}
+
+}  // namespace
+
+std::unique_ptr<ZeroStrategy> make_zero_strategy(StrategySetup setup, const ZeroOptions& options) {
+  LF_CHECK(setup.communicator != nullptr, ConfigError, "ZeRO needs the job's communicator (world {})", setup.world);
+  return std::make_unique<ZeroImpl>(setup, options);
+}
+
+}  // namespace lf::parallel

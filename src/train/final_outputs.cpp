@@ -1,0 +1,116 @@
+// When training ends: the perf line (steady-state speed, as the peer benchmark measures it),
+// the final evaluation, and the files HF / LLaMA-Factory write (train_results.json,
+// trainer_state.json, eval_results.json, all_results.json, the loss plots, the model).
+#include <c10/core/CachingDeviceAllocator.h>
+
+#include <algorithm>
+
+#include "lf/common/log.h"
+#include "phase_profile.h"
+#include "trainer_state.h"
+
+namespace lf::train {
+namespace fs = std::filesystem;
+
+namespace {
+
+// The median step after 3 warm-up steps, and the median of each phase over the same steps.
+json perf_report(const TrainSummary& sum, int64_t first_step, int64_t first_tokens, const PhaseClock& phases,
+                 const c10::Device& device) {
+  std::vector<const StepRecord*> steady;
+  for (const auto& r : sum.steps)
+    if (r.step > first_step + 3 || sum.steps.size() <= 3) steady.push_back(&r);
+  std::sort(steady.begin(), steady.end(), [](auto* a, auto* b) { return a->seconds < b->seconds; });
+  static const StepRecord kNone{};
+  const auto* med = steady.empty() ? &kNone : steady[steady.size() / 2];
+  json perf = {{"steps", sum.global_step},
+               {"median_step_s", med->seconds},
+               {"tokens_per_s", med->seconds > 0 ? static_cast<double>(med->padded_tokens) / med->seconds : 0.0},
+               {"real_tokens_per_s_overall",
+                static_cast<double>(sum.tokens_seen - first_tokens) / std::max(sum.runtime_s, 1e-9)},
+               {"peak_memory_gib", static_cast<double>(sum.peak_memory_bytes) / (1 << 30)},
+               {"device", device.str()}};
+  if (phases.enabled()) {
+    json by_phase;
+    for (int p = 0; p < kNumPhases; ++p) {
+      std::vector<double> v;
+      for (const auto* r : steady) v.push_back(r->phase_seconds[static_cast<size_t>(p)]);
+      std::sort(v.begin(), v.end());
+      by_phase[phase_name(p)] = v.empty() ? 0.0 : v[v.size() / 2];
+    }
+    perf["phases_median_s"] = by_phase;
+  }
+  return perf;
+}
+
+void plot_losses(const json& log_history, const fs::path& out, const std::string& title, bool eval_on) {
+  for (const char* key : {"loss", "eval_loss"}) {
+    std::vector<std::pair<double, double>> pts;
+    for (const auto& e : log_history)
+      if (e.contains(key) && e.contains("step")) pts.emplace_back(e["step"].get<double>(), e[key].get<double>());
+    const fs::path png = out / fmt::format("training_{}.png", key);
+    if (plot_curve(png, pts, key, fmt::format("training {} of {}", key, title)))
+      spdlog::info("figure saved at: {}", png.string());
+    else if (std::string(key) == "eval_loss" && eval_on)
+      spdlog::warn("no metric {} to plot", key);
+  }
+}
+
+}  // namespace
+
+void Trainer::State::finish(TrainSummary& sum, const TrainPlan& plan, const LoopState& loop,
+                            const PhaseClock& phases) {
+  sum.global_step = loop.global_step;
+  sum.runtime_s = seconds_since(start);
+  sum.train_loss = loop.global_step > 0 ? loop.total_loss / static_cast<double>(loop.global_step) : 0.0;
+  sum.tokens_seen = tokens_seen;
+  sum.epoch = loop.epoch;
+  if (device.is_cuda())
+    sum.peak_memory_bytes =
+        c10::getDeviceAllocator(c10::DeviceType::CUDA)->getDeviceStats(device.index()).allocated_bytes[0].peak;
+  spdlog::info("perf: {}", perf_report(sum, first_step, first_tokens, phases, device).dump());
+
+  // HF's speed_metrics("train", ...): samples = n x epochs, or max_steps x global batch.
+  const double samples = c.max_steps > 0 ? static_cast<double>(plan.total * plan.layout.global_batch())
+                                         : static_cast<double>(plan.num_examples) * c.num_train_epochs;
+  const double runtime = std::max(sum.runtime_s, 1e-9);
+  json metrics = {{"epoch", loop.epoch},
+                  {"total_flos", flos},
+                  {"train_loss", sum.train_loss},
+                  {"train_runtime", round_to(sum.runtime_s, 4)},
+                  {"train_samples_per_second", round_to(samples / runtime, 3)},
+                  {"train_steps_per_second", round_to(static_cast<double>(plan.total) / runtime, 3)}};
+  json final_log = metrics;
+  final_log["step"] = loop.global_step;
+  log_event(final_log, json::object(), loop.global_step);
+  // LLaMA-Factory evaluates once more at the end (do_eval). Every rank takes part (the
+  // evaluation is split over ranks and summed); only rank 0 writes the result.
+  double final_eval = std::nan("");
+  double final_eval_s = 0;
+  if (plan.eval_on) {
+    const auto t0 = Clock::now();
+    final_eval = evaluate();
+    final_eval_s = seconds_since(t0);
+  }
+  // Under a sharded strategy every rank takes part in gathering the weights.
+  if (plan.outputs || (s.write_outputs && strategy->saving_is_collective())) save_model(c.output_dir);
+  if (!plan.outputs) return;
+  const fs::path out(c.output_dir);
+  write_json_file(out / "train_results.json", metrics, 4);
+  write_json_file(out / "trainer_state.json", trainer_state(loop.global_step, loop.epoch), 2);
+  if (c.plot_loss) plot_losses(log_history, out, c.output_dir, plan.eval_on);
+  json all = metrics;
+  if (plan.eval_on) {
+    const json ev = eval_metrics(final_eval, std::max(final_eval_s, 1e-9), loop.epoch);
+    write_json_file(out / "eval_results.json", ev, 4);
+    for (auto& [k, v] : ev.items()) all[k] = v;
+    json ev_log = ev;
+    ev_log["step"] = loop.global_step;
+    log_event(ev_log, json::object(), loop.global_step);
+  }
+  write_json_file(out / "all_results.json", all, 4);
+  spdlog::info("training done: {} steps in {:.1f}s, train_loss {:.4f}; outputs in {}", loop.global_step,
+               sum.runtime_s, sum.train_loss, out.string());
+}
+
+}  // namespace lf::train

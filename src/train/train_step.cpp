@@ -1,0 +1,125 @@
+// One optimizer step: the step's micro-steps (forward, backward), the strategy's events
+// around them, the loss reduction, fp16 unscaling, clipping and the update (DESIGN
+// "Training semantics": the loss is the sum of the step's target-token CEs over every
+// micro-step and rank, divided by the step's target count, known before any backward).
+#include <ATen/ATen.h>
+#include <ATen/record_function.h>
+#include <torch/csrc/autograd/autograd.h>
+
+#include <optional>
+
+#include "lf/common/log.h"
+#include "phase_profile.h"
+#include "trainer_state.h"
+
+namespace lf::train {
+namespace {
+
+// The global generators' states, restored on scope exit: a forward that only keeps a rank in
+// step with the others' collectives must not move its dropout stream.
+class KeepRng {
+ public:
+  explicit KeepRng(c10::Device device) : device_(device) {
+    cpu_ = at::globalContext().defaultGenerator(c10::Device(c10::DeviceType::CPU)).get_state();
+    if (device_.is_cuda()) dev_ = at::globalContext().defaultGenerator(device_).get_state();
+  }
+  ~KeepRng() {
+    at::globalContext().defaultGenerator(c10::Device(c10::DeviceType::CPU)).set_state(cpu_);
+    if (device_.is_cuda()) at::globalContext().defaultGenerator(device_).set_state(dev_);
+  }
+
+ private:
+  c10::Device device_;
+  at::Tensor cpu_, dev_;
+};
+
+}  // namespace
+
+void Trainer::State::forward_backward_without_targets() {
+  const KeepRng keep(device);
+  const auto loss = forward_loss_sum(no_target_batch(s.pad_id));
+  if (loss.requires_grad()) torch::autograd::backward({loss});
+}
+
+StepRecord Trainer::State::run_step(const std::vector<int64_t>& perm, int64_t step_in_epoch, const LoopState& loop,
+                                    const TrainPlan& plan, int64_t& micro_done, PhaseClock& phases,
+                                    const ProgressDisplay& display) {
+  const auto step_start = Clock::now();
+  phases.start();
+  const auto& data = *s.train;
+  const auto& layout = plan.layout;
+  const auto micro = rank_micro_batches(perm, step_in_epoch, layout, rank);
+  const auto examples = step_examples(perm, step_in_epoch, layout);
+  int64_t step_targets = 0;
+  for (auto i : examples) step_targets += hf_num_items(data, i);
+  const double denom = static_cast<double>(std::max<int64_t>(1, step_targets));
+  const double lr = c.learning_rate * sched.factor(sched_step);
+  const double scale = fp16 ? scaler.scale() : 1.0;
+  at::Tensor loss_acc = at::zeros({}, at::TensorOptions().dtype(at::kDouble).device(device));
+  StepRecord rec;
+  // Micro-steps of the whole step (equal on every rank; this rank's may run out first).
+  const int64_t per_micro = layout.micro_batch * layout.world;
+  const int64_t n_micro = (static_cast<int64_t>(examples.size()) + per_micro - 1) / per_micro;
+  for (int64_t k = 0; k < n_micro; ++k) {
+    strategy->before_micro_step(k == n_micro - 1);
+    if (k >= static_cast<int64_t>(micro.size())) {
+      if (strategy->needs_every_forward()) forward_backward_without_targets();
+      continue;
+    }
+    const auto b = collate(data, micro[static_cast<size_t>(k)], s.pad_id);
+    at::Tensor loss_sum;
+    {
+      RECORD_USER_SCOPE("lf::forward");  // named spans for LF_PROFILE_TRACE
+      loss_sum = forward_loss_sum(b);
+    }
+    phases.lap(Phase::kForward);
+    {
+      RECORD_USER_SCOPE("lf::backward");
+      torch::autograd::backward({loss_sum * (scale / denom)});
+    }
+    phases.lap(Phase::kBackward);
+    loss_acc += loss_sum.detach().to(at::kDouble);
+    rec.num_tokens += b.num_tokens;
+    rec.padded_tokens += b.input_ids.numel();
+    flos += 6.0 * static_cast<double>(b.input_ids.numel()) * static_cast<double>(non_embedding_params);
+  }
+  {
+    RECORD_USER_SCOPE("lf::ddp_finish");
+    strategy->after_backward();
+  }
+  phases.lap(Phase::kDdpFinish);
+  std::optional<at::RecordFunction> optimizer_span;  // from here to zero_grad
+  optimizer_span.emplace(at::RecordScope::USER_SCOPE);
+  optimizer_span->before("lf::optimizer");
+  micro_done += n_micro;
+  double step_loss = loss_acc.item<double>() / denom;  // the step's one host sync
+  if (world > 1) step_loss = strategy->all_reduce_sum(step_loss);
+  LF_CHECK(std::isfinite(step_loss), NonFiniteLossError,
+           "the training loss is {} at step {} of {} (epoch {:.2f}, lr {:.3g}); lower learning_rate, check the data, or "
+           "use bf16 instead of fp16",
+           step_loss, loop.global_step + 1, plan.total, loop.epoch, lr);
+  const bool found_inf = fp16 && strategy->unscale_gradients(scale);
+  rec.grad_norm = strategy->clip_grad_norm(found_inf ? 0.0 : c.max_grad_norm);
+  if (!found_inf) {
+    strategy->optimizer_step(lr);
+    ++sched_step;
+  } else {
+    display.clear();
+    spdlog::warn("step {}: gradient overflow at loss scale {}; step skipped, scale lowered to {}",
+                 loop.global_step + 1, scale, scale * 0.5);
+  }
+  if (fp16) scaler.update(found_inf);
+  strategy->zero_grad();
+  optimizer_span.reset();
+  phases.lap(Phase::kOptimizer);
+  rec.loss = step_loss;
+  rec.lr = lr;
+  rec.skipped = found_inf;
+  rec.loss_scale = scale;
+  rec.num_targets = step_targets;
+  rec.seconds = seconds_since(step_start);
+  rec.phase_seconds = phases.take();
+  return rec;
+}
+
+}  // namespace lf::train

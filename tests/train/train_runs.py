@@ -1,0 +1,49 @@
+"""Training runs through the real launcher (lf-train -> agent -> lf-worker -> trainer), shared by
+the data-parallel and the ZeRO equivalence tests."""
+import json, os, re, socket, subprocess
+
+from safetensors.numpy import load_file
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+LF_TRAIN = os.environ["LF_TRAIN_BIN"]
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def train(out, mode, layout, *extra, env_extra=None, outputs=None, distributed_line="data parallel: rank 0 of"):
+    """layout: (nodes, workers per node, micro-batch). Evaluates every 10 steps and at the end."""
+    nodes, nproc, mbs = layout
+    args = [LF_TRAIN, "configs/tiny_cpu.yaml", f"output_dir={out}", f"finetuning_type={mode}", "max_steps=20",
+            "logging_steps=1", "eval_strategy=steps", "eval_steps=10", "plot_loss=false", "val_size=0.05",
+            "save_steps=1000",
+            "gradient_accumulation_steps=2", f"per_device_train_batch_size={mbs}", "lora_rank=4", *extra]
+    env = dict(os.environ, NNODES=str(nodes), NPROC_PER_NODE=str(nproc), MASTER_PORT=str(free_port()),
+               OMP_NUM_THREADS="1", **(env_extra or {}))
+    procs = [subprocess.Popen(args, cwd=ROOT, env=dict(env, NODE_RANK=str(r)), stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True) for r in range(nodes)]
+    outs = [p.communicate(timeout=300)[0] for p in procs]
+    for p, o in zip(procs, outs):
+        assert p.returncode == 0, o[-3000:]
+    if outputs is not None:
+        outputs.extend(outs)
+    if nproc * nodes > 1:
+        assert distributed_line in outs[0], outs[0][-3000:]
+    if nproc > 1:  # one host here: one worker tokenized, every other one loaded its result
+        text = "".join(outs)
+        saved = re.findall(r"tokenized dataset saved to (\S+)", text)
+        assert len(saved) == 1, text[-3000:]
+        assert text.count("loaded tokenized dataset from") == nodes * nproc - 1, text[-3000:]
+        assert not os.path.exists(saved[0]), "the job's tokenized folder outlived the job"
+    log = [json.loads(l) for l in open(os.path.join(out, "trainer_log.jsonl"))]
+    losses = [e["loss"] for e in log if "loss" in e]
+    evals = [e["eval_loss"] for e in log if "eval_loss" in e]
+    assert json.load(open(os.path.join(out, "all_results.json")))["eval_loss"] == evals[-1]
+    losses += evals  # training losses, then the eval losses at steps 10 and 20 and the final one
+    weights = load_file(os.path.join(out, "adapter_model.safetensors" if mode == "lora" else "model.safetensors"))
+    return losses, weights
+
+
