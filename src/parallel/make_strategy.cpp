@@ -19,6 +19,9 @@ comm::Communicator* local_communicator() {
 
 std::unique_ptr<ParallelStrategy> make_strategy(const config::TrainConfig& config, StrategySetup setup,
                                                 const StrategyContext& context) {
+  LF_CHECK(config.offload == "none" || config.zero_stage >= 2, ConfigError,
+           "offload: {} needs zero_stage 2 or 3 (or a DeepSpeed ZeRO-2/3 offload config); zero_stage is {}",
+           config.offload, config.zero_stage);
   if (config.zero_stage > 0) {
     LF_CHECK(config.zero_stage <= 3, ConfigError, "zero_stage {}: expected 0 (data parallel), 1, 2 or 3",
              config.zero_stage);
@@ -26,6 +29,10 @@ std::unique_ptr<ParallelStrategy> make_strategy(const config::TrainConfig& confi
     ZeroOptions o;
     o.stage = static_cast<int>(config.zero_stage);
     o.compute_dtype = context.compute_dtype;
+    o.offload = config.offload == "params" ? Offload::kParams
+                : config.offload == "optimizer" ? Offload::kOptimizer
+                                                : Offload::kNone;
+    o.host_threads = context.host_threads;
     return make_zero_strategy(std::move(setup), o);
   }
   if (setup.world == 1) return make_single_strategy(std::move(setup));

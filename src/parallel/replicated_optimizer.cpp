@@ -4,6 +4,8 @@
 #include <c10/core/GradMode.h>
 
 #include "lf/ckpt/optimizer_state.h"
+#include <fmt/ranges.h>
+
 #include "lf/common/error.h"
 #include "lf/model/tensor_io.h"
 #include "lf/optim/grad_utils.h"
@@ -86,8 +88,8 @@ at::Tensor ReplicatedOptimizer::full_parameter(const std::string& name) const {
 void ReplicatedOptimizer::load_full_parameter(const std::string& name, const at::Tensor& value) {
   c10::NoGradGuard no_grad;
   auto& t = find(name);
-  LF_CHECK(value.sizes() == t.sizes(), ConfigError, "resume: {} has shape {} in the checkpoint, {} in the model", name,
-           value.sizes(), t.sizes());
+  LF_CHECK(value.sizes() == t.sizes(), ConfigError, "resume: {} has shape [{}] in the checkpoint, [{}] in the model",
+           name, fmt::join(value.sizes(), ", "), fmt::join(t.sizes(), ", "));
   t.copy_(value);
 }
 

@@ -5,6 +5,7 @@
 
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
 
 #include <deque>
 #include <map>
@@ -19,6 +20,10 @@
 #include "lf/model/lora.h"
 #include "lf/model/tensor_io.h"
 #include "lf/model/unit_hooks.h"
+#if __has_include("lf/offload/host_adamw.h")
+#include "lf/offload/host_adamw.h"
+#define LF_HAVE_HOST_ADAMW 1
+#endif
 #include "lf/optim/adamw.h"
 #include "zero_units.h"
 
@@ -45,6 +50,11 @@ struct Unit {
   at::Tensor rs_out;     // stage 2, 3: this micro-step's reduced shard
   comm::WorkPtr reduce;
   at::Tensor frozen_shard;  // stage 3: [frozen.shard] of the frozen values, compute dtype
+  // Offload: [train.shard] of the compute-dtype values on the host (what the step writes and
+  // copies up; the master itself under fp32), and, stage 3 with the parameters on the device,
+  // that shard on the device (the gathers' input).
+  at::Tensor host_compute, dev_shard;
+  bool grad_fresh = true;  // offload: no gradient in grad_shard yet this step (the first is copied, not added)
   std::vector<ShardPiece> pieces;
   int64_t outstanding = 0;  // uses in this micro-step whose gradient is still due
   bool had_grad = false, launched = false;
@@ -108,8 +118,18 @@ class ZeroImpl final : public ZeroStrategy, public model::GradSink, public model
   void release(int64_t unit);
   std::vector<at::Tensor> grad_shards() const;
   c10::Device device() const { return device_; }
+  // Where the trainable state lives: the device, or (offload) host memory, pinned on a GPU run.
+  at::TensorOptions state_options() const;
+  at::Tensor gather_input(Unit& u) const;
+  void publish(Unit& u);  // offload: the updated compute-dtype shard of a unit to where forwards read it
+  void host_update(Unit& u, double lr);
 
   ZeroOptions opt_;
+  bool offload_ = false;
+#ifdef LF_HAVE_HOST_ADAMW
+  std::unique_ptr<offload::HostThreadPool> pool_;
+#endif
+  double grad_scale_ = 1.0;  // offload: the unscale and clip factors, applied inside the host step
   comm::Communicator& comm_;
   c10::Device device_;
   double weight_decay_;
@@ -136,6 +156,16 @@ ZeroImpl::ZeroImpl(const StrategySetup& s, const ZeroOptions& o)
     : ZeroStrategy(s.rank, s.world), opt_(o), comm_(*s.communicator), device_(s.trainable.front().tensor->device()),
       weight_decay_(s.weight_decay) {
   LF_CHECK(o.stage >= 1 && o.stage <= 3, ConfigError, "zero_stage {}: expected 1, 2 or 3", o.stage);
+  offload_ = o.offload != Offload::kNone;
+  LF_CHECK(!offload_ || o.stage >= 2, ConfigError,
+           "offload needs zero_stage 2 or 3 (stage 1 keeps every gradient on the device); got zero_stage {}", o.stage);
+  LF_CHECK(o.offload != Offload::kParams || o.stage == 3, ConfigError,
+           "offloading the parameters needs zero_stage 3 (stage {} keeps them on the device)", o.stage);
+#ifdef LF_HAVE_HOST_ADAMW
+  if (offload_) pool_ = std::make_unique<offload::HostThreadPool>(std::max(1, o.host_threads));
+#else
+  LF_CHECK(!offload_, ConfigError, "this build has no host AdamW (offload)");
+#endif
   adam_.lr = s.learning_rate;
   adam_.beta1 = s.adam_beta1;
   adam_.beta2 = s.adam_beta2;
@@ -183,10 +213,16 @@ void ZeroImpl::build_unit(int64_t index, std::vector<model::NamedParam> train, s
     comm_.broadcast(values, 0)->wait();
     u.train = make_flat_group(train, opt_.compute_dtype, rank(), world, /*trainable=*/true);
     u.train.flat.copy_(values);
-    u.master = values.narrow(0, u.train.shard_begin(), u.train.shard).clone();
-    u.exp_avg = at::zeros_like(u.master);
-    u.exp_avg_sq = at::zeros_like(u.master);
-    u.grad_shard = at::zeros_like(u.master);
+    const auto so = state_options();
+    u.master = at::empty({u.train.shard}, so);
+    u.master.copy_(values.narrow(0, u.train.shard_begin(), u.train.shard));
+    u.exp_avg = at::zeros({u.train.shard}, so);
+    u.exp_avg_sq = at::zeros({u.train.shard}, so);
+    u.grad_shard = at::zeros({u.train.shard}, so);
+    if (offload_) {
+      u.host_compute = opt_.compute_dtype == at::kFloat ? u.master : u.master.to(so.dtype(opt_.compute_dtype));
+      if (opt_.offload == Offload::kOptimizer && opt_.stage == 3) u.dev_shard = u.host_compute.to(device_);
+    }
     if (opt_.stage == 1) u.grad_flat = at::zeros({u.train.padded}, u.master.options());
     u.pieces = u.train.pieces(u.master, u.grad_shard, u.exp_avg, u.exp_avg_sq);
     for (auto& piece : u.pieces) piece.decays = optim::hf_decays(piece.name);
@@ -210,9 +246,12 @@ std::string ZeroImpl::describe() const {
   const double gib = 1 << 30;
   return fmt::format(
       "ZeRO-{}: rank {} of {} ({} backend, {} units); predicted bytes per rank: parameters {:.3f} GiB, gradients "
-      "{:.3f} GiB, master weights {:.3f} GiB, optimizer moments {:.3f} GiB = {:.3f} GiB{}",
+      "{:.3f} GiB, master weights {:.3f} GiB, optimizer moments {:.3f} GiB = {:.3f} GiB{}{}",
       opt_.stage, rank(), world(), comm_.backend(), units_.size(), p.params / gib, p.grads / gib, p.master / gib,
       p.moments / gib, p.total() / gib,
+      offload_ ? fmt::format(" ({:.3f} GiB of it in host memory{}: {})", p.host / gib, device_.is_cuda() ? ", pinned" : "",
+                             opt_.offload == Offload::kParams ? "parameters and optimizer offloaded" : "optimizer offloaded")
+               : std::string(),
       opt_.stage == 3 ? fmt::format(", + {:.3f} GiB per gathered unit (at most 2 at a time)", p.largest_unit / gib)
                       : std::string());
 }
@@ -290,8 +329,12 @@ void ZeroImpl::launch(int64_t unit) {
     pending_.push_back(unit);
     return;
   }
-  u.rs_out = at::empty_like(u.grad_shard);
-  u.reduce = comm_.reduce_scatter(u.rs_out, grad_flat(u));
+  if (world() == 1) {
+    u.rs_out = grad_flat(u);  // the one shard is the whole: nothing to reduce
+  } else {
+    u.rs_out = at::empty({u.train.shard}, u.master.options().device(device_).pinned_memory(false));
+    u.reduce = comm_.reduce_scatter(u.rs_out, grad_flat(u));
+  }
   pending_.push_back(unit);
   // At most two units' full gradients in flight: the third waits for the oldest.
   while (pending_.size() > 2) {
@@ -302,11 +345,20 @@ void ZeroImpl::launch(int64_t unit) {
 
 void ZeroImpl::retire(int64_t unit) {
   auto& u = units_[unit];
-  u.reduce->wait();
+  if (u.reduce) u.reduce->wait();
   u.reduce.reset();
   if (opt_.stage == 1) return;
   c10::NoGradGuard no_grad;
-  u.grad_shard.add_(u.rs_out);
+  if (!offload_) {
+    u.grad_shard.add_(u.rs_out);
+  } else if (u.grad_fresh) {
+    // Device -> pinned host, queued behind the reduction: backward goes on meanwhile; the host
+    // reads it after the micro-step's synchronisation (flush).
+    u.grad_shard.copy_(u.rs_out, /*non_blocking=*/true);
+    u.grad_fresh = false;
+  } else {
+    u.grad_shard.add_(u.rs_out.to(at::kCPU));  // later micro-steps of an accumulating step
+  }
   u.rs_out = at::Tensor();
   u.grad_flat = at::Tensor();
 }
@@ -320,6 +372,9 @@ void ZeroImpl::flush() {
       if (!units_[next_to_launch_].train.empty()) launch(next_to_launch_);
     for (const int64_t unit : pending_) retire(unit);
     pending_.clear();
+    // Offload: the gradients' copies to the host are done before the host reads them.
+    if (offload_ && device_.is_cuda())
+      c10::impl::getDeviceGuardImpl(device_.type())->synchronizeDevice(device_.index());
   }
   if (opt_.stage == 3)
     for (int64_t unit = 0; unit <= head_; ++unit) release(unit);
@@ -350,13 +405,27 @@ void ZeroImpl::after_backward() {
 
 // ---- parameters (stage 3)
 
+at::TensorOptions ZeroImpl::state_options() const {
+  auto o = at::TensorOptions().dtype(at::kFloat);
+  if (!offload_) return o.device(device_);
+  return o.device(at::kCPU).pinned_memory(device_.is_cuda());
+}
+
+// The compute-dtype shard a unit's trainable parameters are gathered from: cast from the fp32
+// master; offloaded, the device copy, or (parameters offloaded) copied up from the host now.
+at::Tensor ZeroImpl::gather_input(Unit& u) const {
+  if (!offload_) return u.master.to(opt_.compute_dtype);
+  if (u.dev_shard.defined()) return u.dev_shard;
+  return u.host_compute.to(device_, /*non_blocking=*/true);
+}
+
 void ZeroImpl::gather(int64_t unit, bool wait) {
   auto& u = units_[unit];
   for (auto* g : {&u.train, &u.frozen}) {
     if (g->empty()) continue;
     if (!g->resident && !g->gather) {
       log("gather_start", unit);
-      start_gather(*g, comm_, g == &u.train ? u.master.to(opt_.compute_dtype) : u.frozen_shard);
+      start_gather(*g, comm_, g == &u.train ? gather_input(u) : u.frozen_shard);
     }
     if (wait && g->gather) {
       g->gather->wait();
@@ -435,7 +504,8 @@ at::Tensor ZeroImpl::all_gather_bytes(const at::Tensor& mine) {
 bool ZeroImpl::unscale_gradients(double scale) {
   c10::NoGradGuard no_grad;
   auto grads = grad_shards();
-  at::_foreach_mul_(grads, 1.0 / scale);
+  if (offload_) grad_scale_ /= scale;  // applied by the host step, not a pass of its own
+  else at::_foreach_mul_(grads, 1.0 / scale);
   at::Tensor bad = at::zeros({}, grads.front().options());
   for (const auto& g : grads) bad = at::maximum(bad, at::logical_not(at::isfinite(g).all()).to(at::kFloat));
   return all_reduce_sum(bad.item<double>()) > 0;
@@ -446,17 +516,65 @@ double ZeroImpl::clip_grad_norm(double max_norm) {
   auto grads = grad_shards();
   // The squares of each shard's norm, summed over shards and ranks (the padding holds zeros).
   const auto norms = at::stack(at::_foreach_norm(grads, 2)).to(at::kDouble);
-  const double total = std::sqrt(all_reduce_sum(norms.pow(2).sum().item<double>()));  // one host sync
+  // Offloaded gradients are not unscaled yet: their norm is grad_scale_ times the stored one.
+  const double total = std::sqrt(all_reduce_sum(norms.pow(2).sum().item<double>())) * (offload_ ? grad_scale_ : 1.0);
   if (max_norm > 0) {
     const double coef = std::min(1.0, max_norm / (total + 1e-6));
-    if (coef < 1.0) at::_foreach_mul_(grads, coef);
+    if (coef < 1.0 && offload_) grad_scale_ *= coef;
+    else if (coef < 1.0) at::_foreach_mul_(grads, coef);
   }
   return total;
+}
+
+void ZeroImpl::host_update(Unit& u, double lr) {
+#ifdef LF_HAVE_HOST_ADAMW
+  const bool bf16_out = u.host_compute.defined() && u.host_compute.scalar_type() == at::kBFloat16;
+  for (auto& piece : u.pieces) {
+    offload::HostAdamWStep step;
+    step.lr = lr;
+    step.beta1 = adam_.beta1;
+    step.beta2 = adam_.beta2;
+    step.eps = adam_.eps;
+    step.weight_decay = piece.decays ? weight_decay_ : 0.0;
+    step.step = steps_;
+    step.grad_scale = static_cast<float>(grad_scale_);
+    auto* out = bf16_out ? reinterpret_cast<uint16_t*>(u.host_compute.data_ptr<at::BFloat16>()) + piece.shard_offset
+                         : nullptr;
+    offload::host_adamw_update(*pool_, piece.master.data_ptr<float>(), piece.exp_avg.data_ptr<float>(),
+                               piece.exp_avg_sq.data_ptr<float>(), piece.grad.data_ptr<float>(), out,
+                               piece.end - piece.begin, step);
+  }
+  // A compute dtype the kernel does not write (fp16): one more pass.
+  if (u.host_compute.defined() && !bf16_out && !u.host_compute.is_same(u.master)) u.host_compute.copy_(u.master);
+#endif
+}
+
+void ZeroImpl::publish(Unit& u) {
+  if (opt_.stage == 3) {
+    if (u.dev_shard.defined()) u.dev_shard.copy_(u.host_compute, /*non_blocking=*/true);
+    return;  // parameters offloaded: the next gather copies host_compute up
+  }
+  start_gather(u.train, comm_, u.host_compute.to(device_, /*non_blocking=*/true));
 }
 
 void ZeroImpl::optimizer_step(double lr) {
   c10::NoGradGuard no_grad;
   ++steps_;
+  if (offload_) {
+    // Unit by unit: the host updates one while the previous one's shard travels up.
+    for (auto& u : units_)
+      if (!u.train.empty()) {
+        host_update(u, lr);
+        publish(u);
+      }
+    for (auto& u : units_)
+      if (u.train.gather) {
+        u.train.gather->wait();
+        u.train.gather.reset();
+        u.train.gather_input = at::Tensor();
+      }
+    return;
+  }
   for (const bool decays : {true, false}) {
     std::vector<at::Tensor> p, g, m, v;
     for (auto& u : units_)
@@ -483,8 +601,13 @@ void ZeroImpl::optimizer_step(double lr) {
 
 void ZeroImpl::zero_grad() {
   c10::NoGradGuard no_grad;
+  grad_scale_ = 1.0;
   for (auto& u : units_) {
     if (u.train.empty()) continue;
+    if (offload_) {  // the next step's first gradient is copied in, not added: no pass over host memory
+      u.grad_fresh = true;
+      continue;
+    }
     u.grad_shard.zero_();
     if (opt_.stage == 1) u.grad_flat.zero_();
   }
@@ -522,8 +645,8 @@ at::Tensor ZeroImpl::full_parameter(const std::string& name) {
     for (const auto& fp : u.train.params) {
       if (fp.name != name) continue;
       if (cached_unit_ != unit) {  // one gather of the unit's fp32 masters serves its parameters
-        cached_values_ = at::empty({u.train.padded}, u.master.options());
-        comm_.all_gather(cached_values_, u.master)->wait();
+        cached_values_ = at::empty({u.train.padded}, u.master.options().device(device_).pinned_memory(false));
+        comm_.all_gather(cached_values_, u.master.to(device_))->wait();
         cached_unit_ = unit;
       }
       if (rank() != 0) return {};
@@ -545,6 +668,9 @@ void ZeroImpl::load_full_parameter(const std::string& name, const at::Tensor& va
       const int64_t b = std::max(lo, fp.offset), e = std::min(lo + u.train.shard, fp.offset + fp.numel);
       if (b < e) u.master.narrow(0, b - lo, e - b).copy_(flat.narrow(0, b - fp.offset, e - b));
       if (opt_.stage < 3) fp.slot->detach().copy_(flat.view(fp.shape));
+      if (b < e && u.host_compute.defined() && !u.host_compute.is_same(u.master))
+        u.host_compute.narrow(0, b - lo, e - b).copy_(flat.narrow(0, b - fp.offset, e - b));
+      if (b < e && u.dev_shard.defined()) u.dev_shard.narrow(0, b - lo, e - b).copy_(flat.narrow(0, b - fp.offset, e - b));
       return;
     }
   LF_THROW(ConfigError, "resume: the checkpoint's {} is not a trainable parameter of this run", name);
@@ -562,6 +688,14 @@ ZeroMemory ZeroImpl::resident_bytes() const {
       if (opt_.stage == 1) m.grads += static_cast<int64_t>(u.grad_flat.nbytes());
     }
     if (u.frozen_shard.defined()) m.params += static_cast<int64_t>(u.frozen_shard.nbytes());
+    if (offload_ && !u.train.empty()) {
+      m.host += static_cast<int64_t>(u.master.nbytes() + u.exp_avg.nbytes() + u.exp_avg_sq.nbytes() + u.grad_shard.nbytes());
+      if (!u.host_compute.is_same(u.master)) {
+        m.host += static_cast<int64_t>(u.host_compute.nbytes());
+        m.params += static_cast<int64_t>(u.host_compute.nbytes());
+      }
+      if (u.dev_shard.defined()) m.params += static_cast<int64_t>(u.dev_shard.nbytes());
+    }
     const int64_t unit_bytes = (u.train.padded + u.frozen.padded) * static_cast<int64_t>(c10::elementSize(opt_.compute_dtype));
     m.largest_unit = std::max(m.largest_unit, unit_bytes);
   }
@@ -583,6 +717,13 @@ ZeroMemory ZeroImpl::predicted_bytes() const {
   for (const auto& u : units_)
     m.largest_unit = std::max<int64_t>(
         m.largest_unit, static_cast<int64_t>(c * static_cast<double>(u.train.numel + u.frozen.numel)));
+  if (offload_) {
+    // The compute-dtype shard on the host (unless it is the fp32 master), and stage 3 with the
+    // parameters on the device keeps a device copy of it.
+    const int64_t shard_copy = opt_.compute_dtype == at::kFloat ? 0 : static_cast<int64_t>(c * t / n);
+    m.host = m.grads + m.master + m.moments + shard_copy;
+    m.params += shard_copy * (opt_.offload == Offload::kOptimizer && opt_.stage == 3 ? 2 : 1);
+  }
   return m;
 }
 

@@ -31,6 +31,7 @@ struct FlatParam {
 struct ShardPiece {
   std::string name;
   int64_t begin = 0, end = 0;
+  int64_t shard_offset = 0;  // where it starts in the shard
   bool decays = true;
   at::Tensor master, grad, exp_avg, exp_avg_sq;  // [end - begin] fp32
 };

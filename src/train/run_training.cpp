@@ -11,6 +11,8 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
+#include <thread>
 #include <nlohmann/json.hpp>
 
 #include "lf/ckpt/rank_commit.h"
@@ -125,6 +127,16 @@ fs::path job_tokenized_dir(const config::TrainConfig& c, const comm::WorldInfo& 
   return fs::temp_directory_path() / fmt::format("lf-train-{}-tokenized-{}", ::getuid(), hex64(fnv1a64(job)));
 }
 
+at::ScalarType compute_dtype_of(const config::TrainConfig& c) {
+  return c.bf16 ? at::kBFloat16 : c.fp16 ? at::kHalf : at::kFloat;
+}
+
+// Offload's host AdamW threads: this node's cores shared by its workers.
+int host_threads_of(const comm::WorldInfo& world) {
+  const auto cores = static_cast<int>(std::thread::hardware_concurrency());
+  return std::max(1, cores / std::max(1, world.local_world_size));
+}
+
 int32_t max_token_id(const TokenizedDataset& d) {
   int32_t m = -1;
   for (size_t i = 0; i < d.size(); ++i)
@@ -132,26 +144,10 @@ int32_t max_token_id(const TokenizedDataset& d) {
   return m;
 }
 
-}  // namespace
-
-void train_from_config(const config::LoadedConfig& loaded) {
-  const auto& c = loaded.config;
-  for (const auto& w : loaded.warnings) spdlog::warn("{}", w);
-  LF_CHECK(c.stage == "sft", ConfigError, "stage: {} is not supported by lf-train (sft only)", c.stage);
-  LF_CHECK(c.finetuning_type == "lora" || c.finetuning_type == "full", ConfigError,
-           "finetuning_type: '{}' is not supported (lora, full)", c.finetuning_type);
-  LF_CHECK(!(c.bf16 && c.fp16), ConfigError, "bf16 and fp16 are both true; choose one");
-  LF_CHECK(!c.model_name_or_path.empty(), ConfigError, "model_name_or_path is not set");
-  LF_CHECK(!c.dataset.empty(), ConfigError, "dataset is not set (names from {}/dataset_info.json)", c.dataset_dir);
-  const auto world = comm::WorldInfo::from_env();
-  // A save that never finished (a killed run, a full disk) left a temporary folder: never
-  // valid, and a rerun would fail writing over it at the same step.
-  if (world.rank == 0)
-    if (const int n = ckpt::remove_stale_temporaries(c.output_dir); n > 0)
-      spdlog::info("removed {} unfinished checkpoint folder(s) (.checkpoint-N.tmp) from {}", n, c.output_dir);
-  // Resume: the checkpoint named in the config; else, as LLaMA-Factory does, the last
-  // checkpoint of output_dir when overwrite_output_dir is false; and always after the agent
-  // restarted this worker (TORCHELASTIC_RESTART_COUNT > 0).
+// Resume: the checkpoint named in the config; else, as LLaMA-Factory does, the last
+// checkpoint of output_dir when overwrite_output_dir is false; and always after the agent
+// restarted this worker (TORCHELASTIC_RESTART_COUNT > 0). Every rank agrees on it.
+fs::path resolve_resume(const config::TrainConfig& c, const comm::WorldInfo& world) {
   fs::path resume = c.resume_from_checkpoint;
   if (resume.empty()) {
     const char* restarts = std::getenv("TORCHELASTIC_RESTART_COUNT");
@@ -184,21 +180,18 @@ void train_from_config(const config::LoadedConfig& loaded) {
                                      resume.empty() ? std::string("none (a fresh start)") : resume.string(),
                                      std::chrono::minutes(5), "output_dir on a filesystem every node shares");
   }
-  auto args = data_args_from(c);
-  const fs::path job_cache = job_tokenized_dir(c, world);
-  if (!job_cache.empty()) args.tokenized_path = job_cache.string();
-  const auto tokenizer = load_tokenizer_for(args);
-  auto data = load_sft_data(args, tokenizer);
-  LF_CHECK(data.train.size() > 0, ConfigError, "the training dataset {} is empty after preprocessing",
-           fmt::join(c.dataset, ","));
-  spdlog::info("data: {} train / {} eval examples, {} train tokens{}", data.train.size(), data.eval.size(),
-               data.train.num_tokens(), data.from_cache ? " (tokenized cache)" : "");
+  return resume;
+}
 
+// The model on this worker's device, checked against the tokenizer and data, with LoRA
+// applied when asked (its config into *lora).
+std::unique_ptr<model::CausalLM> load_model(const config::TrainConfig& c, const Tokenizer& tokenizer,
+                                            const SftData& data, std::optional<model::LoraConfig>& lora) {
   model::LoadOptions lo;
   lo.device = pick_device();
   lo.random_init = c.init_weights == "random";
   lo.seed = static_cast<uint64_t>(c.seed);
-  const auto mixed = c.bf16 ? at::kBFloat16 : c.fp16 ? at::kHalf : at::kFloat;
+  const auto mixed = compute_dtype_of(c);
   // LoRA: a frozen base in the compute dtype, fp32 adapters (LLaMA-Factory upcasts
   // trainable parameters). Full: fp32 master weights, activations in the compute dtype.
   lo.param_dtype = c.finetuning_type == "lora" ? mixed : at::kFloat;
@@ -211,10 +204,6 @@ void train_from_config(const config::LoadedConfig& loaded) {
            tokenizer.source().string(), tokenizer.vocab_size(), vocab);
   const int32_t max_id = std::max(max_token_id(data.train), max_token_id(data.eval));
   LF_CHECK(max_id < vocab, ConfigError, "the dataset holds token id {} but the model's vocab_size is {}", max_id, vocab);
-
-  TrainerSetup s;
-  s.config = c;
-  s.model = model.get();
   if (c.finetuning_type == "lora") {
     model::LoraConfig lc;
     lc.rank = c.lora_rank;
@@ -223,27 +212,35 @@ void train_from_config(const config::LoadedConfig& loaded) {
     lc.target = c.lora_target;
     lc.seed = static_cast<uint64_t>(c.seed);
     model::apply_lora(*model, lc);
-    s.lora = lc;
+    lora = lc;
   }
-  s.train = &data.train;
-  s.eval = &data.eval;
-  s.pad_id = data.pad_id;  // LLaMA-Factory: the tokenizer's pad token, else eos
-  const fs::path src(c.model_name_or_path);
-  s.model_dir = fs::is_directory(src) ? src : src.parent_path();
   spdlog::info("model: {} ({} layers, vocab {}) on {}, {}{}, weights {}, compute {}{}", c.model_name_or_path,
                model->num_layers(), vocab, lo.device.str(), c.finetuning_type,
                c.finetuning_type == "lora" ? fmt::format(" rank {}", c.lora_rank) : std::string(),
                c10::toString(lo.param_dtype), c10::toString(mixed),
                c.gradient_checkpointing ? ", gradient checkpointing" : "");
-  s.resume_from = resume;
-  // The job's communicator (NCCL on GPU, TCP on CPU) and the strategy that distributes the
-  // step over it (single process, DDP, ZeRO: parallel/make_strategy.h).
+  return model;
+}
+
+// How the job distributes its steps: the communicator (NCCL on GPU, TCP on CPU), the strategy
+// over it (single process, DDP, ZeRO: parallel/make_strategy.h), and the channel through which
+// ranks report their checkpoint files durable (the job's store).
+struct JobStrategy {
   std::unique_ptr<comm::Communicator> communicator;
-  if (world.world_size > 1) communicator = comm::make_default_communicator(world, lo.device.is_cuda());
+  std::unique_ptr<parallel::ParallelStrategy> strategy;
+  std::unique_ptr<rdzv::StoreClient> commit_store;
+  std::unique_ptr<ckpt::CommitChannel> commit;
+};
+
+JobStrategy make_job_strategy(const config::TrainConfig& c, const comm::WorldInfo& world, model::CausalLM& model,
+                              bool lora, const SftData& data) {
+  JobStrategy j;
+  const auto device = model.lm_head_weight().device();
+  if (world.world_size > 1) j.communicator = comm::make_default_communicator(world, device.is_cuda());
   parallel::StrategySetup ss;
-  ss.model = model.get();
-  ss.trainable = model::trainable_parameters(*model, s.lora.has_value());
-  ss.lora = s.lora.has_value();
+  ss.model = &model;
+  ss.trainable = model::trainable_parameters(model, lora);
+  ss.lora = lora;
   ss.learning_rate = c.learning_rate;
   ss.weight_decay = c.weight_decay;
   ss.adam_beta1 = c.adam_beta1;
@@ -251,18 +248,57 @@ void train_from_config(const config::LoadedConfig& loaded) {
   ss.adam_epsilon = c.adam_epsilon;
   ss.rank = world.rank;
   ss.world = world.world_size;
-  ss.communicator = communicator.get();
-  const auto strategy = parallel::make_strategy(c, std::move(ss), {mixed, longest_padded_row(data.train)});
-  if (world.world_size > 1 || c.zero_stage > 0) spdlog::info("{}", strategy->describe());
-  s.strategy = strategy.get();
-  // Checkpoints: every rank reports its files durable through the job's store.
-  std::unique_ptr<rdzv::StoreClient> commit_store;
-  std::unique_ptr<ckpt::CommitChannel> commit;
+  ss.communicator = j.communicator.get();
+  parallel::StrategyContext ctx{compute_dtype_of(c), longest_padded_row(data.train), host_threads_of(world)};
+  j.strategy = parallel::make_strategy(c, std::move(ss), ctx);
+  if (world.world_size > 1 || c.zero_stage > 0) spdlog::info("{}", j.strategy->describe());
   if (world.world_size > 1) {
-    commit_store = rdzv::StoreClient::connect_from_env();
-    commit = ckpt::make_store_commit_channel(*commit_store, fmt::format("ckpt/g{}", world.generation));
-    s.commit = commit.get();
+    j.commit_store = rdzv::StoreClient::connect_from_env();
+    j.commit = ckpt::make_store_commit_channel(*j.commit_store, fmt::format("ckpt/g{}", world.generation));
   }
+  return j;
+}
+
+}  // namespace
+
+void train_from_config(const config::LoadedConfig& loaded) {
+  const auto& c = loaded.config;
+  for (const auto& w : loaded.warnings) spdlog::warn("{}", w);
+  LF_CHECK(c.stage == "sft", ConfigError, "stage: {} is not supported by lf-train (sft only)", c.stage);
+  LF_CHECK(c.finetuning_type == "lora" || c.finetuning_type == "full", ConfigError,
+           "finetuning_type: '{}' is not supported (lora, full)", c.finetuning_type);
+  LF_CHECK(!(c.bf16 && c.fp16), ConfigError, "bf16 and fp16 are both true; choose one");
+  LF_CHECK(!c.model_name_or_path.empty(), ConfigError, "model_name_or_path is not set");
+  LF_CHECK(!c.dataset.empty(), ConfigError, "dataset is not set (names from {}/dataset_info.json)", c.dataset_dir);
+  const auto world = comm::WorldInfo::from_env();
+  // A save that never finished (a killed run, a full disk) left a temporary folder: never
+  // valid, and a rerun would fail writing over it at the same step.
+  if (world.rank == 0)
+    if (const int n = ckpt::remove_stale_temporaries(c.output_dir); n > 0)
+      spdlog::info("removed {} unfinished checkpoint folder(s) (.checkpoint-N.tmp) from {}", n, c.output_dir);
+  const fs::path resume = resolve_resume(c, world);
+  auto args = data_args_from(c);
+  const fs::path job_cache = job_tokenized_dir(c, world);
+  if (!job_cache.empty()) args.tokenized_path = job_cache.string();
+  const auto tokenizer = load_tokenizer_for(args);
+  auto data = load_sft_data(args, tokenizer);
+  LF_CHECK(data.train.size() > 0, ConfigError, "the training dataset {} is empty after preprocessing",
+           fmt::join(c.dataset, ","));
+  spdlog::info("data: {} train / {} eval examples, {} train tokens{}", data.train.size(), data.eval.size(),
+               data.train.num_tokens(), data.from_cache ? " (tokenized cache)" : "");
+  TrainerSetup s;
+  s.config = c;
+  auto model = load_model(c, tokenizer, data, s.lora);
+  s.model = model.get();
+  s.train = &data.train;
+  s.eval = &data.eval;
+  s.pad_id = data.pad_id;  // LLaMA-Factory: the tokenizer's pad token, else eos
+  const fs::path src(c.model_name_or_path);
+  s.model_dir = fs::is_directory(src) ? src : src.parent_path();
+  s.resume_from = resume;
+  const auto job = make_job_strategy(c, world, *model, s.lora.has_value(), data);
+  s.strategy = job.strategy.get();
+  s.commit = job.commit.get();
   // DESIGN "RNG": the global generators (dropout) from (seed, rank), seeded here, after the
   // weights and LoRA init took theirs (the seed alone, identical on every rank).
   at::manual_seed(static_cast<uint64_t>(c.seed) + static_cast<uint64_t>(world.rank));

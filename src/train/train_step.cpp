@@ -24,8 +24,12 @@ class KeepRng {
     if (device_.is_cuda()) dev_ = at::globalContext().defaultGenerator(device_).get_state();
   }
   ~KeepRng() {
-    at::globalContext().defaultGenerator(c10::Device(c10::DeviceType::CPU)).set_state(cpu_);
-    if (device_.is_cuda()) at::globalContext().defaultGenerator(device_).set_state(dev_);
+    auto cpu = at::globalContext().defaultGenerator(c10::Device(c10::DeviceType::CPU));
+    cpu.set_state(cpu_);
+    if (device_.is_cuda()) {
+      auto dev = at::globalContext().defaultGenerator(device_);
+      dev.set_state(dev_);
+    }
   }
 
  private:

@@ -111,7 +111,7 @@ TrainPlan Trainer::State::make_plan() {
   TrainPlan p;
   p.num_examples = static_cast<int64_t>(s.train->size());
   p.layout = {c.per_device_train_batch_size, c.gradient_accumulation_steps, world};
-  p.steps_per_epoch = steps_per_epoch(p.num_examples, p.layout);
+  p.steps_per_epoch = train::steps_per_epoch(p.num_examples, p.layout);
   const int64_t per_micro = p.layout.micro_batch * p.layout.world;
   p.micro_per_epoch = (p.num_examples + per_micro - 1) / per_micro;
   p.total = total_train_steps(c, p.num_examples, world);

@@ -13,6 +13,7 @@ namespace lf::parallel {
 struct StrategyContext {
   at::ScalarType compute_dtype = at::kFloat;  // the activations' dtype (bf16 under bf16: true)
   int64_t longest_row = 0;                    // the longest padded training row (DDP's embedding rows)
+  int host_threads = 1;                       // offload: the host AdamW's threads on this worker
 };
 
 std::unique_ptr<ParallelStrategy> make_strategy(const config::TrainConfig& config, StrategySetup setup,

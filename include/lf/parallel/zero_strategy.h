@@ -30,10 +30,19 @@
 
 namespace lf::parallel {
 
+// ZeRO-Offload (stages 2 and 3): the fp32 master shards, moments and gradient shards in host
+// memory (pinned on a GPU run) and the AdamW step on the host (offload/host_adamw.h), each
+// unit's reduced gradient copied device -> host as its backward finishes, its updated
+// compute-dtype shard host -> device as the host moves on to the next unit. kParams (stage 3)
+// also keeps the compute-dtype parameter shards on the host: each gather copies its unit up.
+enum class Offload { kNone, kOptimizer, kParams };
+
 struct ZeroOptions {
   int stage = 1;                              // 1, 2 or 3
   at::ScalarType compute_dtype = at::kFloat;  // the parameters' dtype in the model
   bool prefetch = true;                       // stage 3: gather the next unit while one computes
+  Offload offload = Offload::kNone;
+  int host_threads = 1;                       // offload: the host AdamW's threads
 };
 
 // Bytes this rank holds for training state (not activations), by kind.
@@ -43,6 +52,7 @@ struct ZeroMemory {
   int64_t master = 0;        // fp32 master shards
   int64_t moments = 0;       // AdamW exp_avg + exp_avg_sq shards
   int64_t largest_unit = 0;  // stage 3: the largest gathered unit (compute dtype), the transient peak
+  int64_t host = 0;          // offload: of the above, the bytes in host memory
   int64_t total() const { return params + grads + master + moments; }
 };
 
