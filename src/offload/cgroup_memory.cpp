@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <utility>
 #include <vector>
 
 namespace lf::offload {
@@ -129,29 +130,33 @@ std::optional<CgroupMemoryLimit> limit_at(const fs::path& dir, bool v2) {
   return CgroupMemoryLimit{dir.string(), limit_file, *limit, usage > inactive_file ? usage - inactive_file : 0};
 }
 
-// The process's directory in the mount: its path with the mount's root taken off.
-fs::path process_dir(const Hierarchy& h) {
+// The process's directory in the mount: its path with the mount's root taken off;
+// nullopt when the mount does not show it (another namespace's view, "/../.." paths),
+// since a directory found some other way would be someone else's limit.
+std::optional<fs::path> process_dir(const Hierarchy& h) {
   std::string rel = h.process_path;
   if (h.mount_root != "/") {
-    if (rel.rfind(h.mount_root, 0) == 0 && (rel.size() == h.mount_root.size() || rel[h.mount_root.size()] == '/'))
-      rel = rel.substr(h.mount_root.size());
-    else
-      rel.clear();  // outside what the mount shows: only the mount's top is readable
+    const bool below = rel.rfind(h.mount_root, 0) == 0 &&
+                       (rel.size() == h.mount_root.size() || rel[h.mount_root.size()] == '/');
+    if (!below) return std::nullopt;
+    rel = rel.substr(h.mount_root.size());
   }
   fs::path dir(h.mount_point);
-  for (const auto& part : split(rel, '/'))
-    if (!part.empty() && part != "." && part != "..") dir /= part;
+  for (const auto& part : split(rel, '/')) {
+    if (part == "..") return std::nullopt;
+    if (!part.empty() && part != ".") dir /= part;
+  }
   return dir.lexically_normal();
 }
 
-// The memory hierarchies this process is in, each with its path there.
-std::vector<Hierarchy> process_hierarchies(const CgroupFiles& files) {
-  std::vector<Hierarchy> out;
+// The memory hierarchies this process is in and can see itself in, each with its directory.
+std::vector<std::pair<Hierarchy, fs::path>> process_hierarchies(const CgroupFiles& files) {
+  std::vector<std::pair<Hierarchy, fs::path>> out;
   for (Hierarchy h : memory_mounts(files.proc_self_mountinfo)) {
     const auto path = process_cgroup_path(files.proc_self_cgroup, h.v2);
     if (!path) continue;
     h.process_path = *path;
-    out.push_back(std::move(h));
+    if (auto dir = process_dir(h)) out.emplace_back(std::move(h), std::move(*dir));
   }
   return out;
 }
@@ -160,16 +165,16 @@ std::vector<Hierarchy> process_hierarchies(const CgroupFiles& files) {
 
 std::vector<MemoryCgroup> process_memory_cgroups(const CgroupFiles& files) {
   std::vector<MemoryCgroup> out;
-  for (const Hierarchy& h : process_hierarchies(files)) out.push_back({h.v2, process_dir(h).string()});
+  for (const auto& [h, dir] : process_hierarchies(files)) out.push_back({h.v2, dir.string()});
   return out;
 }
 
 std::optional<CgroupMemoryLimit> tightest_cgroup_memory_limit(const CgroupFiles& files) {
   std::optional<CgroupMemoryLimit> best;
-  for (const Hierarchy& h : process_hierarchies(files)) {
+  for (const auto& [h, own] : process_hierarchies(files)) {
     // From the process's cgroup up to the top of the mount: an ancestor's limit binds too.
     const fs::path top = fs::path(h.mount_point).lexically_normal();
-    for (fs::path dir = process_dir(h);; dir = dir.parent_path()) {
+    for (fs::path dir = own;; dir = dir.parent_path()) {
       if (auto limit = limit_at(dir, h.v2); limit && (!best || limit->available() < best->available()))
         best = std::move(limit);
       if (dir == top || dir == dir.parent_path() || dir.string().size() <= top.string().size()) break;

@@ -12,6 +12,7 @@
 #include <memory>
 #include <vector>
 
+#include "lf/common/error.h"
 #include "lf/offload/host_adamw.h"
 #include "lf/offload/host_adamw_isa.h"
 
@@ -85,24 +86,10 @@ void emit(const char* impl, const char* isa, int64_t n, int threads, bool bf16, 
   std::fflush(stdout);
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  CLI::App app{"host AdamW throughput"};
-  int64_t n = int64_t{64} << 20;
-  std::vector<int> threads_list{1};
-  int steps = 7;
-  std::string isa_name;
-  bool bf16 = false, ceiling = false;
-  app.add_option("--n", n, "fp32 parameters")->check(CLI::PositiveNumber);
-  app.add_option("--threads", threads_list, "thread counts")->delimiter(',');
-  app.add_option("--steps", steps, "timed steps (median reported)")->check(CLI::PositiveNumber);
-  app.add_option("--isa", isa_name, "avx512 | avx2 | scalar (default: the best this CPU runs)");
-  app.add_flag("--bf16", bf16, "also write the bf16 copy of the updated parameters");
-  app.add_flag("--ceiling", ceiling, "also time the kernel's memory pattern without its arithmetic");
-  CLI11_PARSE(app, argc, argv);
+// Times the kernel (and, with `ceiling`, its bare memory pattern) at each thread count.
+void run(int64_t n, const std::vector<int>& threads_list, int steps, lf::offload::HostAdamWIsa isa, bool bf16,
+         bool ceiling) {
   using namespace lf::offload;
-  const HostAdamWIsa isa = host_adamw_isa_for(isa_name.empty() ? std::nullopt : std::optional(isa_name));
   for (int threads : threads_list) {
     HostThreadPool pool(threads);
     Arrays a = make_arrays(pool, n);
@@ -131,6 +118,33 @@ int main(int argc, char** argv) {
       });
     });
     emit("memory_pattern_ceiling", "baseline", n, threads, false, 28, copy);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"host AdamW throughput"};
+  int64_t n = int64_t{64} << 20;
+  std::vector<int> threads_list{1};
+  int steps = 7;
+  std::string isa_name;
+  bool bf16 = false, ceiling = false;
+  app.add_option("--n", n, "fp32 parameters")->check(CLI::PositiveNumber);
+  app.add_option("--threads", threads_list, "thread counts")->delimiter(',');
+  app.add_option("--steps", steps, "timed steps (median reported)")->check(CLI::PositiveNumber);
+  app.add_option("--isa", isa_name, "avx512 | avx2 | scalar (default: LF_HOST_ADAM_ISA, else the best here)");
+  app.add_flag("--bf16", bf16, "also write the bf16 copy of the updated parameters");
+  app.add_flag("--ceiling", ceiling, "also time the kernel's memory pattern without its arithmetic");
+  CLI11_PARSE(app, argc, argv);
+  try {
+    // Without --isa: the process-wide choice host_adamw_update makes (LF_HOST_ADAM_ISA or the best).
+    using lf::offload::host_adamw_isa;
+    run(n, threads_list, steps, isa_name.empty() ? host_adamw_isa() : lf::offload::host_adamw_isa_for(isa_name),
+        bf16, ceiling);
+  } catch (const lf::Error& e) {
+    std::fprintf(stderr, "lf-host-adamw-bench: %s\n", e.what());
+    return e.exit_code();
   }
   return 0;
 }

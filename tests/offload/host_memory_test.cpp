@@ -165,6 +165,21 @@ TEST_F(CgroupTree, TheTighterOfTwoLevelsWinsAndNoLimitMeansMemAvailable) {
   EXPECT_NE(msg.find("no cgroup memory limit"), std::string::npos) << msg;
 }
 
+TEST_F(CgroupTree, AMountThatDoesNotShowTheProcessIsNotRead) {
+  // The mount shows /other (not an ancestor of the process's cgroup), and a path outside the
+  // namespace ("/../x"): neither directory is the process's, so their limits are not used.
+  write("mountinfo", mount_line("/other", "", "cgroup2", "rw"));
+  write("cgroup", "0::/job\n");
+  write("mnt/memory.max", "1048576\n");
+  EXPECT_FALSE(tightest_cgroup_memory_limit(sources().cgroup));
+  EXPECT_TRUE(process_memory_cgroups(sources().cgroup).empty());
+  write("mountinfo", mount_line("/", "", "cgroup2", "rw"));
+  write("cgroup", "0::/../x\n");
+  EXPECT_FALSE(tightest_cgroup_memory_limit(sources().cgroup));
+  write("cgroup", "0::/\n");
+  EXPECT_TRUE(tightest_cgroup_memory_limit(sources().cgroup));  // the same file, now the process's own
+}
+
 TEST_F(CgroupTree, NoMemAvailableLineIsAnError) {
   write("meminfo", "MemTotal: 1000 kB\n");
   write("mountinfo", "");
