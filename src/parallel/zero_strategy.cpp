@@ -20,10 +20,7 @@
 #include "lf/model/lora.h"
 #include "lf/model/tensor_io.h"
 #include "lf/model/unit_hooks.h"
-#if __has_include("lf/offload/host_adamw.h")
 #include "lf/offload/host_adamw.h"
-#define LF_HAVE_HOST_ADAMW 1
-#endif
 #include "lf/optim/adamw.h"
 #include "zero_units.h"
 
@@ -126,9 +123,7 @@ class ZeroImpl final : public ZeroStrategy, public model::GradSink, public model
 
   ZeroOptions opt_;
   bool offload_ = false;
-#ifdef LF_HAVE_HOST_ADAMW
   std::unique_ptr<offload::HostThreadPool> pool_;
-#endif
   double grad_scale_ = 1.0;  // offload: the unscale and clip factors, applied inside the host step
   comm::Communicator& comm_;
   c10::Device device_;
@@ -161,11 +156,7 @@ ZeroImpl::ZeroImpl(const StrategySetup& s, const ZeroOptions& o)
            "offload needs zero_stage 2 or 3 (stage 1 keeps every gradient on the device); got zero_stage {}", o.stage);
   LF_CHECK(o.offload != Offload::kParams || o.stage == 3, ConfigError,
            "offloading the parameters needs zero_stage 3 (stage {} keeps them on the device)", o.stage);
-#ifdef LF_HAVE_HOST_ADAMW
   if (offload_) pool_ = std::make_unique<offload::HostThreadPool>(std::max(1, o.host_threads));
-#else
-  LF_CHECK(!offload_, ConfigError, "this build has no host AdamW (offload)");
-#endif
   adam_.lr = s.learning_rate;
   adam_.beta1 = s.adam_beta1;
   adam_.beta2 = s.adam_beta2;
@@ -527,7 +518,6 @@ double ZeroImpl::clip_grad_norm(double max_norm) {
 }
 
 void ZeroImpl::host_update(Unit& u, double lr) {
-#ifdef LF_HAVE_HOST_ADAMW
   const bool bf16_out = u.host_compute.defined() && u.host_compute.scalar_type() == at::kBFloat16;
   for (auto& piece : u.pieces) {
     offload::HostAdamWStep step;
@@ -546,7 +536,6 @@ void ZeroImpl::host_update(Unit& u, double lr) {
   }
   // A compute dtype the kernel does not write (fp16): one more pass.
   if (u.host_compute.defined() && !bf16_out && !u.host_compute.is_same(u.master)) u.host_compute.copy_(u.master);
-#endif
 }
 
 void ZeroImpl::publish(Unit& u) {

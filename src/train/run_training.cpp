@@ -12,7 +12,6 @@
 #include <fstream>
 #include <map>
 #include <optional>
-#include <thread>
 #include <nlohmann/json.hpp>
 
 #include "lf/ckpt/rank_commit.h"
@@ -26,6 +25,7 @@
 #include "lf/data/sft_dataset.h"
 #include "lf/model/loader.h"
 #include "lf/model/lora.h"
+#include "lf/offload/host_thread_pool.h"
 #include "lf/parallel/make_strategy.h"
 #include "lf/rendezvous/store_client.h"
 #include "lf/train/batch.h"
@@ -129,12 +129,6 @@ fs::path job_tokenized_dir(const config::TrainConfig& c, const comm::WorldInfo& 
 
 at::ScalarType compute_dtype_of(const config::TrainConfig& c) {
   return c.bf16 ? at::kBFloat16 : c.fp16 ? at::kHalf : at::kFloat;
-}
-
-// Offload's host AdamW threads: this node's cores shared by its workers.
-int host_threads_of(const comm::WorldInfo& world) {
-  const auto cores = static_cast<int>(std::thread::hardware_concurrency());
-  return std::max(1, cores / std::max(1, world.local_world_size));
 }
 
 int32_t max_token_id(const TokenizedDataset& d) {
@@ -249,7 +243,8 @@ JobStrategy make_job_strategy(const config::TrainConfig& c, const comm::WorldInf
   ss.rank = world.rank;
   ss.world = world.world_size;
   ss.communicator = j.communicator.get();
-  parallel::StrategyContext ctx{compute_dtype_of(c), longest_padded_row(data.train), host_threads_of(world)};
+  parallel::StrategyContext ctx{compute_dtype_of(c), longest_padded_row(data.train),
+                                offload::host_adam_threads_for_this_worker()};
   j.strategy = parallel::make_strategy(c, std::move(ss), ctx);
   if (world.world_size > 1 || c.zero_stage > 0) spdlog::info("{}", j.strategy->describe());
   if (world.world_size > 1) {
