@@ -11,6 +11,9 @@ APT_PACKAGES=(
   libgtest-dev libgmock-dev
   libpcre2-dev libicu-dev nlohmann-json3-dev libcairo2-dev
   clang-14 libclang-rt-14-dev iproute2 procps
+  # report_to: tensorboard (protobuf-lite Event messages); the metrics tests' real Prometheus
+  # and promtool; doctor's namespace tests block ports with iptables.
+  libprotobuf-dev protobuf-compiler prometheus iptables
 )
 
 missing=()

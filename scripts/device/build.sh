@@ -20,6 +20,8 @@ if [[ ! -f $LF_DEPS/.unpacked ]]; then
 fi
 
 BUILD_DIR=${BUILD_DIR:-build-device}
+# The unpacked protoc (report_to: tensorboard); without it src/tfevents builds its refusing stub.
+[[ -x $LF_DEPS/usr/bin/protoc ]] && LF_DEPS_PROTOC=$LF_DEPS/usr/bin/protoc
 TP=$(python3 -c 'import torch;print(torch.utils.cmake_prefix_path)')
 t0=$(date +%s)
 # configure SRC DIR: the flags every device build uses.
@@ -28,6 +30,7 @@ configure() {
     -DLF_WITH_TORCH=ON -DLF_WITH_CUDA=ON -DTORCH_CUDA_ARCH_LIST=9.0a \
     "-DCMAKE_PREFIX_PATH=$TP;$LF_DEPS/usr;$LF_DEPS/usr/lib/x86_64-linux-gnu/cmake" \
     "-DCMAKE_CXX_FLAGS=-I$LF_DEPS/usr/include" "-DLF_PYTHON=$(command -v python3)" \
+    ${LF_DEPS_PROTOC:+"-DProtobuf_PROTOC_EXECUTABLE=$LF_DEPS_PROTOC"} \
     "-DCMAKE_EXE_LINKER_FLAGS=-Wl,-rpath-link,$LF_DEPS/usr/lib/x86_64-linux-gnu:$LF_DEPS/lib/x86_64-linux-gnu" \
     > "$2.configure.log" 2>&1
 }

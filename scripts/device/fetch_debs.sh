@@ -23,6 +23,9 @@ DEBS=(
   libxau-dev libxau6 libxdmcp-dev libxdmcp6 x11proto-dev libffi-dev libexpat1-dev libexpat1
   libbrotli-dev libbrotli1 zlib1g-dev libbsd-dev libbsd0 libmd-dev libmd0 libmount-dev
   libselinux1-dev libsepol-dev libblkid-dev uuid-dev libsm-dev libice-dev
+  # report_to: tensorboard (src/tfevents): protobuf-lite and protoc (~3 MB; not prometheus:
+  # its 19 MB would not fit the 64 MiB carry, and promtool runs in the CPU tests).
+  libprotobuf-dev libprotobuf32 libprotobuf-lite32 protobuf-compiler libprotoc32
 )
 mkdir -p .deps/debs
 cd .deps/debs

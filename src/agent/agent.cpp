@@ -16,12 +16,14 @@
 #include <optional>
 #include <thread>
 
+#include "lf/agent/rank_reports.h"
 #include "lf/agent/worker_env.h"
 #include "lf/agent/worker_group.h"
 #include "lf/agent/worker_process.h"
 #include "lf/common/env.h"
 #include "lf/common/error.h"
 #include "lf/common/version.h"
+#include "lf/metrics/node_exporter.h"
 #include "lf/rendezvous/connection.h"
 #include "lf/rendezvous/server.h"
 
@@ -60,6 +62,7 @@ class Agent {
     ::prctl(PR_SET_CHILD_SUBREAPER, 1);
     base_env_ = environment_map();
     if (opt_.host_server) start_server();
+    if (opt_.metrics_port >= 0) start_metrics();
     join_deadline_ = Clock::now() + to_ms(opt_.join_timeout_s);
     watch_interrupts();
     watch_children();
@@ -97,6 +100,27 @@ class Agent {
     opt_.master_port = server_->port();  // resolves port 0 (single node)
     spdlog::info("rendezvous server listening on port {} (job '{}', {} node(s))", server_->port(), opt_.rdzv_id,
                  opt_.max_nodes);
+  }
+
+  // ---- metrics (lf/metrics/node_exporter.h): pulled on this thread at each scrape and tick.
+
+  void start_metrics() {
+    exporter_ = std::make_unique<metrics::NodeExporter>(
+        io_, metrics::ExporterOptions::from_env(static_cast<uint16_t>(opt_.metrics_port)),
+        [this] { return group_ ? rank_reports(*group_, layout_) : std::vector<metrics::RankReport>{}; },
+        [this] {
+          metrics::AgentFacts f;
+          f.node_rank = state_ == State::kJoining && generation_ == 0 ? opt_.node_rank : layout_.node_rank;
+          f.generation = generation_;
+          f.restarts = generation_;  // each restart is a new generation
+          f.hostname = this_hostname();
+          f.rdzv_id = opt_.rdzv_id;
+          f.version = kVersion;
+          if (conn_ && conn_->is_open())
+            f.master_silence_s = std::chrono::duration<double>(Clock::now() - last_server_message_).count();
+          return f;
+        });
+    exporter_->start();
   }
 
   void connect() {
@@ -451,9 +475,15 @@ class Agent {
       return;
     }
     if (server_ && !server_finished_) return;
+    // A last scrape sees the final step before the endpoint goes (LF_METRICS_LINGER_S).
+    if (exporter_ && !exporter_lingered_) {
+      exporter_lingered_ = true;
+      if (exporter_->linger([this] { finish_exit(); })) return;
+    }
     exit_timer_.cancel();
     heartbeat_timer_.cancel();
     connect_timer_.cancel();
+    if (exporter_) exporter_->stop();
     connect_deadline_.cancel();
     signals_.cancel();
     child_signal_.cancel();
@@ -474,6 +504,8 @@ class Agent {
   std::unique_ptr<rdzv::RendezvousServer> server_;
   std::shared_ptr<rdzv::Connection> conn_;
   std::unique_ptr<WorkerGroup> group_;
+  std::unique_ptr<metrics::NodeExporter> exporter_;
+  bool exporter_lingered_ = false;
   std::map<std::string, std::string> base_env_;
   rdzv::LayoutMsg layout_;
   State state_ = State::kJoining;

@@ -24,7 +24,7 @@ const std::set<std::string, std::less<>> kImplemented = {
     "disable_gradient_checkpointing", "eval_strategy", "eval_steps", "logging_steps", "save_strategy", "save_steps",
     "save_total_limit", "plot_loss", "output_dir", "overwrite_output_dir", "resume_from_checkpoint", "do_train",
     "ddp_bucket_cap_mb", "ddp_reduce_dtype", "optim", "mix_strategy", "interleave_probs", "default_system", "tool_format",
-    "enable_thinking", "preserve_thinking", "preprocessing_batch_size", "preprocessing_num_workers"};
+    "enable_thinking", "preserve_thinking", "preprocessing_batch_size", "preprocessing_num_workers", "report_to"};
 
 // Ignoring these would silently change what is trained or how: refuse non-default values.
 const std::map<std::string, std::string, std::less<>> kRefused = {

@@ -4,10 +4,13 @@
 #include <fmt/ranges.h>
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include "did_you_mean.h"
@@ -162,8 +165,33 @@ void apply(const Reader& r, TrainConfig& c) {
   r.read("output_dir", c.output_dir, "a path");
   r.read("overwrite_output_dir", c.overwrite_output_dir, "true or false");
   r.read("resume_from_checkpoint", c.resume_from_checkpoint, "a checkpoint path");
+  r.read_list("report_to", c.report_to);
   r.read("ddp_bucket_cap_mb", c.ddp_bucket_cap_mb, "a number");
   r.read("ddp_reduce_dtype", c.ddp_reduce_dtype, "fp32 or bf16");
+}
+
+// HF's report_to: the integrations transformers knows, "all" and "none". lf-train writes
+// TensorBoard event files itself; nothing reaches the other services from here.
+void resolve_report_to(const Reader& r, TrainConfig& c, std::vector<std::string>& warnings) {
+  static const std::set<std::string> kIntegrations = {"azure_ml", "clearml",     "codecarbon", "comet_ml", "dagshub",
+                                                      "dvclive",  "flyte",       "mlflow",     "neptune",  "swanlab",
+                                                      "tensorboard", "trackio", "wandb"};
+  std::vector<std::string> resolved;
+  for (std::string v : c.report_to) {
+    for (auto& ch : v) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    if (v == "none") continue;
+    LF_CHECK(v == "all" || kIntegrations.count(v), ConfigError,
+             "{}: `report_to: {}` is not an integration HF knows; use tensorboard (written by lf-train), none, all, or "
+             "one of: {}", r.where("report_to"), v, fmt::join(kIntegrations, ", "));
+    if (v == "all" || v == "tensorboard") {
+      if (std::find(resolved.begin(), resolved.end(), "tensorboard") == resolved.end()) resolved.push_back("tensorboard");
+      continue;
+    }
+    warnings.push_back(fmt::format("{}: `report_to: {}` has no effect in lf-train (nothing reaches that service from "
+                                   "here); `report_to: tensorboard` writes event files to output_dir/runs, and "
+                                   "--metrics-port serves live metrics to Prometheus", r.where("report_to"), v));
+  }
+  c.report_to = std::move(resolved);
 }
 
 void validate(const Reader& r, TrainConfig& c) {
@@ -301,6 +329,7 @@ LoadedConfig parse_train_config(const std::string& yaml_text, const std::vector<
                                          "more memory per GPU) until ZeRO/FSDP lands", reader.where(key), key));
   apply(reader, out.config);
   validate(reader, out.config);
+  resolve_report_to(reader, out.config, out.warnings);
 
   for (const auto& [key, entry] : entries) out.canonical += key + "=" + scalar_text(entry.value) + "\n";
   return out;

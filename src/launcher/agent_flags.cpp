@@ -44,6 +44,10 @@ void apply_environment(LaunchFlags& f) {
   o.max_restarts = f.max_restarts >= 0 ? f.max_restarts : env_int("MAX_RESTARTS").value_or(0);
   o.rdzv_id = !f.rdzv_id.empty() ? f.rdzv_id : env_string("RDZV_ID").value_or("none");
   o.token = env_string("LF_JOB_TOKEN").value_or("");
+  o.metrics_port = f.metrics_port >= 0 ? f.metrics_port : env_int("LF_METRICS_PORT").value_or(-1);
+  LF_CHECK(o.metrics_port >= -1 && o.metrics_port < 65536, ConfigError,
+           "--metrics-port / LF_METRICS_PORT {} is not a TCP port (0: a free one; unset: no metrics endpoint)",
+           o.metrics_port);
   LF_CHECK(o.nproc >= 1, ConfigError, "--nproc-per-node / NPROC_PER_NODE must be >= 1, got {}", o.nproc);
   LF_CHECK(o.node_rank < o.max_nodes, ConfigError, "NODE_RANK {} is out of range for NNODES {} (ranks 0..{})",
            o.node_rank, o.max_nodes, o.max_nodes - 1);
@@ -79,6 +83,8 @@ void add_agent_flags(CLI::App* cmd, LaunchFlags& flags) {
   cmd->add_option("--stop-grace", o.stop_grace_s, "Seconds between SIGTERM and SIGKILL when stopping workers (default 5)");
   cmd->add_option("--worker-heartbeat-timeout", o.worker_heartbeat_timeout_s,
                   "A worker that heartbeated on LF_HEARTBEAT_FD and then goes silent this long counts as failed (0: off)");
+  cmd->add_option("--metrics-port", flags.metrics_port,
+                  "Serve Prometheus metrics on this port (env LF_METRICS_PORT; 0: a free port, printed; default off)");
   cmd->add_option("--event-log", o.event_log, "Node 0: append the rendezvous server's events (JSON lines) to FILE");
 }
 

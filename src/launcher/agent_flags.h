@@ -22,6 +22,7 @@ struct LaunchFlags {
   int64_t master_port = -1;  // -1: unset; 0: any free port (single node only)
   int64_t max_restarts = -1;
   std::string rdzv_id;
+  int64_t metrics_port = -1;  // -1: unset (LF_METRICS_PORT, else off)
   agent::AgentOptions opt;
 };
 

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "doctor_command.h"
 #include "launch_command.h"
 #include "train_command.h"
 #include "lf/common/error.h"
@@ -31,6 +32,7 @@ int main(int argc, char** argv) {
   lf::add_preview_command(app);
 #endif
   lf::add_train_command(app);
+  lf::add_doctor_command(app);
   try {
     // `lf-train CONFIG.yaml ...` is `lf-train train CONFIG.yaml ...` (LLaMA-Factory's two spellings).
     std::vector<std::string> args(argv + 1, argv + argc);

@@ -49,6 +49,7 @@ void Trainer::State::log_event(json entry, const json& lf_extra, int64_t step) {
     line["total_tokens"] = tokens_seen;
   }
   for (auto& [k, v] : lf_extra.items()) line[k] = v;
+  if (tensorboard) tensorboard->log(entry, line, step);
   log_writer->write(line);
 }
 

@@ -140,6 +140,8 @@ TrainSummary Trainer::train() {
     // A new run starts a new log (LLaMA-Factory); a resumed one appends to it.
     if (st.s.resume_from.empty()) fs::remove(fs::path(c.output_dir) / "trainer_log.jsonl");
     st.log_writer = std::make_unique<TrainerLogWriter>(fs::path(c.output_dir) / "trainer_log.jsonl");
+    if (std::find(c.report_to.begin(), c.report_to.end(), "tensorboard") != c.report_to.end())
+      st.tensorboard = tfevents::ScalarLog::open_run(c.output_dir);
   }
   const ProgressDisplay display(st.s.progress && st.rank == 0);  // one progress display per job
   spdlog::info("training: {} examples, {} optimizer steps ({}; {} steps per epoch, global batch {}), warmup {} steps, "

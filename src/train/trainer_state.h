@@ -21,6 +21,7 @@
 #include "lf/parallel/strategy.h"
 #include "lf/train/batch.h"
 #include "lf/train/data_order.h"
+#include "lf/tfevents/scalar_log.h"
 #include "lf/train/trainer.h"
 #include "outputs.h"
 
@@ -98,6 +99,7 @@ struct Trainer::State {
   // Log state (HF TrainerState.log_history and LLaMA-Factory's trainer_log.jsonl).
   json log_history = json::array();
   std::unique_ptr<TrainerLogWriter> log_writer;
+  std::unique_ptr<tfevents::ScalarLog> tensorboard;  // report_to: tensorboard (output_dir/runs/)
   Clock::time_point start;
   int64_t total_steps = 0;
   int64_t steps_per_epoch = 1;

@@ -27,6 +27,7 @@ struct AgentOptions {
   double heartbeat_timeout_s = 3;
   double stop_grace_s = 5;
   double worker_heartbeat_timeout_s = 0;
+  int64_t metrics_port = -1;  // --metrics-port / LF_METRICS_PORT: Prometheus endpoint; -1 off, 0 a free port
   std::string event_log;  // the hosted server's event log (JSON lines)
   std::string config_hash;  // fingerprint of the command/config; must agree across nodes
   std::vector<std::string> command;

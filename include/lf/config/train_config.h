@@ -76,6 +76,10 @@ struct TrainConfig {
   std::string output_dir = "trainer_output";
   bool overwrite_output_dir = false;
   std::string resume_from_checkpoint;
+  // HF's report_to, resolved: "tensorboard" writes output_dir/runs/ (lf/tfevents/scalar_log.h);
+  // "all" means tensorboard here; the other integrations (wandb, mlflow, ...) have no effect (a
+  // warning each). Empty: none.
+  std::vector<std::string> report_to;
   // ---- lf-train's own keys (documented in README)
   double ddp_bucket_cap_mb = 25;  // HF's key; unset (None) means 25 as in torch DDP
   // lf-train: the dtype gradients travel in over the all-reduce (fp32 | bf16; bf16 halves the

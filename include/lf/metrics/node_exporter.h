@@ -1,0 +1,89 @@
+#pragma once
+// One node's metrics: the agent creates it when --metrics-port / LF_METRICS_PORT is set.
+// It serves the exposition (metrics_server.h) built from
+//   - the agent's own facts (generation, restarts, workers up, server heartbeat age),
+//   - every local rank's last heartbeat payload (rank_series.h),
+//   - every GPU through NVML (gpu_sampler.h; none without the driver: one info line),
+//   - network and InfiniBand counters (net_counters.h),
+// and runs the health rules (health.h) every second, logging their lines.
+// The sources are pulled on the io thread, where the agent owns them; only NVML sampling
+// runs on a thread of its own. Threading: the agent's io thread.
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "lf/metrics/gpu_sampler.h"
+#include "lf/metrics/health.h"
+#include "lf/metrics/metrics_server.h"
+#include "lf/metrics/net_counters.h"
+#include "lf/metrics/rank_report.h"
+#include "lf/metrics/rank_series.h"
+
+namespace lf::metrics {
+
+struct AgentFacts {
+  int64_t node_rank = -1;  // -1 before the rendezvous assigned one
+  int64_t generation = 0;
+  int64_t restarts = 0;
+  std::string hostname, rdzv_id, version;
+  std::optional<double> master_silence_s;  // seconds since the server's last message; none before joining
+};
+
+struct ExporterOptions {
+  std::string bind_host = "0.0.0.0";  // LF_METRICS_ADDR
+  uint16_t port = 0;
+  double tick_s = 0.25;          // rank payloads and network counters refresh
+  double gpu_interval_s = 1;     // LF_METRICS_GPU_INTERVAL_S
+  std::string nvml_library = "libnvidia-ml.so.1";  // LF_NVML_LIBRARY
+  std::string sys_root = "/sys";
+  bool health = true;            // LF_HEALTH=0: no health lines
+  double linger_s = 0;           // LF_METRICS_LINGER_S: serve the final values this long after the job
+  HealthThresholds thresholds;
+  // The LF_METRICS_* / LF_NVML_LIBRARY / LF_HEALTH* variables (ConfigError on bad values).
+  static ExporterOptions from_env(uint16_t port);
+};
+
+class NodeExporter {
+ public:
+  using RankSource = std::function<std::vector<RankReport>()>;
+  using FactsSource = std::function<AgentFacts()>;
+
+  NodeExporter(boost::asio::io_context& io, ExporterOptions options, RankSource ranks, FactsSource facts);
+  ~NodeExporter();
+  // Binds (NetworkError naming the port when in use), starts the ticks, logs the URL.
+  void start();
+  uint16_t port() const { return server_.port(); }
+  void stop();
+  // The job is over: keep serving its final values for linger_s (a scraper's next visit sees
+  // the last step), then call `done`. False (and no call) when linger_s is 0.
+  bool linger(std::function<void()> done);
+  // The exposition as a scrape would get it now.
+  std::string render();
+
+ private:
+  void tick();
+  void check_health(const AgentFacts& facts);
+  std::string node_label(const AgentFacts& f) const;
+
+  boost::asio::io_context& io_;
+  ExporterOptions opt_;
+  RankSource rank_source_;
+  FactsSource facts_source_;
+  MetricsServer server_;
+  std::unique_ptr<GpuSampler> gpus_;
+  RankSeries ranks_;
+  HealthMonitor health_;
+  std::vector<InterfaceCounters> net_;
+  std::vector<IbPortCounters> ib_;
+  std::vector<std::string> interfaces_;
+  boost::asio::steady_timer timer_;
+  int ticks_ = 0;
+  bool stopped_ = false;
+};
+
+}  // namespace lf::metrics
