@@ -9,6 +9,7 @@
 #include "agent_flags.h"
 #include "lf/agent/gpu_inventory.h"
 #include "lf/common/env.h"
+#include "lf/common/env_knobs.h"
 #include "lf/common/error.h"
 #include "lf/common/hash.h"
 #include "lf/config/train_config.h"
@@ -22,7 +23,7 @@ namespace {
 // lf-worker sits beside lf-train when installed, in ../worker/ in a build tree;
 // LF_WORKER_BIN overrides both.
 std::string find_worker_binary() {
-  if (auto v = env_string("LF_WORKER_BIN")) return *v;
+  if (auto v = knob_string("LF_WORKER_BIN")) return *v;
   std::error_code ec;
   fs::path self = fs::read_symlink("/proc/self/exe", ec);
   for (const fs::path& candidate : {self.parent_path() / "lf-worker", self.parent_path() / ".." / "worker" / "lf-worker"})

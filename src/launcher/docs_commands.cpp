@@ -1,0 +1,27 @@
+#include "docs_commands.h"
+
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <memory>
+
+#include "lf/common/env_knobs.h"
+
+namespace lf {
+
+void add_docs_commands(CLI::App& app) {
+  auto markdown = std::make_shared<bool>(false);
+  auto* env = app.add_subcommand("env", "List lf-train's own environment knobs (LF_*): default, meaning, value now");
+  env->add_flag("--markdown", *markdown, "The README's table (no current values)");
+  env->callback([markdown] {
+    std::fputs((*markdown ? env_knobs_markdown() : env_knobs_text()).c_str(), stdout);
+  });
+  app.add_flag_callback(
+      "--help-env", [] {
+        std::fputs(env_knobs_text().c_str(), stdout);
+        throw CLI::Success();
+      },
+      "List lf-train's own environment knobs (as `lf-train env`) and exit");
+}
+
+}  // namespace lf

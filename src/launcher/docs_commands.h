@@ -1,0 +1,13 @@
+#pragma once
+// The commands that print lf-train's own registries: `lf-train env` (every LF_*
+// environment knob, with the values set now; `--help-env` is the same).
+// `--markdown` prints the README's generated section.
+namespace CLI {
+class App;
+}
+
+namespace lf {
+
+void add_docs_commands(CLI::App& app);
+
+}  // namespace lf
