@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "lf/common/env_knobs.h"
+#include "lf/config/key_docs.h"
 
 namespace lf {
 
@@ -22,6 +23,14 @@ void add_docs_commands(CLI::App& app) {
         throw CLI::Success();
       },
       "List lf-train's own environment knobs (as `lf-train env`) and exit");
+
+  auto keys_markdown = std::make_shared<bool>(false);
+  auto* keys = app.add_subcommand(
+      "keys", "List every config key lf-train knows: implemented, accepted without effect, or refused (and why)");
+  keys->add_flag("--markdown", *keys_markdown, "The README's sections");
+  keys->callback([keys_markdown] {
+    std::fputs((*keys_markdown ? config::config_keys_markdown() : config::config_keys_text()).c_str(), stdout);
+  });
 }
 
 }  // namespace lf

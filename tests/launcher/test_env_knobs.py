@@ -1,4 +1,4 @@
-"""`lf-train env` / `--help-env`, and LF_* values that do not parse: exit 2 with the variable named."""
+"""`lf-train env` / `--help-env` / `keys`, and LF_* values that do not parse: exit 2 with the variable named."""
 import os
 import subprocess
 
@@ -26,6 +26,13 @@ def test_markdown_has_no_current_values():
     r = run("env", "--markdown", env={"LF_JOB_TOKEN": "s3cret-for-test"})
     assert r.returncode == 0 and r.stdout.startswith("| variable |")
     assert "s3cret-for-test" not in r.stdout
+
+
+def test_keys_lists_policies():
+    r = run("keys")
+    assert r.returncode == 0, r.stderr
+    assert "cutoff_len [implemented] integer (default `2048`)" in r.stdout
+    assert "quantization_bit [refused unless default]" in r.stdout
 
 
 def test_a_malformed_log_level_is_a_config_error():
