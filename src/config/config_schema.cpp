@@ -248,6 +248,26 @@ KeyDecl only_values(std::string name, std::vector<std::string> allowed, std::str
   return d;
 }
 
+// The sharding keys are read together (sharding.cpp), after every other key: their
+// `read` is that step, so here they only say what they are.
+KeyDecl sharding_key(std::string name, std::string type, std::string note, bool own, std::string default_text,
+                     std::string sample = "", std::string sample_context = "") {
+  KeyDecl d;
+  d.name = std::move(name);
+  d.policy = KeyPolicy::kImplemented;
+  d.own = own;
+  d.type = std::move(type);
+  d.note = std::move(note);
+  d.default_text = std::move(default_text);
+  d.sample = std::move(sample);
+  d.sample_context = std::move(sample_context);
+  d.field = "zero_stage";
+  d.show = [](const TrainConfig& c) {
+    return fmt::format("zero_stage {}, offload {} ({})", c.zero_stage, c.offload, c.sharding_source);
+  };
+  return d;
+}
+
 std::vector<KeyDecl> model_and_method_keys() {
   return {
       implemented("model_name_or_path", LF_FIELD(model_name_or_path),
@@ -400,6 +420,22 @@ std::vector<KeyDecl> distribution_keys() {
                   "lf-train's own: the dtype gradients travel in over the all-reduce (bf16 halves the bytes)")
           .own()
           .choices({"fp32", "bf16"}),
+      sharding_key("zero_stage", "0|1|2|3",
+                   "lf-train's own: 0 data parallel (DDP), 1 optimizer state sharded, 2 + gradients, 3 + parameters",
+                   true, "0", "2"),
+      sharding_key("offload", "none|optimizer|params",
+                   "lf-train's own: optimizer (its state and step on the CPU) or params (parameters too); needs "
+                   "zero_stage >= 1 (params: 3)",
+                   true, "none", "optimizer", "zero_stage: 1"),
+      // The test that every implemented key is read gives these a file (a sample here would need one).
+      sharding_key("deepspeed", "path or mapping",
+                   "a DeepSpeed JSON (LLaMA-Factory's examples/deepspeed/*.json work as they are): see the DeepSpeed "
+                   "table",
+                   false, "null"),
+      sharding_key("fsdp", "text or list", "HF's FSDP options: full_shard (stage 3), shard_grad_op (stage 2), offload",
+                   false, "null", "full_shard auto_wrap"),
+      sharding_key("fsdp_config", "mapping or path", "HF's fsdp_config (used only with `fsdp`): see the FSDP table",
+                   false, "null", "{reshard_after_forward: false}", "fsdp: true"),
   };
 }
 

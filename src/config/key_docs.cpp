@@ -4,6 +4,8 @@
 #include <fmt/ranges.h>
 
 #include "config_schema.h"
+#include "deepspeed_keys.h"
+#include "fsdp_config.h"
 #include "key_table.h"
 
 namespace lf::config {
@@ -36,6 +38,27 @@ std::vector<std::string> undeclared_keys() {
   return out;
 }
 
+const char* ds_policy(DsPolicy p) {
+  switch (p) {
+    case DsPolicy::kImplemented: return "implemented";
+    case DsPolicy::kMatchesYaml: return "\"auto\" or the YAML's";
+    case DsPolicy::kNoEffect: return "no effect (warning)";
+    case DsPolicy::kRefused: return "refused";
+    case DsPolicy::kIgnored: return "ignored (DeepSpeed too)";
+  }
+  return "?";
+}
+
+const char* fsdp_policy(FsdpPolicy p) {
+  switch (p) {
+    case FsdpPolicy::kImplemented: return "implemented";
+    case FsdpPolicy::kNoEffect: return "no effect (warning)";
+    case FsdpPolicy::kRefused: return "refused";
+    case FsdpPolicy::kWrap: return "accepted, unused (one info line)";
+  }
+  return "?";
+}
+
 std::string schema_markdown() {
   std::string implemented =
       "| key | type or values | default | what lf-train does |\n|---|---|---|---|\n";
@@ -60,10 +83,36 @@ std::string schema_markdown() {
       implemented, only, refused, no_effect.size(), fmt::join(quoted, ", "));
 }
 
+std::string deepspeed_markdown() {
+  std::string out = "| DeepSpeed key | in lf-train | DeepSpeed's default | |\n|---|---|---|---|\n";
+  for (const DsKey& k : deepspeed_keys()) {
+    if (k.type == DsType::kObject && !k.opaque) continue;  // a section: its keys are listed
+    const std::string def = k.deepspeed_default.empty() ? "" : fmt::format("`{}`", k.deepspeed_default);
+    std::string note(k.note);
+    if (k.policy == DsPolicy::kRefused && !k.accepted.empty() && !k.opaque)
+      note += fmt::format(" (accepted: `{}`{})", k.accepted, k.fp16_only ? ", under fp16" : "");
+    out += fmt::format("| `{}`{} | {} | {} | {} |\n", k.path, k.opaque ? " {…}" : "", ds_policy(k.policy),
+                       cell(def), cell(note));
+  }
+  return out;
+}
+
+std::string fsdp_markdown() {
+  std::string out = "| `fsdp:` option | in lf-train | |\n|---|---|---|\n";
+  for (const FsdpKey& k : fsdp_options())
+    out += fmt::format("| `{}` | {} | {} |\n", k.name, fsdp_policy(k.policy), cell(k.note));
+  out += "\n| `fsdp_config` key | in lf-train | HF's default | |\n|---|---|---|---|\n";
+  for (const FsdpKey& k : fsdp_keys())
+    out += fmt::format("| `{}` | {} | {} | {} |\n", k.name, fsdp_policy(k.policy),
+                       k.hf_default.empty() ? "" : fmt::format("`{}`", cell(k.hf_default)), cell(k.note));
+  return out;
+}
+
 }  // namespace
 
 std::string config_keys_markdown() {
-  return schema_markdown();
+  return fmt::format("{}\n#### DeepSpeed keys (`deepspeed: FILE.json`)\n\n{}\n#### FSDP (`fsdp:`, `fsdp_config:`)\n\n{}",
+                     schema_markdown(), deepspeed_markdown(), fsdp_markdown());
 }
 
 std::string config_keys_text() {
@@ -80,6 +129,14 @@ std::string config_keys_text() {
     if (!d.note.empty()) out += "    " + d.note + "\n";
   }
   out += fmt::format("no effect (a warning when set): {}\n", fmt::join(undeclared_keys(), ", "));
+  out += "\nDeepSpeed keys (deepspeed: FILE.json):\n";
+  for (const DsKey& k : deepspeed_keys())
+    if (!(k.type == DsType::kObject && !k.opaque))
+      out += fmt::format("  {} [{}] {}\n", k.path, ds_policy(k.policy), k.note);
+  out += "\nfsdp options and fsdp_config keys:\n";
+  for (const FsdpKey& k : fsdp_options()) out += fmt::format("  fsdp: {} [{}] {}\n", k.name, fsdp_policy(k.policy), k.note);
+  for (const FsdpKey& k : fsdp_keys())
+    out += fmt::format("  fsdp_config.{} [{}] {}\n", k.name, fsdp_policy(k.policy), k.note);
   return out;
 }
 

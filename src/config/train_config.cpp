@@ -15,6 +15,7 @@
 #include "did_you_mean.h"
 #include "key_table.h"
 #include "lf/common/error.h"
+#include "sharding.h"
 
 namespace lf::config {
 
@@ -73,7 +74,6 @@ void check_policies(const Entries& entries, std::vector<std::string>& warnings) 
         problems.push_back(fmt::format("{}: `{}: {}` is refused: {}", entry.where, key, text, decl->note));
         break;
       case KeyPolicy::kNoEffect:
-        if (key == "deepspeed" || key == "fsdp") break;  // their own warning below
         warnings.push_back(fmt::format("{}: `{}: {}` has no effect in lf-train ({})", entry.where, key, text,
                                        decl && !decl->note.empty() ? decl->note
                                                                    : "accepted for LLaMA-Factory compatibility"));
@@ -104,11 +104,8 @@ LoadedConfig parse_train_config(const std::string& yaml_text, const std::vector<
   for (const KeyDecl& d : config_schema())
     if (d.read) d.read(reader, out.config);
   check_config(reader, out.config);
-  for (const char* key : {"deepspeed", "fsdp"})
-    if (reader.has(key) && !equals_python_default(reader.text(key), find_key(key)->default_repr))
-      out.warnings.push_back(fmt::format("{}: `{}` requests sharding; lf-train runs it data-parallel (same result, "
-                                         "more memory per GPU) until ZeRO/FSDP lands", reader.where(key), key));
   for (const auto& [key, entry] : entries) out.canonical += key + "=" + scalar_text(entry.value) + "\n";
+  resolve_sharding(reader, std::filesystem::path(source_name).parent_path().string(), out);
   return out;
 }
 

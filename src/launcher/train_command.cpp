@@ -12,6 +12,7 @@
 #include "lf/common/env_knobs.h"
 #include "lf/common/error.h"
 #include "lf/common/hash.h"
+#include "lf/config/sharding.h"
 #include "lf/config/train_config.h"
 
 namespace lf {
@@ -69,6 +70,7 @@ void add_train_command(CLI::App& app) {
     std::vector<std::string> overrides(args->begin() + 1, args->end());
     config::LoadedConfig loaded = config::load_train_config(path, overrides);
     for (const auto& w : loaded.warnings) spdlog::warn("{}", w);
+    for (const auto& n : loaded.notes) spdlog::info("{}", n);
     check_model_folder(loaded.config);
     apply_environment(*flags);
     auto& opt = flags->opt;
@@ -80,6 +82,9 @@ void add_train_command(CLI::App& app) {
              "GPU", opt.nproc, gpus,
              env_string("CUDA_VISIBLE_DEVICES") ? " (CUDA_VISIBLE_DEVICES=" + *env_string("CUDA_VISIBLE_DEVICES") + ")"
                                                 : std::string());
+    // With a fixed number of nodes the world size is known here: a DeepSpeed train_batch_size
+    // that cannot hold fails now, not once every node has joined (the workers check it too).
+    if (opt.min_nodes == opt.max_nodes) config::check_world_size(loaded.config, opt.min_nodes * opt.nproc);
     opt.command = {find_worker_binary(), "train", fs::absolute(path).string()};
     opt.command.insert(opt.command.end(), overrides.begin(), overrides.end());
     // Nodes must agree on the effective config, not on how it was spelt.

@@ -33,6 +33,8 @@ def test_keys_lists_policies():
     assert r.returncode == 0, r.stderr
     assert "cutoff_len [implemented] integer (default `2048`)" in r.stdout
     assert "quantization_bit [refused unless default]" in r.stdout
+    assert "zero_optimization.stage [implemented]" in r.stdout
+    assert "fsdp: hybrid_shard [refused]" in r.stdout
 
 
 def test_a_malformed_log_level_is_a_config_error():

@@ -1,7 +1,7 @@
 #pragma once
 // The config keys lf-train knows, for people: `lf-train keys` (text) and the README's
 // generated sections (Markdown: the implemented, accepted-values, refused and no-effect
-// keys). Both derive from the declarations only.
+// keys, and the DeepSpeed and FSDP keys). Both derive from the declarations only.
 #include <string>
 
 namespace lf::config {
