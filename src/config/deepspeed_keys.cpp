@@ -74,8 +74,9 @@ constexpr DsKey kKeys[] = {
     no_effect("bf16.check_grad_overflow", T::kBool, "false", "bf16 needs no overflow check"),
     section("bfloat16", "DeepSpeed's old name of bf16"),
     matches("bfloat16.enabled", T::kBool, "bf16"),
-    matches("communication_data_type", T::kString,
-            "lf-train's ddp_reduce_dtype (fp32 or bf16): the dtype gradients are reduced in"),
+    // Must match like the keys above, but HF does not fill "auto" for it.
+    {"communication_data_type", T::kString, P::kMatchesYaml, "", "",
+     "lf-train's ddp_reduce_dtype (fp32 or bf16): the dtype gradients are reduced in"},
 
     // ---- optimizer: lf-train's own AdamW, with the YAML's hyperparameters
     section("optimizer", "lf-train always trains with its own AdamW (HF's defaults)"),
