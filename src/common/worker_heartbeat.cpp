@@ -3,16 +3,14 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <cstdlib>
 #include <string>
+
+#include "lf/common/env_knobs.h"
 
 namespace lf {
 
 void worker_heartbeat(std::string_view progress) {
-  static const int fd = [] {
-    const char* v = std::getenv("LF_HEARTBEAT_FD");
-    return v ? std::atoi(v) : -1;
-  }();
+  static const int fd = static_cast<int>(knob_int("LF_HEARTBEAT_FD").value_or(-1));
   if (fd < 0) return;
   std::string line(progress.empty() ? std::string_view("alive") : progress);
   line.push_back('\n');

@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 
 #include "lf/common/env.h"
+#include "lf/common/env_knobs.h"
 #include "lf/common/error.h"
 
 namespace lf {
@@ -43,7 +44,7 @@ void apply_environment(LaunchFlags& f) {
   o.master_port = static_cast<uint16_t>(port);
   o.max_restarts = f.max_restarts >= 0 ? f.max_restarts : env_int("MAX_RESTARTS").value_or(0);
   o.rdzv_id = !f.rdzv_id.empty() ? f.rdzv_id : env_string("RDZV_ID").value_or("none");
-  o.token = env_string("LF_JOB_TOKEN").value_or("");
+  o.token = knob_string("LF_JOB_TOKEN").value_or("");
   LF_CHECK(o.nproc >= 1, ConfigError, "--nproc-per-node / NPROC_PER_NODE must be >= 1, got {}", o.nproc);
   LF_CHECK(o.node_rank < o.max_nodes, ConfigError, "NODE_RANK {} is out of range for NNODES {} (ranks 0..{})",
            o.node_rank, o.max_nodes, o.max_nodes - 1);

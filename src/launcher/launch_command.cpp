@@ -8,6 +8,7 @@
 
 #include "lf/agent/agent.h"
 #include "lf/common/env.h"
+#include "lf/common/env_knobs.h"
 #include "lf/common/error.h"
 #include "lf/common/hash.h"
 #include "lf/common/version.h"
@@ -55,7 +56,7 @@ void add_rdzv_server_command(CLI::App& app) {
     so->port = static_cast<uint16_t>(p);
     if (so->job_id == "none") so->job_id = env_string("RDZV_ID").value_or("none");
     if (!restarts_flag->count()) so->max_restarts = env_int("MAX_RESTARTS").value_or(0);
-    so->token = env_string("LF_JOB_TOKEN").value_or("");
+    so->token = knob_string("LF_JOB_TOKEN").value_or("");
     so->version = kVersion;
     boost::asio::io_context io;
     rdzv::RendezvousServer server(io, *so);

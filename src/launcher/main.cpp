@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "docs_commands.h"
 #include "launch_command.h"
 #include "train_command.h"
 #include "lf/common/error.h"
@@ -20,7 +21,6 @@
 int main(int argc, char** argv) {
   // Writes to a closed pipe (a console that went away) are errors, not deaths.
   ::signal(SIGPIPE, SIG_IGN);
-  lf::init_logging("lf-train");
   CLI::App app{"lf-train: distributed LLM fine-tuning launcher and trainer"};
   app.set_version_flag("--version", std::string("lf-train ") + lf::kVersion);
   app.require_subcommand(0, 1);
@@ -31,7 +31,9 @@ int main(int argc, char** argv) {
   lf::add_preview_command(app);
 #endif
   lf::add_train_command(app);
+  lf::add_docs_commands(app);
   try {
+    lf::init_logging("lf-train");  // inside: a malformed LF_LOG_LEVEL is a ConfigError (exit 2)
     // `lf-train CONFIG.yaml ...` is `lf-train train CONFIG.yaml ...` (LLaMA-Factory's two spellings).
     std::vector<std::string> args(argv + 1, argv + argc);
     if (!args.empty() && lf::looks_like_config_path(argv[1])) args.insert(args.begin(), "train");

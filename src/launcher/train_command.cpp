@@ -9,8 +9,10 @@
 #include "agent_flags.h"
 #include "lf/agent/gpu_inventory.h"
 #include "lf/common/env.h"
+#include "lf/common/env_knobs.h"
 #include "lf/common/error.h"
 #include "lf/common/hash.h"
+#include "lf/config/sharding.h"
 #include "lf/config/train_config.h"
 
 namespace lf {
@@ -22,7 +24,7 @@ namespace {
 // lf-worker sits beside lf-train when installed, in ../worker/ in a build tree;
 // LF_WORKER_BIN overrides both.
 std::string find_worker_binary() {
-  if (auto v = env_string("LF_WORKER_BIN")) return *v;
+  if (auto v = knob_string("LF_WORKER_BIN")) return *v;
   std::error_code ec;
   fs::path self = fs::read_symlink("/proc/self/exe", ec);
   for (const fs::path& candidate : {self.parent_path() / "lf-worker", self.parent_path() / ".." / "worker" / "lf-worker"})
@@ -68,6 +70,7 @@ void add_train_command(CLI::App& app) {
     std::vector<std::string> overrides(args->begin() + 1, args->end());
     config::LoadedConfig loaded = config::load_train_config(path, overrides);
     for (const auto& w : loaded.warnings) spdlog::warn("{}", w);
+    for (const auto& n : loaded.notes) spdlog::info("{}", n);
     check_model_folder(loaded.config);
     apply_environment(*flags);
     auto& opt = flags->opt;
@@ -79,6 +82,9 @@ void add_train_command(CLI::App& app) {
              "GPU", opt.nproc, gpus,
              env_string("CUDA_VISIBLE_DEVICES") ? " (CUDA_VISIBLE_DEVICES=" + *env_string("CUDA_VISIBLE_DEVICES") + ")"
                                                 : std::string());
+    // With a fixed number of nodes the world size is known here: a DeepSpeed train_batch_size
+    // that cannot hold fails now, not once every node has joined (the workers check it too).
+    if (opt.min_nodes == opt.max_nodes) config::check_world_size(loaded.config, opt.min_nodes * opt.nproc);
     opt.command = {find_worker_binary(), "train", fs::absolute(path).string()};
     opt.command.insert(opt.command.end(), overrides.begin(), overrides.end());
     // Nodes must agree on the effective config, not on how it was spelt.

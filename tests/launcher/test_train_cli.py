@@ -90,3 +90,18 @@ def test_one_worker_per_visible_gpu_by_default(tmp_path):
     assert r.returncode == 0, r.stderr
     assert sorted(l for l in r.stdout.splitlines() if "WORKER_RANK" in l) == [
         f"[rank {i}] WORKER_RANK {i}/3" for i in range(3)]
+
+
+def test_deepspeed_file_is_read_before_any_node_waits(tmp_path):
+    """issue 19: `deepspeed: does_not_exist.json` was accepted; a train_batch_size that the world
+    size cannot give fails on the launching node, before the rendezvous, when the world is fixed."""
+    r = run([str(write_config(tmp_path, "deepspeed: does_not_exist.json\n"))])
+    assert r.returncode == 2 and "`deepspeed: does_not_exist.json`: no such file" in r.stderr, r.stderr
+    ds = tmp_path / "ds.json"
+    ds.write_text('{"train_batch_size": 6, "zero_optimization": {"stage": 2}}')
+    cfg = write_config(tmp_path, f"deepspeed: {ds}\nper_device_train_batch_size: 1\n", name="ds.yaml")
+    r = run([str(cfg)], env={"NPROC_PER_NODE": "2"})
+    assert r.returncode == 2 and "train_batch_size 6, but per_device_train_batch_size 1" in r.stderr, r.stderr
+    assert "WORKER_ARGS" not in r.stdout
+    r = run([str(cfg)], env={"NPROC_PER_NODE": "6"})  # 1 x 1 x 6 ranks = 6: it holds
+    assert r.returncode == 0, r.stderr
