@@ -19,7 +19,7 @@ printf '#pragma once\n#define C10_CUDA_BUILD_SHARED_LIBS\n' > "$CACHE/stub/c10/c
 TP=$(.venv/bin/python -c 'import torch, os; print(os.path.join(os.path.dirname(torch.__file__), "include"))')
 FMT=$(ls -d build-torch/lf_fmt_shim 2>/dev/null || true)
 files=("$@"); [[ ${#files[@]} == 0 ]] && files=(src/comm/nccl_communicator.cpp tests/comm/nccl_comm_test.cpp
-  src/comm/comm_bench_main.cpp src/comm/process_group.cpp src/worker/device.cpp)
+  src/comm/comm_bench_main.cpp src/comm/process_group.cpp src/worker/device.cpp src/parallel/host_pinning_cuda.cpp)
 rc=0
 for f in "${files[@]}"; do
   g++ -std=c++20 -fsyntax-only -Wall -Wextra -DLF_WITH_CUDA -DLF_HAVE_NCCL=1 -Iinclude -Isrc/comm ${FMT:+-I$FMT} -I"$CACHE/stub" -I"$TP" \

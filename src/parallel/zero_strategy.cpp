@@ -22,6 +22,7 @@
 #include "lf/model/unit_hooks.h"
 #include "lf/offload/host_adamw.h"
 #include "lf/optim/adamw.h"
+#include "host_pinning.h"
 #include "host_step_pipeline.h"
 #include "zero_units.h"
 
@@ -48,12 +49,12 @@ struct Unit {
   at::Tensor rs_out;     // stage 2, 3: this micro-step's reduced shard
   comm::WorkPtr reduce;
   at::Tensor frozen_shard;  // stage 3: [frozen.shard] of the frozen values, compute dtype
-  // Offload: [train.shard] of the compute-dtype values on the host (what the step writes and
-  // copies up; the master itself under fp32), and, stage 3 with the parameters on the device,
-  // that shard on the device (the gathers' input).
-  at::Tensor host_compute, dev_shard;
-  at::Tensor dev_staging;  // offload, stage 2: the updated shard on the device, gathered before the next forward
-  bool refreshed = true;   // offload, stage 2: the full parameters hold this step's values
+  // Offload, unless the parameters are offloaded too: this rank's compute-dtype shard on the
+  // device, refreshed from the updated master after each host step (stage 3: the gathers'
+  // input; stage 2: gathered into the full parameters before the unit's next forward).
+  at::Tensor dev_shard;
+  std::vector<HostPinning> pinned;  // offload on a GPU: master, moments, gradient page-locked
+  bool refreshed = true;            // offload, stage 2: the full parameters hold this step's values
   bool grad_fresh = true;  // offload: no gradient in grad_shard yet this step (the first is copied, not added)
   std::vector<ShardPiece> pieces;
   int64_t outstanding = 0;  // uses in this micro-step whose gradient is still due
@@ -222,9 +223,10 @@ void ZeroImpl::build_unit(int64_t index, std::vector<model::NamedParam> train, s
     u.exp_avg_sq = at::zeros({u.train.shard}, so);
     u.grad_shard = at::zeros({u.train.shard}, so);
     if (offload_) {
-      u.host_compute = opt_.compute_dtype == at::kFloat ? u.master : u.master.to(so.dtype(opt_.compute_dtype));
-      if (opt_.offload == Offload::kOptimizer && opt_.stage == 3) u.dev_shard = u.host_compute.to(device_);
-      if (opt_.stage == 2) u.dev_staging = u.host_compute.to(device_, opt_.compute_dtype, false, /*copy=*/true);
+      for (const auto* t : {&u.master, &u.exp_avg, &u.exp_avg_sq, &u.grad_shard})
+        u.pinned.emplace_back(*t, device_.is_cuda());
+      if (opt_.offload == Offload::kOptimizer)
+        u.dev_shard = u.master.to(device_, opt_.compute_dtype, false, /*copy=*/true);
     }
     if (opt_.stage == 1) u.grad_flat = at::zeros({u.train.padded}, u.master.options());
     u.pieces = u.train.pieces(u.master, u.grad_shard, u.exp_avg, u.exp_avg_sq);
@@ -409,17 +411,17 @@ void ZeroImpl::after_backward() {
 // ---- parameters (stage 3)
 
 at::TensorOptions ZeroImpl::state_options() const {
-  auto o = at::TensorOptions().dtype(at::kFloat);
-  if (!offload_) return o.device(device_);
-  return o.device(at::kCPU).pinned_memory(device_.is_cuda());
+  // Offloaded: plain host memory, page-locked by HostPinning (not torch's pinned allocator).
+  return at::TensorOptions().dtype(at::kFloat).device(offload_ ? c10::Device(at::kCPU) : device_);
 }
 
 // The compute-dtype shard a unit's trainable parameters are gathered from: cast from the fp32
-// master; offloaded, the device copy, or (parameters offloaded) copied up from the host now.
+// master; offloaded, the device copy, or (parameters offloaded) the fp32 master copied up now
+// and cast on the device, as FSDP2's offload does (no compute-dtype copy in host memory).
 at::Tensor ZeroImpl::gather_input(Unit& u) const {
   if (!offload_) return u.master.to(opt_.compute_dtype);
   if (u.dev_shard.defined()) return u.dev_shard;
-  return u.host_compute.to(device_, /*non_blocking=*/true);
+  return u.master.to(device_, /*non_blocking=*/true).to(opt_.compute_dtype);
 }
 
 void ZeroImpl::gather(int64_t unit, bool wait) {
@@ -463,7 +465,7 @@ void ZeroImpl::refresh(int64_t unit) {
   auto& u = units_[unit];
   if (u.refreshed || u.train.empty()) return;
   pipeline_->wait_unit(unit);
-  start_gather(u.train, comm_, u.dev_staging);
+  start_gather(u.train, comm_, u.dev_shard);
   u.train.gather->wait();
   u.train.gather.reset();
   u.train.gather_input = at::Tensor();
@@ -556,7 +558,6 @@ double ZeroImpl::clip_grad_norm(double max_norm) {
 }
 
 void ZeroImpl::host_update(Unit& u, double lr, double grad_scale, int64_t step_count) {
-  const bool bf16_out = u.host_compute.defined() && u.host_compute.scalar_type() == at::kBFloat16;
   for (auto& piece : u.pieces) {
     offload::HostAdamWStep step;
     step.lr = lr;
@@ -566,20 +567,16 @@ void ZeroImpl::host_update(Unit& u, double lr, double grad_scale, int64_t step_c
     step.weight_decay = piece.decays ? weight_decay_ : 0.0;
     step.step = step_count;
     step.grad_scale = static_cast<float>(grad_scale);
-    auto* out = bf16_out ? reinterpret_cast<uint16_t*>(u.host_compute.data_ptr<at::BFloat16>()) + piece.shard_offset
-                         : nullptr;
     offload::host_adamw_update(*pool_, piece.master.data_ptr<float>(), piece.exp_avg.data_ptr<float>(),
-                               piece.exp_avg_sq.data_ptr<float>(), piece.grad.data_ptr<float>(), out,
+                               piece.exp_avg_sq.data_ptr<float>(), piece.grad.data_ptr<float>(), nullptr,
                                piece.end - piece.begin, step);
   }
-  // A compute dtype the kernel does not write (fp16): one more pass.
-  if (u.host_compute.defined() && !bf16_out && !u.host_compute.is_same(u.master)) u.host_compute.copy_(u.master);
 }
 
+// The fp32 master up (async from page-locked memory, queued before any later work of the
+// stream) and cast into the device shard there.
 void ZeroImpl::stage_up(Unit& u) {
-  if (u.dev_shard.defined()) u.dev_shard.copy_(u.host_compute, /*non_blocking=*/true);
-  if (u.dev_staging.defined()) u.dev_staging.copy_(u.host_compute, /*non_blocking=*/true);
-  // Parameters offloaded: the next gather copies host_compute up itself.
+  if (u.dev_shard.defined()) u.dev_shard.copy_(u.master.to(device_, /*non_blocking=*/true));
 }
 
 void ZeroImpl::optimizer_step(double lr) {
@@ -698,11 +695,7 @@ void ZeroImpl::load_full_parameter(const std::string& name, const at::Tensor& va
       const int64_t b = std::max(lo, fp.offset), e = std::min(lo + u.train.shard, fp.offset + fp.numel);
       if (b < e) u.master.narrow(0, b - lo, e - b).copy_(flat.narrow(0, b - fp.offset, e - b));
       if (opt_.stage < 3) fp.slot->detach().copy_(flat.view(fp.shape));
-      if (b < e && u.host_compute.defined() && !u.host_compute.is_same(u.master))
-        u.host_compute.narrow(0, b - lo, e - b).copy_(flat.narrow(0, b - fp.offset, e - b));
       if (b < e && u.dev_shard.defined()) u.dev_shard.narrow(0, b - lo, e - b).copy_(flat.narrow(0, b - fp.offset, e - b));
-      if (b < e && u.dev_staging.defined())
-        u.dev_staging.narrow(0, b - lo, e - b).copy_(flat.narrow(0, b - fp.offset, e - b));
       return;
     }
   LF_THROW(ConfigError, "resume: the checkpoint's {} is not a trainable parameter of this run", name);
@@ -722,12 +715,7 @@ ZeroMemory ZeroImpl::resident_bytes() const {
     if (u.frozen_shard.defined()) m.params += static_cast<int64_t>(u.frozen_shard.nbytes());
     if (offload_ && !u.train.empty()) {
       m.host += static_cast<int64_t>(u.master.nbytes() + u.exp_avg.nbytes() + u.exp_avg_sq.nbytes() + u.grad_shard.nbytes());
-      if (!u.host_compute.is_same(u.master)) {
-        m.host += static_cast<int64_t>(u.host_compute.nbytes());
-        m.params += static_cast<int64_t>(u.host_compute.nbytes());
-      }
       if (u.dev_shard.defined()) m.params += static_cast<int64_t>(u.dev_shard.nbytes());
-      if (u.dev_staging.defined()) m.params += static_cast<int64_t>(u.dev_staging.nbytes());
     }
     const int64_t unit_bytes = (u.train.padded + u.frozen.padded) * static_cast<int64_t>(c10::elementSize(opt_.compute_dtype));
     m.largest_unit = std::max(m.largest_unit, unit_bytes);
@@ -751,11 +739,10 @@ ZeroMemory ZeroImpl::predicted_bytes() const {
     m.largest_unit = std::max<int64_t>(
         m.largest_unit, static_cast<int64_t>(c * static_cast<double>(u.train.numel + u.frozen.numel)));
   if (offload_) {
-    // The compute-dtype shard on the host (unless it is the fp32 master) and, unless the
-    // parameters are offloaded, a device copy of it (stage 3's gather input, stage 2's staging).
-    const int64_t host_copy = opt_.compute_dtype == at::kFloat ? 0 : static_cast<int64_t>(c * t / n);
-    m.host = m.grads + m.master + m.moments + host_copy;
-    m.params += host_copy + (opt_.offload == Offload::kParams ? 0 : static_cast<int64_t>(c * t / n));
+    // 16 bytes a parameter over N in host memory; on the device, unless the parameters are
+    // offloaded too, the compute-dtype shard (stage 3's gather input, stage 2's refresh).
+    m.host = m.grads + m.master + m.moments;
+    m.params += opt_.offload == Offload::kParams ? 0 : static_cast<int64_t>(c * t / n);
   }
   return m;
 }

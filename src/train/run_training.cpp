@@ -23,8 +23,10 @@
 #include "lf/common/log.h"
 #include "lf/common/remove_tree.h"
 #include "lf/data/sft_dataset.h"
+#include "lf/model/config.h"
 #include "lf/model/loader.h"
 #include "lf/model/lora.h"
+#include "lf/offload/host_memory.h"
 #include "lf/offload/host_thread_pool.h"
 #include "lf/parallel/make_strategy.h"
 #include "lf/rendezvous/store_client.h"
@@ -177,6 +179,25 @@ fs::path resolve_resume(const config::TrainConfig& c, const comm::WorldInfo& wor
   return resume;
 }
 
+// Offload pins 16 bytes a trainable parameter over the world (master, moments, gradient) in
+// host memory: checked against the node's and the container's room before anything loads, not
+// an OOM kill after the model did. Local rank 0 checks for the node's workers together.
+void check_offload_host_memory(const config::TrainConfig& c, const comm::WorldInfo& world) {
+  if (c.offload == "none" || world.local_rank != 0) return;
+  const fs::path src(c.model_name_or_path);
+  const auto mc = model::load_model_config(fs::is_directory(src) ? src / "config.json" : src);
+  double trainable = static_cast<double>(model::num_parameters(mc));
+  if (c.finetuning_type == "lora")  // an upper bound: A and B on all seven projections of every layer
+    trainable = static_cast<double>(c.lora_rank * mc.num_layers) *
+                static_cast<double>(4 * mc.hidden_size + 2 * mc.num_heads * mc.head_dim +
+                                    4 * mc.num_kv_heads * mc.head_dim + 3 * (mc.hidden_size + mc.intermediate_size));
+  const double per_rank = 16.0 * trainable / static_cast<double>(world.world_size);
+  offload::check_host_memory(static_cast<uint64_t>(per_rank * world.local_world_size),
+                             fmt::format("offload: {}: fp32 master weights, AdamW moments and gradients of {:.2f}B "
+                                         "trainable parameters over {} rank(s), {} worker(s) on this node",
+                                         c.offload, trainable / 1e9, world.world_size, world.local_world_size));
+}
+
 // The model on this worker's device, checked against the tokenizer and data, with LoRA
 // applied when asked (its config into *lora).
 std::unique_ptr<model::CausalLM> load_model(const config::TrainConfig& c, const Tokenizer& tokenizer,
@@ -272,6 +293,7 @@ void train_from_config(const config::LoadedConfig& loaded) {
     if (const int n = ckpt::remove_stale_temporaries(c.output_dir); n > 0)
       spdlog::info("removed {} unfinished checkpoint folder(s) (.checkpoint-N.tmp) from {}", n, c.output_dir);
   const fs::path resume = resolve_resume(c, world);
+  check_offload_host_memory(c, world);
   auto args = data_args_from(c);
   const fs::path job_cache = job_tokenized_dir(c, world);
   if (!job_cache.empty()) args.tokenized_path = job_cache.string();

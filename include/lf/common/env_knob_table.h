@@ -74,6 +74,13 @@ inline constexpr EnvKnob kEnvKnobs[] = {
      "deadline of a checkpoint or final save"},
 
     // ---- lf-worker: data-parallel diagnosis and tuning
+    {"LF_FAULT_CKPT_EXIT_RANK", KnobType::kInt, "", "", "lf-worker",
+     "tests only: this rank exits (code 3) at its first checkpoint save with its files durable but not yet reported "
+     "to rank 0 (the per-rank commit must then leave no checkpoint)"},
+    {"LF_HOST_ADAM_THREADS", KnobType::kInt, "", "", "lf-worker",
+     "offload: the host AdamW's threads per worker (default: the CPUs the worker may run on / LOCAL_WORLD_SIZE)"},
+    {"LF_HOST_ADAM_ISA", KnobType::kString, "", "", "lf-worker",
+     "offload: force the host AdamW's vector path, avx512, avx2 or scalar (default: the best this CPU runs)"},
     {"LF_DDP_GRAD_SINK", KnobType::kBool, "1", "", "lf-worker",
      "1: under bf16/fp16 the layers' gradients go from the cast straight into the DDP buckets; 0: through fp32 "
      ".grad tensors (same bits, for comparison)"},
