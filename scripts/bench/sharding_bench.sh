@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Issues 12-14 on ONE GPU, run ON the GPU machine after scripts/device/build.sh:
-#   scripts/bench/sharding_bench.sh [seams] [zero1gpu] [offload] [oom]     (default: all)
+#   scripts/bench/sharding_bench.sh [seams] [zero1gpu] [offload15] [offload] [oom]     (default: all)
 # seams    : lf-train at this commit vs OLD_LF (an lf-train-local built from the commit before the
-#            trainer seams), 1.5B full and 7B LoRA, back to back (issue 12: within noise)
+#            trainer seams), 1.5B full and 7B LoRA, back to back, SEAMS_REPEAT times (issue 12: within noise)
+# offload15: the offload modes on 1.5B full (6 steps): a smoke run before the 7B ones
 # zero1gpu : 1.5B full, zero_stage 0 vs 3 at world size 1: tokens/s (issue 13: <= 3% cost) and
 #            the per-step losses (bf16 tolerance, EQUIV line)
 # offload  : 7B full fine-tuning, seq 2048, micro-batch 4, bf16, activation checkpointing on:
@@ -17,7 +18,7 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 STEPS=${STEPS:-10}
 . scripts/bench/bench_common.sh
-parts=("$@"); [[ ${#parts[@]} == 0 ]] && parts=(seams zero1gpu offload oom)
+parts=("$@"); [[ ${#parts[@]} == 0 ]] && parts=(seams zero1gpu offload15 offload oom)
 
 # A command with the peak resident set size of its largest descendant (host memory; pinned
 # buffers count once touched): a HOST_PEAK_KB line after its output.
@@ -39,11 +40,18 @@ for part in "${parts[@]}"; do
       [[ -n ${OLD_LF:-} ]] || { echo "seams: set OLD_LF"; continue; }
       for r in "1.5b full" "7b lora"; do
         set -- $r
-        run "old $1 $2" $OLD_LF $(lf_args $1 $2)
-        run "new $1 $2" $LF $(lf_args $1 $2)
-        run "old2 $1 $2" $OLD_LF $(lf_args $1 $2)
-        run "new2 $1 $2" $LF $(lf_args $1 $2)
+        for rep in $(seq 1 ${SEAMS_REPEAT:-2}); do
+          run "old$rep $1 $2" $OLD_LF $(lf_args $1 $2)
+          run "new$rep $1 $2" $LF $(lf_args $1 $2)
+        done
       done ;;
+    offload15)  # the offload paths on a small shape first (a bug costs seconds, not a 7B load)
+      for mode in optimizer params; do
+        run "lf 1.5b full z3 offload=$mode" lf_timed $LF $(lf_args 1.5b full) zero_stage=3 offload=$mode max_steps=6 \
+          disable_gradient_checkpointing=false output_dir=$WORK/out/o15-$mode
+      done
+      run "lf 1.5b full z2 offload=optimizer" lf_timed $LF $(lf_args 1.5b full) zero_stage=2 offload=optimizer max_steps=6 \
+        disable_gradient_checkpointing=false output_dir=$WORK/out/o15-z2 ;;
     zero1gpu)
       run "zero0 1.5b full" $LF $(lf_args 1.5b full) output_dir=$WORK/out/z0
       run "zero3 1.5b full" $LF $(lf_args 1.5b full) zero_stage=3 output_dir=$WORK/out/z3
