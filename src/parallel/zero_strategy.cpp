@@ -228,7 +228,7 @@ void ZeroImpl::build_unit(int64_t index, std::vector<model::NamedParam> train, s
       if (opt_.offload == Offload::kOptimizer)
         u.dev_shard = u.master.to(device_, opt_.compute_dtype, false, /*copy=*/true);
     }
-    if (opt_.stage == 1) u.grad_flat = at::zeros({u.train.padded}, u.master.options());
+    if (opt_.stage == 1) u.grad_flat = at::zeros({u.train.padded}, u.master.options().device(device_));
     u.pieces = u.train.pieces(u.master, u.grad_shard, u.exp_avg, u.exp_avg_sq);
     for (auto& piece : u.pieces) piece.decays = optim::hf_decays(piece.name);
     for (size_t i = 0; i < u.train.params.size(); ++i) {
@@ -275,7 +275,8 @@ void ZeroImpl::log(const char* what, int64_t unit) {
 // ---- gradients
 
 at::Tensor& ZeroImpl::grad_flat(Unit& u) {
-  if (!u.grad_flat.defined()) u.grad_flat = at::zeros({u.train.padded}, u.master.options());
+  // On the device, offloaded or not: backward's gradients land here.
+  if (!u.grad_flat.defined()) u.grad_flat = at::zeros({u.train.padded}, u.master.options().device(device_));
   return u.grad_flat;
 }
 
@@ -337,7 +338,7 @@ void ZeroImpl::launch(int64_t unit) {
   if (world() == 1) {
     u.rs_out = grad_flat(u);  // the one shard is the whole: nothing to reduce
   } else {
-    u.rs_out = at::empty({u.train.shard}, u.master.options().device(device_).pinned_memory(false));
+    u.rs_out = at::empty({u.train.shard}, u.master.options().device(device_));
     u.reduce = comm_.reduce_scatter(u.rs_out, grad_flat(u));
   }
   pending_.push_back(unit);
@@ -671,7 +672,7 @@ at::Tensor ZeroImpl::full_parameter(const std::string& name) {
       // One rank holds it all (offloaded: straight from host memory, no device round trip).
       if (world() == 1) return u.master.narrow(0, fp.offset, fp.numel).view(fp.shape);
       if (cached_unit_ != unit) {  // one gather of the unit's fp32 masters serves its parameters
-        cached_values_ = at::empty({u.train.padded}, u.master.options().device(device_).pinned_memory(false));
+        cached_values_ = at::empty({u.train.padded}, u.master.options().device(device_));
         comm_.all_gather(cached_values_, u.master.to(device_))->wait();
         cached_unit_ = unit;
       }
