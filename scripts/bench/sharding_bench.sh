@@ -6,7 +6,7 @@
 # offload15: the offload modes on 1.5B full (6 steps): a smoke run before the 7B ones
 # zero1gpu : 1.5B full, zero_stage 0 vs 3 at world size 1: tokens/s (issue 13: <= 3% cost) and
 #            the per-step losses (bf16 tolerance, EQUIV line)
-# offload  : 7B full fine-tuning, seq 2048, micro-batch 4, bf16, activation checkpointing on:
+# offload  : (offload_lf / offload_peer: one side) 7B full fine-tuning, seq 2048, micro-batch 4, bf16, activation checkpointing on:
 #            lf-train zero_stage 3 with the optimizer offloaded and with the parameters offloaded,
 #            vs FSDP2 + CPUOffloadPolicy (../shared/bench/hf_reference.py --mode fsdp --offload
 #            --ckpt) in the same lease: tokens/s, peak GPU memory, peak host RSS (issue 14)
@@ -62,10 +62,12 @@ rel = max(abs(x - y) / abs(x) for x, y in zip(a, b))
 print("EQUIV " + json.dumps({"steps": len(a), "max_rel": rel, "within_2pct": rel <= 0.02, "z0": a, "z3": b}))
 PYEOF
       ;;
-    offload)
-      run "lf 7b full z3 offload=optimizer" lf_timed $LF $(full7b) zero_stage=3 offload=optimizer
-      run "lf 7b full z3 offload=params" lf_timed $LF $(full7b) zero_stage=3 offload=params
-      run "fsdp2 7b offload ckpt" lf_timed torchrun --nproc_per_node 1 --master_port 29611 "$HF_REF" --model 7b \
+    offload|offload_lf|offload_peer)
+      if [[ $part != offload_peer ]]; then
+        run "lf 7b full z3 offload=optimizer" lf_timed $LF $(full7b) zero_stage=3 offload=optimizer
+        run "lf 7b full z3 offload=params" lf_timed $LF $(full7b) zero_stage=3 offload=params
+      fi
+      [[ $part == offload_lf ]] || run "fsdp2 7b offload ckpt" lf_timed torchrun --nproc_per_node 1 --master_port 29611 "$HF_REF" --model 7b \
         --mode fsdp --offload --ckpt --seq 2048 --mbs 4 --steps ${OFFLOAD_STEPS:-6} --warmup 2 ;;
     oom)
       run "lf 7b full z3 no offload" lf_timed $LF $(full7b) zero_stage=3
