@@ -52,6 +52,9 @@ for part in "${parts[@]}"; do
       done
       run "lf 1.5b full z2 offload=optimizer" lf_timed $LF $(lf_args 1.5b full) zero_stage=2 offload=optimizer max_steps=6 \
         disable_gradient_checkpointing=false output_dir=$WORK/out/o15-z2 ;;
+    offload15_peer)  # FSDP2 + CPUOffloadPolicy on the same shape (where 7B's does not fit the host)
+      run "fsdp2 1.5b offload ckpt" lf_timed torchrun --nproc_per_node 1 --master_port 29612 "$HF_REF" --model 1.5b \
+        --mode fsdp --offload --ckpt --seq 2048 --mbs 4 --steps 6 --warmup 2 ;;
     zero1gpu)
       run "zero0 1.5b full" $LF $(lf_args 1.5b full) output_dir=$WORK/out/z0
       run "zero3 1.5b full" $LF $(lf_args 1.5b full) zero_stage=3 output_dir=$WORK/out/z3

@@ -111,6 +111,7 @@ class ZeroImpl final : public ZeroStrategy, public model::GradSink, public model
   const Where& where(const at::Tensor& param) const;
   void log(const char* what, int64_t unit);
   at::Tensor& grad_flat(Unit& u);
+  bool direct_grads() const { return world() == 1 && opt_.stage >= 2 && !offload_; }
   void arrived(int64_t unit);
   void launch_ready();
   void launch(int64_t unit);
@@ -275,7 +276,10 @@ void ZeroImpl::log(const char* what, int64_t unit) {
 // ---- gradients
 
 at::Tensor& ZeroImpl::grad_flat(Unit& u) {
-  // On the device, offloaded or not: backward's gradients land here.
+  // One rank at stages 2 and 3 (not offloaded): the shard is the whole and nothing is reduced,
+  // so backward adds straight into it (no buffer to zero, no pass to add it in afterwards).
+  if (!u.grad_flat.defined() && direct_grads()) u.grad_flat = u.grad_shard;
+  // Else on the device, offloaded or not: backward's gradients land here.
   if (!u.grad_flat.defined()) u.grad_flat = at::zeros({u.train.padded}, u.master.options().device(device_));
   return u.grad_flat;
 }
@@ -355,7 +359,9 @@ void ZeroImpl::retire(int64_t unit) {
   u.reduce.reset();
   if (opt_.stage == 1) return;
   c10::NoGradGuard no_grad;
-  if (!offload_) {
+  if (direct_grads()) {
+    // backward added into grad_shard itself
+  } else if (!offload_) {
     u.grad_shard.add_(u.rs_out);
   } else if (u.grad_fresh) {
     // Device -> pinned host, queued behind the reduction: backward goes on meanwhile; the host
@@ -436,6 +442,16 @@ void ZeroImpl::gather(int64_t unit, bool wait) {
     if (g->empty()) continue;
     if (!g->resident && !g->gather) {
       log("gather_start", unit);
+      if (world() == 1 && !offload_ && g == &u.train) {
+        // One rank: the fp32 master cast straight into the storage, one pass.
+        allocate_storage(*g);
+        c10::NoGradGuard no_grad;
+        auto out = at::empty({0}, g->flat.options());
+        out.set_(g->flat.storage(), 0, {g->padded}, {1});
+        out.copy_(u.master);
+        log("gather_done", unit);
+        continue;
+      }
       start_gather(*g, comm_, g == &u.train ? gather_input(u) : u.frozen_shard);
     }
     if (wait && g->gather) {

@@ -34,7 +34,7 @@ def same(a, b, what):
 def base_model(tmp_path_factory):
     """A pretrained base for LoRA (weights + tokenizer): one full step of the tiny model, saved."""
     out = tmp_path_factory.mktemp("base") / "model"
-    train(out, "full", (1, 1, 4), "max_steps=1", "eval_strategy=no", "save_strategy=no")
+    train(out, "full", (1, 1, 4), "max_steps=1", "save_strategy=no")
     return out
 
 
