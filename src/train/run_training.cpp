@@ -20,6 +20,7 @@
 #include "lf/common/error.h"
 #include "lf/common/hash.h"
 #include "lf/common/log.h"
+#include "lf/common/progress_deadline.h"
 #include "lf/common/remove_tree.h"
 #include "lf/data/sft_dataset.h"
 #include "lf/model/grad_sink.h"
@@ -187,6 +188,7 @@ struct BucketGradSink final : model::GradSink {
 
 void train_from_config(const config::LoadedConfig& loaded) {
   const auto& c = loaded.config;
+  progress_reporter().loading();  // heartbeats to the agent: liveness thread + phase-aware deadlines
   for (const auto& w : loaded.warnings) spdlog::warn("{}", w);
   LF_CHECK(c.stage == "sft", ConfigError, "stage: {} is not supported by lf-train (sft only)", c.stage);
   LF_CHECK(c.finetuning_type == "lora" || c.finetuning_type == "full", ConfigError,
@@ -233,6 +235,7 @@ void train_from_config(const config::LoadedConfig& loaded) {
   auto args = data_args_from(c);
   const fs::path job_cache = job_tokenized_dir(c, world);
   if (!job_cache.empty()) args.tokenized_path = job_cache.string();
+  progress_reporter().tokenizing();
   const auto tokenizer = load_tokenizer_for(args);
   auto data = load_sft_data(args, tokenizer);
   LF_CHECK(data.train.size() > 0, ConfigError, "the training dataset {} is empty after preprocessing",
@@ -240,6 +243,7 @@ void train_from_config(const config::LoadedConfig& loaded) {
   spdlog::info("data: {} train / {} eval examples, {} train tokens{}", data.train.size(), data.eval.size(),
                data.train.num_tokens(), data.from_cache ? " (tokenized cache)" : "");
 
+  progress_reporter().loading();
   model::LoadOptions lo;
   lo.device = pick_device();
   lo.random_init = c.init_weights == "random";
@@ -329,6 +333,7 @@ void train_from_config(const config::LoadedConfig& loaded) {
   at::manual_seed(static_cast<uint64_t>(c.seed) + static_cast<uint64_t>(world.rank));
   Trainer trainer(std::move(s));
   trainer.train();
+  progress_reporter().done();
   // Every worker of this node loaded the data before the first collective: nothing reads it now.
   if (!job_cache.empty() && world.local_rank == 0) remove_tree(job_cache);
 }

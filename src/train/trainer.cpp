@@ -11,6 +11,7 @@
 #include <cstdio>
 
 #include "lf/common/log.h"
+#include "lf/common/progress_deadline.h"
 #include "lf/model/checkpointing.h"
 #include "lf/model/lora.h"
 #include "lf/train/data_order.h"
@@ -181,6 +182,7 @@ TrainSummary Trainer::train() {
   int64_t last_logged = 0;
   double last_grad_norm = 0;
   if (!st.s.resume_from.empty()) {
+    progress_reporter().loading();
     const auto saved = st.load_checkpoint(st.s.resume_from);
     global_step = saved.at("global_step").get<int64_t>();
     epoch_f = saved.at("epoch").get<double>();
@@ -193,6 +195,7 @@ TrainSummary Trainer::train() {
   }
   st.first_step = global_step;
   st.first_tokens = st.tokens_seen;
+  progress_reporter().training_begins(global_step);
   // Every epoch has spe steps, so the cursor of step N is (N / spe, N % spe).
   const int64_t start_epoch = global_step / spe, start_step = global_step % spe;
   for (int64_t epoch = start_epoch; global_step < total; ++epoch) {
@@ -279,6 +282,13 @@ TrainSummary Trainer::train() {
                      seconds_since(step_start)};
       rec.phase_seconds = phases.take();
       sum.steps.push_back(rec);
+      progress_reporter().step_done(
+          global_step, rec.seconds,
+          json{{"loss", step_loss}, {"learning_rate", lr}, {"grad_norm", grad_norm}, {"epoch", epoch_f},
+               {"tokens_per_s", static_cast<double>(step_tokens) / std::max(rec.seconds, 1e-9)},
+               {"comm_exposed_s",  // the wait for DDP's last buckets; measured under LF_PROFILE_PHASES=1 only
+                phases.enabled() ? json(rec.phase_seconds[static_cast<size_t>(Phase::kDdpFinish)]) : json()}}
+              .dump());
       loss_since_log += step_loss;
       total_loss += step_loss;
 
@@ -316,7 +326,9 @@ TrainSummary Trainer::train() {
       if (eval_on && ((eval_every > 0 && global_step % eval_every == 0) || (c.eval_strategy == "epoch" && epoch_end) ||
                       last)) {
         const auto t0 = Clock::now();
+        progress_reporter().evaluating(global_step);
         const double el = st.evaluate();
+        progress_reporter().note("eval_loss", el);
         const double rt = seconds_since(t0);
         sum.evals.push_back({global_step, el});
         json e = {{"epoch", epoch_f},
@@ -333,11 +345,14 @@ TrainSummary Trainer::train() {
       const bool save_now = (save_every > 0 && global_step % save_every == 0) ||
                             (c.save_strategy == "epoch" && epoch_end) || (last && c.save_strategy != "no");
       if (save_now && st.s.write_outputs) {
+        progress_reporter().saving(global_step);  // every rank: those that do not write wait for rank 0
+        const auto save_t0 = Clock::now();
         const auto rng = st.rng_states_to_save();  // every rank: a collective when world > 1
         if (outputs)
           st.save_checkpoint(global_step, epoch_f,
                              {{"loss_since_log", loss_since_log}, {"total_loss", total_loss}, {"last_logged", last_logged}},
                              rng);
+        progress_reporter().note("checkpoint_s", seconds_since(save_t0));
       }
     }
   }
@@ -398,9 +413,11 @@ TrainSummary Trainer::train() {
   double final_eval_s = 0;
   if (eval_on) {
     const auto t0 = Clock::now();
+    progress_reporter().evaluating(global_step);
     final_eval = st.evaluate();
     final_eval_s = seconds_since(t0);
   }
+  progress_reporter().saving(global_step);
   if (outputs) {
     const fs::path out(c.output_dir);
     st.save_model(out);
