@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <filesystem>
@@ -119,19 +120,31 @@ struct WorkerGroup::Impl : std::enable_shared_from_this<Impl> {
   }
 
   // Every 250 ms: a worker past its liveness timeout or its progress deadline is reported once.
+  // When several are overdue at once (a stopped rank and the ranks waiting for it in a
+  // collective, all past the same step deadline), the stopped one is reported first: the
+  // agent acts on the first report, and it should name the cause, not a rank that waits.
   void check_heartbeats() {
     watch_timer.expires_after(std::chrono::milliseconds(250));
     watch_timer.async_wait([self = shared_from_this()](boost::system::error_code ec) {
       if (ec || self->stopping) return;
       const auto now = Clock::now();
+      struct Overdue {
+        Worker* w;
+        std::string why;
+        char state;
+      };
+      std::vector<Overdue> overdue;
       for (auto& w : self->workers) {
         if (!w->alive || w->hang_reported) continue;
-        auto why = w->watch->overdue(now);
-        if (!why) continue;
-        w->hang_reported = true;
-        const char state = process_state(w->pid);
-        if (state) *why += fmt::format("; process state {}", describe_process_state(state));
-        if (self->on_hang) self->on_hang(w->local_rank, w->global_rank, w->pid, *why);
+        if (auto why = w->watch->overdue(now)) overdue.push_back({w.get(), std::move(*why), process_state(w->pid)});
+      }
+      const auto rank = [](char state) { return state == 'T' || state == 't' ? 0 : state == 'D' ? 1 : 2; };
+      std::stable_sort(overdue.begin(), overdue.end(),
+                       [&](const Overdue& a, const Overdue& b) { return rank(a.state) < rank(b.state); });
+      for (auto& o : overdue) {
+        o.w->hang_reported = true;
+        if (o.state) o.why += fmt::format("; process state {}", describe_process_state(o.state));
+        if (self->on_hang) self->on_hang(o.w->local_rank, o.w->global_rank, o.w->pid, o.why);
       }
       self->check_heartbeats();
     });

@@ -251,3 +251,37 @@ TEST(WorkerGroupHeartbeat, AWorkerThatNeverHeartbeatsIsNeverReported) {
   const auto hang = run_until_hang("sleep 5", 0.5, nullptr, std::chrono::seconds(3));
   EXPECT_EQ(hang.pid, -1) << hang.why;
 }
+
+// A stopped rank and a rank waiting for it in a collective miss the same step deadline (with
+// liveness off): the stopped one is reported first, since the agent acts on the first report.
+TEST(WorkerGroupHeartbeat, WhenSeveralAreOverdueTheStoppedOneIsReportedFirst) {
+  boost::asio::io_context io;
+  lf::agent::WorkerGroupOptions o;
+  o.console = false;
+  o.liveness_timeout_s = 0;
+  lf::agent::WorkerGroup group(io, o);
+  const auto line = lf::progress_line(lf::WorkerPhase::kTraining, 3, 1.5, "{}");
+  lf::agent::SpawnSpec spec;
+  spec.argv = {"/bin/sh", "-c", "printf '%s' '" + line + "' >&3; while :; do echo alive >&3; sleep 0.1; done"};
+  spec.env = {{"PATH", "/usr/bin:/bin"}};
+  std::vector<int> reported;
+  group.start({spec, spec}, {0, 1}, "", [](const lf::agent::WorkerExit&) {},
+              [&](int, int global, pid_t, const std::string&) { reported.push_back(global); });
+  const auto pids = group.pids();
+  // Both beats are read by 500 ms; then rank 1 stops and the io thread is held past the deadline,
+  // so that both are overdue at the same check (not one 250 ms tick before the other).
+  boost::asio::steady_timer stop_one(io, std::chrono::milliseconds(500));
+  stop_one.async_wait([&](boost::system::error_code) {
+    ::kill(pids[1], SIGSTOP);
+    std::this_thread::sleep_for(std::chrono::seconds(2));
+  });
+  boost::asio::steady_timer guard(io, std::chrono::seconds(5));
+  guard.async_wait([&](boost::system::error_code) { io.stop(); });
+  io.run();
+  for (pid_t pid : pids) {
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, nullptr, 0);
+  }
+  ASSERT_EQ(reported.size(), 2u);
+  EXPECT_EQ(reported[0], 1);
+}
