@@ -37,16 +37,20 @@ def one(case, floor):
     nodes = [start(out, 0, port, env, log), start(out, 1, port, env)]
     pid = None
     try:
-        assert wait_until(lambda: training_is_under_way(out), 300), "training did not start"
+        if not wait_until(lambda: training_is_under_way(out) or any(n.poll() is not None for n in nodes), 600) \
+                or any(n.poll() is not None for n in nodes):
+            for n in nodes:
+                n.kill()
+            raise SystemExit("training did not start:\n" + "".join(n.communicate()[0][-2000:] for n in nodes))
         ranks = workers(out)
         pid = ranks[3]
         os.kill(pid, signal.SIGSTOP)
         t_fault = time.time()
         texts = [n.communicate(timeout=floor * 3 + 600)[0] for n in nodes]
         t_exit = time.time()
-        detected = next(e["t"] for e in events(log) if e["event"] == "failure_detected")
-        line = next((l for l in texts[0].splitlines() if "hung (pid" in l), "(no line naming the hung worker)")
-        return detected - t_fault, t_exit - t_fault, [n.returncode for n in nodes], line
+        first = next(e for e in events(log) if e["event"] == "failure_detected")
+        blamed = f"stopped pid {pid}: " + ("named" if f"pid {pid}," in first["detail"] else "NOT named")
+        return first["t"] - t_fault, t_exit - t_fault, [n.returncode for n in nodes], blamed + "; " + first["detail"]
     finally:
         if pid:
             try:
@@ -66,12 +70,15 @@ def main():
     a = p.parse_args()
     result = {}
     for case in a.cases.split(","):
-        runs = [one(case, a.floor) for _ in range(a.reps)]
+        runs = []
+        for _ in range(a.reps):
+            runs.append(one(case, a.floor))
+            print(f"  {case} run: detect {runs[-1][0]:.2f} s, stop {runs[-1][1]:.2f} s", flush=True)
         result[case] = {"detect_s_median": statistics.median(r[0] for r in runs),
                         "stop_s_median": statistics.median(r[1] for r in runs),
                         "exit_codes": runs[-1][2]}
         print(f"{case:9s} SIGSTOP -> failure_detected {result[case]['detect_s_median']:.2f} s, -> both nodes exited "
-              f"{result[case]['stop_s_median']:.2f} s, exit codes {runs[-1][2]}\n  node 0: {runs[-1][3]}")
+              f"{result[case]['stop_s_median']:.2f} s, exit codes {runs[-1][2]}\n  server: {runs[-1][3]}")
     print("RESULT " + json.dumps(result))
 
 
