@@ -263,7 +263,7 @@ class Agent {
     go.log_dir = opt_.log_dir;
     go.console = !opt_.redirect;
     go.stop_grace_s = opt_.stop_grace_s;
-    go.heartbeat_timeout_s = opt_.worker_heartbeat_timeout_s;
+    go.liveness_timeout_s = opt_.worker_heartbeat_timeout_s;
     group_ = std::make_unique<WorkerGroup>(io_, go);
     std::string attempt_dir;
     if (!opt_.log_dir.empty())
@@ -272,9 +272,10 @@ class Agent {
     state_ = State::kRunning;
     try {
       group_->start(std::move(specs), ranks, attempt_dir, [this](const WorkerExit& e) { on_worker_exit(e); },
-                    [this](int local, int global, double silent) {
+                    [this](int, int global, pid_t pid, const std::string& why) {
+                      // Restartable, as a crash is: a hang is as often transient (a flaky link).
                       report_local_failure(global, 0, 0, true,
-                                           fmt::format("no heartbeat for {:.1f}s (--worker-heartbeat-timeout)", silent));
+                                           fmt::format("hung (pid {}, node {}): {}", pid, layout_.node_rank, why));
                     });
     } catch (const Error& e) {  // the workers could not start (a command that cannot run: exit 2)
       local_failure_exit_ = e.exit_code();
@@ -317,7 +318,11 @@ class Agent {
     abort_received_ = true;
     abort_restart_ = a.restart;
     abort_reason_ = a.reason;
-    if (!local_failure_) spdlog::error("job aborted by the rendezvous server: {}", a.reason);
+    // Also after a failure of our own when the server names another node's: ours is then most
+    // likely its consequence (a peer vanished mid-collective), and every node's log should
+    // name the worker that failed first.
+    if (!local_failure_ || a.failed_node != layout_.node_rank)
+      spdlog::error("job aborted by the rendezvous server: {}", a.reason);
     stop_workers(SIGTERM);
   }
 

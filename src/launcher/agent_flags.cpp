@@ -30,6 +30,9 @@ std::pair<int64_t, int64_t> parse_nnodes(const std::string& s) {
   return {lo, hi};
 }
 
+// LF_WORKER_LIVENESS_TIMEOUT_S (seconds, default 30, 0: off): see --worker-heartbeat-timeout.
+static double knob_worker_liveness_timeout_s() { return knob_number("LF_WORKER_LIVENESS_TIMEOUT_S").value_or(30); }
+
 // Flags win; then LLaMA-Factory's variables; then defaults.
 void apply_environment(LaunchFlags& f) {
   auto& o = f.opt;
@@ -45,6 +48,11 @@ void apply_environment(LaunchFlags& f) {
   o.max_restarts = f.max_restarts >= 0 ? f.max_restarts : env_int("MAX_RESTARTS").value_or(0);
   o.rdzv_id = !f.rdzv_id.empty() ? f.rdzv_id : env_string("RDZV_ID").value_or("none");
   o.token = knob_string("LF_JOB_TOKEN").value_or("");
+  o.worker_heartbeat_timeout_s =
+      f.worker_heartbeat_timeout_s >= 0 ? f.worker_heartbeat_timeout_s : knob_worker_liveness_timeout_s();
+  LF_CHECK(o.worker_heartbeat_timeout_s >= 0, ConfigError,
+           "--worker-heartbeat-timeout / LF_WORKER_LIVENESS_TIMEOUT_S must be >= 0 seconds (0: off), got {}",
+           o.worker_heartbeat_timeout_s);
   LF_CHECK(o.nproc >= 1, ConfigError, "--nproc-per-node / NPROC_PER_NODE must be >= 1, got {}", o.nproc);
   LF_CHECK(o.node_rank < o.max_nodes, ConfigError, "NODE_RANK {} is out of range for NNODES {} (ranks 0..{})",
            o.node_rank, o.max_nodes, o.max_nodes - 1);
@@ -78,8 +86,10 @@ void add_agent_flags(CLI::App* cmd, LaunchFlags& flags) {
   add_timing_flags(cmd, &o.join_timeout_s, &o.heartbeat_interval_s, &o.heartbeat_timeout_s);
   cmd->add_option("--last-call", o.last_call_s, "With MIN:MAX nodes: seconds to wait for more once MIN joined (default 5)");
   cmd->add_option("--stop-grace", o.stop_grace_s, "Seconds between SIGTERM and SIGKILL when stopping workers (default 5)");
-  cmd->add_option("--worker-heartbeat-timeout", o.worker_heartbeat_timeout_s,
-                  "A worker that heartbeated on LF_HEARTBEAT_FD and then goes silent this long counts as failed (0: off)");
+  cmd->add_option("--worker-heartbeat-timeout", flags.worker_heartbeat_timeout_s,
+                  "Seconds a worker that heartbeats on LF_HEARTBEAT_FD may go silent before it counts as hung "
+                  "(env LF_WORKER_LIVENESS_TIMEOUT_S; default 30; 0: off)")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("--event-log", o.event_log, "Node 0: append the rendezvous server's events (JSON lines) to FILE");
 }
 

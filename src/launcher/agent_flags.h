@@ -22,6 +22,7 @@ struct LaunchFlags {
   int64_t master_port = -1;  // -1: unset; 0: any free port (single node only)
   int64_t max_restarts = -1;
   std::string rdzv_id;
+  double worker_heartbeat_timeout_s = -1;  // -1: unset
   agent::AgentOptions opt;
 };
 

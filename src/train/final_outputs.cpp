@@ -8,6 +8,7 @@
 #include <string>
 
 #include "lf/common/log.h"
+#include "lf/common/progress_deadline.h"
 #include "phase_profile.h"
 #include "trainer_state.h"
 
@@ -104,9 +105,11 @@ void Trainer::State::finish(TrainSummary& sum, const TrainPlan& plan, const Loop
   double final_eval_s = 0;
   if (plan.eval_on) {
     const auto t0 = Clock::now();
+    progress_reporter().evaluating(loop.global_step);
     final_eval = evaluate();
     final_eval_s = seconds_since(t0);
   }
+  progress_reporter().saving(loop.global_step);
   // Under a sharded strategy every rank takes part in gathering the weights.
   if (plan.outputs || (s.write_outputs && strategy->saving_is_collective())) save_model(c.output_dir);
   if (!plan.outputs) return;

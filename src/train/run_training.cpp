@@ -21,6 +21,7 @@
 #include "lf/common/error.h"
 #include "lf/common/hash.h"
 #include "lf/common/log.h"
+#include "lf/common/progress_deadline.h"
 #include "lf/common/remove_tree.h"
 #include "lf/data/sft_dataset.h"
 #include "lf/model/config.h"
@@ -278,6 +279,7 @@ JobStrategy make_job_strategy(const config::TrainConfig& c, const comm::WorldInf
 }  // namespace
 
 void train_from_config(const config::LoadedConfig& loaded) {
+  progress_reporter().loading();  // heartbeats to the agent: a liveness thread + phase-aware deadlines
   const auto& c = loaded.config;
   for (const auto& w : loaded.warnings) spdlog::warn("{}", w);
   LF_CHECK(c.stage == "sft", ConfigError, "stage: {} is not supported by lf-train (sft only)", c.stage);
@@ -297,6 +299,7 @@ void train_from_config(const config::LoadedConfig& loaded) {
   auto args = data_args_from(c);
   const fs::path job_cache = job_tokenized_dir(c, world);
   if (!job_cache.empty()) args.tokenized_path = job_cache.string();
+  progress_reporter().tokenizing();
   const auto tokenizer = load_tokenizer_for(args);
   auto data = load_sft_data(args, tokenizer);
   LF_CHECK(data.train.size() > 0, ConfigError, "the training dataset {} is empty after preprocessing",
@@ -305,6 +308,7 @@ void train_from_config(const config::LoadedConfig& loaded) {
                data.train.num_tokens(), data.from_cache ? " (tokenized cache)" : "");
   TrainerSetup s;
   s.config = c;
+  progress_reporter().loading();
   auto model = load_model(c, tokenizer, data, s.lora);
   s.model = model.get();
   s.train = &data.train;
@@ -321,6 +325,7 @@ void train_from_config(const config::LoadedConfig& loaded) {
   at::manual_seed(static_cast<uint64_t>(c.seed) + static_cast<uint64_t>(world.rank));
   Trainer trainer(std::move(s));
   trainer.train();
+  progress_reporter().done();
   // Every worker of this node loaded the data before the first collective: nothing reads it now.
   if (!job_cache.empty() && world.local_rank == 0) remove_tree(job_cache);
 }

@@ -26,7 +26,9 @@ struct AgentOptions {
   double heartbeat_interval_s = 0.5;
   double heartbeat_timeout_s = 3;
   double stop_grace_s = 5;
-  double worker_heartbeat_timeout_s = 0;
+  // Liveness timeout of workers that heartbeat (worker_watch.h); 0: off. The launcher's
+  // --worker-heartbeat-timeout, else LF_WORKER_LIVENESS_TIMEOUT_S, else 30.
+  double worker_heartbeat_timeout_s = 30;
   std::string event_log;  // the hosted server's event log (JSON lines)
   std::string config_hash;  // fingerprint of the command/config; must agree across nodes
   std::vector<std::string> command;

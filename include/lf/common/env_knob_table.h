@@ -60,18 +60,30 @@ inline constexpr EnvKnob kEnvKnobs[] = {
 
     // ---- worker liveness and progress deadlines (the agent watches the heartbeats)
     {"LF_WORKER_LIVENESS_TIMEOUT_S", KnobType::kSeconds, "30", "", "lf-train",
-     "a worker whose liveness beats (sent by their own thread) stop for this long is hung or stopped: the job "
-     "stops on every node"},
-    {"LF_PROGRESS_STEP_FACTOR", KnobType::kNumber, "10", "", "lf-train",
+     "a worker that heartbeated and then sends nothing (its liveness thread beats every second) for this long is "
+     "hung or stopped: the job stops on every node, the worker named; 0: off (--worker-heartbeat-timeout wins)"},
+    {"LF_PROGRESS_DEADLINES", KnobType::kBool, "1", "", "lf-worker",
+     "1: lf-worker's progress beats carry deadlines (a step, a load, a save that overruns its deadline is a hang); "
+     "0: liveness only"},
+    {"LF_PROGRESS_STEP_FACTOR", KnobType::kNumber, "10", "", "lf-worker",
      "the deadline of a training step is this many times the median step time so far (but at least "
      "LF_PROGRESS_STEP_FLOOR_S)"},
-    {"LF_PROGRESS_STEP_FLOOR_S", KnobType::kSeconds, "300", "", "lf-train",
-     "the shortest deadline a training step (or an evaluation) gets, so the first steps and slow ones are not "
-     "taken for a hang"},
-    {"LF_PROGRESS_LOAD_TIMEOUT_S", KnobType::kSeconds, "3600", "", "lf-train",
-     "deadline of the loading and tokenizing phases (a 7B load or a large dataset takes minutes)"},
-    {"LF_PROGRESS_SAVE_TIMEOUT_S", KnobType::kSeconds, "3600", "", "lf-train",
-     "deadline of a checkpoint or final save"},
+    {"LF_PROGRESS_STEP_FLOOR_S", KnobType::kSeconds, "120", "", "lf-worker",
+     "the shortest deadline a training step gets"},
+    {"LF_PROGRESS_FIRST_STEP_TIMEOUT_S", KnobType::kSeconds, "600", "", "lf-worker",
+     "the deadline of a run's first step (warm-up, first collectives; at least the floor)"},
+    {"LF_PROGRESS_LOAD_TIMEOUT_S", KnobType::kSeconds, "1800", "", "lf-worker",
+     "deadline of the loading phase (config, resume agreement, model, communicator, checkpoint): a 7B load takes "
+     "minutes"},
+    {"LF_PROGRESS_TOKENIZE_TIMEOUT_S", KnobType::kSeconds, "3600", "", "lf-worker",
+     "deadline of tokenizing the dataset"},
+    {"LF_PROGRESS_EVAL_TIMEOUT_S", KnobType::kSeconds, "1800", "", "lf-worker",
+     "deadline of an evaluation (and the step after it)"},
+    {"LF_PROGRESS_SAVE_TIMEOUT_S", KnobType::kSeconds, "1800", "", "lf-worker",
+     "deadline of a checkpoint or final save (and the step after it); 0 in any LF_PROGRESS_*_S: no deadline"},
+    {"LF_FAULT_SLEEP", KnobType::kString, "", "", "lf-worker",
+     "tests and diagnosis only: PHASE:SECONDS[@RANK][,...] sleeps once in that phase after its beat (a slow load "
+     "or save must not be taken for a hang)"},
 
     // ---- lf-worker: data-parallel diagnosis and tuning
     {"LF_FAULT_CKPT_EXIT_RANK", KnobType::kInt, "", "", "lf-worker",
