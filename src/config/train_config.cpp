@@ -92,7 +92,7 @@ void check_one_of(const Reader& r, const std::string& key, const std::string& va
 
 void apply(const Reader& r, TrainConfig& c) {
   r.read("model_name_or_path", c.model_name_or_path, "a path");
-  r.read("init_weights", c.init_weights, "pretrained or random");
+  r.read("init_weights", c.init_weights, "auto, pretrained or random");
   r.read("stage", c.stage, "a string");
   r.read("finetuning_type", c.finetuning_type, "a string");
   r.read("lora_rank", c.lora_rank, "an integer");
@@ -168,13 +168,13 @@ void apply(const Reader& r, TrainConfig& c) {
 
 void validate(const Reader& r, TrainConfig& c) {
   LF_CHECK(!c.model_name_or_path.empty(), ConfigError,
-           "`model_name_or_path` is required: a local folder with config.json (and weights unless `init_weights: "
-           "random`)");
+           "`model_name_or_path` is required: a local folder with config.json and the model's safetensors (a folder "
+           "with config.json alone starts from random weights)");
   LF_CHECK(!c.dataset.empty(), ConfigError, "`dataset` is required: one or more names from {}/dataset_info.json",
            c.dataset_dir);
   check_one_of(r, "stage", c.stage, {"sft"}, "Other stages (pt, rm, ppo, dpo, kto) are not implemented");
   check_one_of(r, "finetuning_type", c.finetuning_type, {"lora", "full"});
-  check_one_of(r, "init_weights", c.init_weights, {"pretrained", "random"});
+  check_one_of(r, "init_weights", c.init_weights, {"auto", "pretrained", "random"});
   check_one_of(r, "lr_scheduler_type", c.lr_scheduler_type, {"linear", "cosine", "constant", "constant_with_warmup"});
   check_one_of(r, "eval_strategy", c.eval_strategy, {"no", "steps", "epoch"});
   check_one_of(r, "mix_strategy", c.mix_strategy, {"concat", "interleave_under", "interleave_over"});
@@ -302,7 +302,10 @@ LoadedConfig parse_train_config(const std::string& yaml_text, const std::vector<
   apply(reader, out.config);
   validate(reader, out.config);
 
-  for (const auto& [key, entry] : entries) out.canonical += key + "=" + scalar_text(entry.value) + "\n";
+  for (const auto& [key, entry] : entries) {
+    out.items.emplace_back(key, scalar_text(entry.value));
+    out.canonical += key + "=" + out.items.back().second + "\n";
+  }
   return out;
 }
 
