@@ -103,7 +103,7 @@ std::vector<KeySpec> parse_table() {
       throw std::logic_error("llamafactory_keys.tsv: a row without four tab-separated fields: " + line);
     out.push_back(std::move(k));
   }
-  out.push_back({"init_weights", "lf-train", "str", "'pretrained'"});
+  out.push_back({"init_weights", "lf-train", "str", "'auto'"});
   out.push_back({"ddp_reduce_dtype", "lf-train", "str", "'fp32'"});
   std::sort(out.begin(), out.end(), [](const KeySpec& a, const KeySpec& b) { return a.name < b.name; });
   return out;
