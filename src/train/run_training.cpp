@@ -23,6 +23,7 @@
 #include "lf/common/remove_tree.h"
 #include "lf/data/sft_dataset.h"
 #include "lf/model/grad_sink.h"
+#include "lf/model/initial_weights.h"
 #include "lf/model/loader.h"
 #include "lf/model/lora.h"
 #include "lf/rendezvous/store_client.h"
@@ -187,7 +188,10 @@ struct BucketGradSink final : model::GradSink {
 
 void train_from_config(const config::LoadedConfig& loaded) {
   const auto& c = loaded.config;
-  for (const auto& w : loaded.warnings) spdlog::warn("{}", w);
+  // lf-train printed these once for the node before starting the workers (LF_CONFIG_CHECKED).
+  const bool checked_by_launcher = env_string("LF_CONFIG_CHECKED").value_or("") == "1";
+  if (!checked_by_launcher)
+    for (const auto& w : loaded.warnings) spdlog::warn("{}", w);
   LF_CHECK(c.stage == "sft", ConfigError, "stage: {} is not supported by lf-train (sft only)", c.stage);
   LF_CHECK(c.finetuning_type == "lora" || c.finetuning_type == "full", ConfigError,
            "finetuning_type: '{}' is not supported (lora, full)", c.finetuning_type);
@@ -242,7 +246,9 @@ void train_from_config(const config::LoadedConfig& loaded) {
 
   model::LoadOptions lo;
   lo.device = pick_device();
-  lo.random_init = c.init_weights == "random";
+  const auto initial = model::choose_initial_weights(c.model_name_or_path, c.init_weights, c.seed);
+  if (!initial.note.empty() && !checked_by_launcher) spdlog::warn("{}", initial.note);
+  lo.random_init = initial.random;
   lo.seed = static_cast<uint64_t>(c.seed);
   const auto mixed = c.bf16 ? at::kBFloat16 : c.fp16 ? at::kHalf : at::kFloat;
   // LoRA: a frozen base in the compute dtype, fp32 adapters (LLaMA-Factory upcasts
