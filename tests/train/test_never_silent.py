@@ -131,3 +131,18 @@ def test_two_nodes_of_two_workers_are_bit_identical_run_after_run(tmp_path):
             assert n.returncode == 0, text[-3000:]
         digests.append(weights_digest(out))
     assert digests[0] == digests[1], "two identical 2-node x 2-worker runs gave different weights"
+
+
+def test_a_parquet_dataset_in_the_multi_node_guides_layout_trains(tmp_path):
+    """dataset/train/part-0000N.parquet with file_name: dataset/train (a folder of part files),
+    as LLaMA-Factory reads it; Parquet is part of the default build (pyarrow's Arrow C++)."""
+    d = tmp_path / "data"
+    shutil.copytree(os.path.join(ROOT, "tests", "fixtures", "data", "alpaca_parquet"), d / "dataset" / "train")
+    (d / "dataset_info.json").write_text(json.dumps({"parts": {"file_name": "dataset/train", "columns": {
+        "prompt": "instruction", "query": "input", "response": "output", "system": "system", "history": "history"}}}))
+    rc, out = run([f"output_dir={tmp_path / 'out'}", f"dataset_dir={d}", "dataset=parts", "max_steps=2", *QUICK])
+    if "built without Parquet support" in out:
+        pytest.skip("this lf-train was built without Parquet (no pyarrow in the build's LF_PYTHON venv)")
+    assert rc == 0, out[-3000:]
+    assert "data: " in out and " train / 0 eval examples" in out, out[-3000:]
+
