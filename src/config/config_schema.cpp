@@ -62,9 +62,11 @@ std::vector<KeyDecl> model_and_method_keys() {
                   "downloads")
           .data(LF_DATA(model_name_or_path)),
       implemented("init_weights", LF_FIELD(init_weights),
-                  "lf-train's own: `random` initialises from config.json alone (benchmarks)")
+                  "lf-train's own: auto (the folder's safetensors; random from config.json when the folder holds "
+                  "none, said in one line), pretrained (weights required), random (the folder's weights ignored, "
+                  "said in one line; benchmarks)")
           .own()
-          .choices({"pretrained", "random"}),
+          .choices({"auto", "pretrained", "random"}),
       implemented("stage", LF_FIELD(stage), "supervised fine-tuning")
           .choices({"sft"}, "Other stages (pt, rm, ppo, dpo, kto) are not implemented")
           .data(LF_DATA(stage)),

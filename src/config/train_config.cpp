@@ -104,7 +104,10 @@ LoadedConfig parse_train_config(const std::string& yaml_text, const std::vector<
   for (const KeyDecl& d : config_schema())
     if (d.read) d.read(reader, out.config);
   check_config(reader, out.config);
-  for (const auto& [key, entry] : entries) out.canonical += key + "=" + scalar_text(entry.value) + "\n";
+  for (const auto& [key, entry] : entries) {
+    out.items.emplace_back(key, scalar_text(entry.value));  // the rendezvous names the keys that differ
+    out.canonical += key + "=" + out.items.back().second + "\n";
+  }
   resolve_sharding(reader, std::filesystem::path(source_name).parent_path().string(), out);
   return out;
 }

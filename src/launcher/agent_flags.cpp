@@ -2,6 +2,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "lf/agent/address_probe.h"
 #include "lf/common/env.h"
 #include "lf/common/env_knobs.h"
 #include "lf/common/error.h"
@@ -58,6 +59,9 @@ void apply_environment(LaunchFlags& f) {
            o.node_rank, o.max_nodes, o.max_nodes - 1);
   LF_CHECK(!o.redirect || !o.log_dir.empty(), ConfigError, "--redirect needs --log-dir (where the output goes)");
   o.host_server = o.node_rank == 0 || (o.node_rank < 0 && o.max_nodes == 1);
+  // No NODE_RANK on several nodes: the agent on MASTER_ADDR's host hosts the server (unless one
+  // answers there already); the others join it and get node ranks by arrival.
+  o.host_server_if_free = o.node_rank < 0 && o.max_nodes > 1 && agent::is_local_address(o.master_addr);
   // Port 0 (any free port) only works when nobody else has to find the server.
   LF_CHECK(port != 0 || (o.host_server && o.max_nodes == 1), ConfigError,
            "--master-port 0 (any free port) works for a single node only: other nodes could not find it");
@@ -68,6 +72,11 @@ void add_timing_flags(CLI::App* cmd, double* join_timeout, double* hb_interval, 
   cmd->add_option("--heartbeat-interval", *hb_interval, "Seconds between heartbeats (default 0.5)");
   cmd->add_option("--heartbeat-timeout", *hb_timeout,
                   "Seconds of silence after which a node (or the server) counts as dead (default 3)");
+}
+
+void add_status_flag(CLI::App* cmd, double* status_interval) {
+  cmd->add_option("--status-interval", *status_interval,
+                  "While the rendezvous waits for nodes: seconds between lines saying who waits for whom (default 10)");
 }
 
 void add_agent_flags(CLI::App* cmd, LaunchFlags& flags) {
@@ -84,6 +93,7 @@ void add_agent_flags(CLI::App* cmd, LaunchFlags& flags) {
   cmd->add_flag("--redirect", o.redirect, "Worker output to the log files only (needs --log-dir)");
   cmd->add_flag("--tee")->description("Worker output to the console and the log files (the default with --log-dir)");
   add_timing_flags(cmd, &o.join_timeout_s, &o.heartbeat_interval_s, &o.heartbeat_timeout_s);
+  add_status_flag(cmd, &o.status_interval_s);
   cmd->add_option("--last-call", o.last_call_s, "With MIN:MAX nodes: seconds to wait for more once MIN joined (default 5)");
   cmd->add_option("--stop-grace", o.stop_grace_s, "Seconds between SIGTERM and SIGKILL when stopping workers (default 5)");
   cmd->add_option("--worker-heartbeat-timeout", flags.worker_heartbeat_timeout_s,

@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include "agent_flags.h"
+#include "preflight.h"
 #include "lf/agent/gpu_inventory.h"
 #include "lf/common/env.h"
 #include "lf/common/env_knobs.h"
@@ -14,6 +15,7 @@
 #include "lf/common/hash.h"
 #include "lf/config/sharding.h"
 #include "lf/config/train_config.h"
+#include "lf/rendezvous/config_diff.h"
 
 namespace lf {
 
@@ -32,22 +34,6 @@ std::string find_worker_binary() {
   LF_THROW(ConfigError,
            "lf-worker (the trainer) was not found beside {}: build with -DLF_WITH_TORCH=ON (scripts/build.sh does when "
            ".venv exists), or point LF_WORKER_BIN at it", self.string());
-}
-
-// The checks a user hits first, made before any node is kept waiting.
-void check_model_folder(const config::TrainConfig& c) {
-  fs::path dir(c.model_name_or_path);
-  if (fs::is_directory(dir)) {
-    LF_CHECK(fs::exists(dir / "config.json"), ConfigError, "model folder '{}' has no config.json", dir.string());
-    return;
-  }
-  bool looks_like_hub_id = c.model_name_or_path.find('/') != std::string::npos && !fs::exists(dir.parent_path());
-  LF_THROW(ConfigError,
-           "model_name_or_path '{}' is not a local folder. lf-train never downloads: {}", c.model_name_or_path,
-           looks_like_hub_id ? "fetch it first with `huggingface-cli download " + c.model_name_or_path +
-                                   " --local-dir models/" + fs::path(c.model_name_or_path).filename().string() +
-                                   "` and set model_name_or_path to that folder"
-                             : std::string("check the path"));
 }
 
 }  // namespace
@@ -71,7 +57,9 @@ void add_train_command(CLI::App& app) {
     config::LoadedConfig loaded = config::load_train_config(path, overrides);
     for (const auto& w : loaded.warnings) spdlog::warn("{}", w);
     for (const auto& n : loaded.notes) spdlog::info("{}", n);
-    check_model_folder(loaded.config);
+    for (const auto& note : preflight_training(loaded.config)) spdlog::warn("{}", note);
+    // Printed here once for this node; the workers leave them out.
+    ::setenv("LF_CONFIG_CHECKED", "1", 1);
     apply_environment(*flags);
     auto& opt = flags->opt;
     // One worker per visible GPU unless told otherwise; never more workers than GPUs.
@@ -89,6 +77,7 @@ void add_train_command(CLI::App& app) {
     opt.command.insert(opt.command.end(), overrides.begin(), overrides.end());
     // Nodes must agree on the effective config, not on how it was spelt.
     opt.config_hash = hex64(fnv1a64(loaded.canonical));
+    for (const auto& [key, value] : loaded.items) opt.config_items.push_back(rdzv::config_item(key, value));
     spdlog::info("training {} ({}) with {} worker(s) on this node; outputs in {}", loaded.config.model_name_or_path,
                  loaded.config.finetuning_type, opt.nproc, loaded.config.output_dir);
     throw CLI::RuntimeError(agent::run_agent(opt));

@@ -18,6 +18,7 @@
 #include "lf/comm/process_group.h"
 #include "lf/comm/rank_agreement.h"
 #include "lf/common/env.h"
+#include "lf/common/env_knobs.h"
 #include "lf/common/error.h"
 #include "lf/common/hash.h"
 #include "lf/common/log.h"
@@ -25,6 +26,7 @@
 #include "lf/common/remove_tree.h"
 #include "lf/data/sft_dataset.h"
 #include "lf/model/config.h"
+#include "lf/model/initial_weights.h"
 #include "lf/model/loader.h"
 #include "lf/model/lora.h"
 #include "lf/offload/host_memory.h"
@@ -205,7 +207,10 @@ std::unique_ptr<model::CausalLM> load_model(const config::TrainConfig& c, const 
                                             const SftData& data, std::optional<model::LoraConfig>& lora) {
   model::LoadOptions lo;
   lo.device = pick_device();
-  lo.random_init = c.init_weights == "random";
+  // init_weights auto | pretrained | random against what the folder holds (lf/model/initial_weights.h).
+  const auto initial = model::choose_initial_weights(c.model_name_or_path, c.init_weights, c.seed);
+  if (!initial.note.empty() && !knob_bool("LF_CONFIG_CHECKED").value_or(false)) spdlog::warn("{}", initial.note);
+  lo.random_init = initial.random;
   lo.seed = static_cast<uint64_t>(c.seed);
   const auto mixed = compute_dtype_of(c);
   // LoRA: a frozen base in the compute dtype, fp32 adapters (LLaMA-Factory upcasts
@@ -281,7 +286,9 @@ JobStrategy make_job_strategy(const config::TrainConfig& c, const comm::WorldInf
 void train_from_config(const config::LoadedConfig& loaded) {
   progress_reporter().loading();  // heartbeats to the agent: a liveness thread + phase-aware deadlines
   const auto& c = loaded.config;
-  for (const auto& w : loaded.warnings) spdlog::warn("{}", w);
+  // lf-train printed these once for the node before starting the workers (LF_CONFIG_CHECKED).
+  if (!knob_bool("LF_CONFIG_CHECKED").value_or(false))
+    for (const auto& w : loaded.warnings) spdlog::warn("{}", w);
   LF_CHECK(c.stage == "sft", ConfigError, "stage: {} is not supported by lf-train (sft only)", c.stage);
   LF_CHECK(c.finetuning_type == "lora" || c.finetuning_type == "full", ConfigError,
            "finetuning_type: '{}' is not supported (lora, full)", c.finetuning_type);

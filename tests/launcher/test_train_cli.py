@@ -1,19 +1,20 @@
 """`lf-train CONFIG.yaml [key=value ...]`: validated before any node waits, then every worker runs
 `lf-worker train CONFIG key=value ...` under the agent. lf-worker is stood in for by a script here
 (LF_WORKER_BIN), so this tests the launcher's side only."""
-import os, subprocess
+import os, shutil, subprocess
 
 import pytest
 
 from harness import LF_TRAIN, Agent, free_port
 
 FAKE_WORKER = os.path.join(os.path.dirname(__file__), "progs", "fake_worker.sh")
+TINY_CONFIG = os.path.join(os.path.dirname(__file__), "..", "..", "configs", "models", "tiny", "config.json")
 
 
 def write_config(tmp_path, extra="", name="cfg.yaml"):
     model = tmp_path / "model"
     model.mkdir(exist_ok=True)
-    (model / "config.json").write_text("{}")
+    shutil.copy(TINY_CONFIG, model / "config.json")  # lf-train checks the architecture before the rendezvous
     cfg = tmp_path / name
     cfg.write_text(f"model_name_or_path: {model}\ndataset: alpaca_demo\nreport_to: wandb\n{extra}")
     return cfg

@@ -19,6 +19,9 @@ struct AgentOptions {
   std::string rdzv_id = "none";
   std::string token;
   bool host_server = false;  // run the rendezvous server in this process
+  // No NODE_RANK, several nodes, MASTER_ADDR an address of this host: host the server unless
+  // one already answers there (or another agent takes the port first), else join it.
+  bool host_server_if_free = false;
   std::string log_dir;
   bool redirect = false;  // worker output to log files only
   double join_timeout_s = 300;
@@ -31,6 +34,8 @@ struct AgentOptions {
   double worker_heartbeat_timeout_s = 30;
   std::string event_log;  // the hosted server's event log (JSON lines)
   std::string config_hash;  // fingerprint of the command/config; must agree across nodes
+  std::vector<std::string> config_items;  // "key=value" of that config: a mismatch names the keys
+  double status_interval_s = 10;  // while the rendezvous waits: a line saying for whom, this often
   std::vector<std::string> command;
 };
 

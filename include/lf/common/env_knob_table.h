@@ -81,6 +81,8 @@ inline constexpr EnvKnob kEnvKnobs[] = {
      "deadline of an evaluation (and the step after it)"},
     {"LF_PROGRESS_SAVE_TIMEOUT_S", KnobType::kSeconds, "1800", "", "lf-worker",
      "deadline of a checkpoint or final save (and the step after it); 0 in any LF_PROGRESS_*_S: no deadline"},
+    {"LF_CONFIG_CHECKED", KnobType::kBool, "", "", "lf-worker (set by lf-train)",
+     "1: lf-train already printed the config's warnings and notes for this node; the workers leave them out"},
     {"LF_FAULT_SLEEP", KnobType::kString, "", "", "lf-worker",
      "tests and diagnosis only: PHASE:SECONDS[@RANK][,...] sleeps once in that phase after its beat (a slow load "
      "or save must not be taken for a hang)"},

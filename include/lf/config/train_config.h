@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace lf::config {
@@ -16,7 +17,9 @@ namespace lf::config {
 struct TrainConfig {
   // ---- model
   std::string model_name_or_path;
-  std::string init_weights = "pretrained";  // lf-train: "random" initialises from config.json alone (benchmarks)
+  // lf-train: auto (the folder's weights; random when it holds none) | pretrained | random
+  // (lf/model/initial_weights.h).
+  std::string init_weights = "auto";
   // ---- method
   std::string stage = "sft";
   std::string finetuning_type = "lora";  // lora | full
@@ -114,6 +117,8 @@ struct LoadedConfig {
   // The effective key/value pairs, sorted, and the content of every file a key names (a DeepSpeed
   // JSON): hashed to check that every node runs the same config.
   std::string canonical;
+  // The same pairs one by one (the rendezvous names the keys that differ between nodes).
+  std::vector<std::pair<std::string, std::string>> items;
 };
 
 // Parses YAML text (source_name is used in messages) plus `key=value` overrides.
