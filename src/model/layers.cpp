@@ -2,6 +2,10 @@
 
 #include <ATen/ATen.h>
 
+#include <tuple>
+
+#include "lf/kernels/fused_ops.h"
+#include "lf/model/fused_dispatch.h"
 #include "lf/model/grad_sink.h"
 #include "lf/model/sdpa.h"
 
@@ -39,7 +43,11 @@ void Linear::named_parameters(const std::string& prefix, std::vector<NamedParam>
   if (bias_.defined()) out.push_back({prefix + "bias", &bias_});
 }
 
+// Each forward below runs the fused kernels when fused_ops_for(x) gives them (CUDA), else the
+// ATen code after it, which is the reference the kernels are tested against (tests/kernels).
+
 at::Tensor RmsNorm::forward(const at::Tensor& x) const {
+  if (const auto* fused = fused_ops_for(x)) return fused->rms_norm(x, as(weight_, x), eps_);
   auto h = x.to(at::kFloat);
   h = h * at::rsqrt(h.pow(2).mean(-1, /*keepdim=*/true) + eps_);
   return as(weight_, x) * h.to(x.scalar_type());
@@ -47,6 +55,17 @@ at::Tensor RmsNorm::forward(const at::Tensor& x) const {
 
 at::Tensor Attention::forward(const at::Tensor& x, const RopeTables& rope, bool training) const {
   const int64_t b = x.size(0), t = x.size(1);
+  if (const auto* fused = fused_ops_for(x)) {
+    // 2-D projections: their outputs are then not views, so RoPE may rotate them in place.
+    const auto x2 = x.reshape({b * t, x.size(2)});
+    auto q = q_proj_.forward(x2, training);  // [B*T, H*D]
+    auto k = k_proj_.forward(x2, training);  // [B*T, K*D]
+    auto v = v_proj_.forward(x2, training).view({b, t, num_kv_heads_, head_dim_}).transpose(1, 2);
+    std::tie(q, k) = fused->rope_qk(q, k, rope.cos, rope.sin, t, head_dim_);
+    auto o = causal_attention(q.view({b, t, num_heads_, head_dim_}).transpose(1, 2),
+                              k.view({b, t, num_kv_heads_, head_dim_}).transpose(1, 2), v);  // [B,H,T,D]
+    return o_proj_.forward(o.transpose(1, 2).reshape({b, t, num_heads_ * head_dim_}), training);
+  }
   // [B,T,H*D] -> [B,H,T,D]
   auto q = q_proj_.forward(x, training).view({b, t, num_heads_, head_dim_}).transpose(1, 2);
   auto k = k_proj_.forward(x, training).view({b, t, num_kv_heads_, head_dim_}).transpose(1, 2);
@@ -59,10 +78,22 @@ at::Tensor Attention::forward(const at::Tensor& x, const RopeTables& rope, bool 
 }
 
 at::Tensor Mlp::forward(const at::Tensor& x, bool training) const {
+  if (const auto* fused = fused_ops_for(x)) {
+    auto gate = gate_proj_.forward(x, training);
+    auto up = up_proj_.forward(x, training);
+    return down_proj_.forward(fused->swiglu(gate, up), training);
+  }
   return down_proj_.forward(at::silu(gate_proj_.forward(x, training)) * up_proj_.forward(x, training), training);
 }
 
 at::Tensor DecoderLayer::forward(const at::Tensor& x, const RopeTables& rope, bool training) const {
+  if (const auto* fused = fused_ops_for(x)) {
+    // The residual add and the next norm in one kernel: h = x + attn, n = norm(h).
+    auto attn = self_attn_.forward(input_layernorm_.forward(x), rope, training);
+    const auto& post = post_attention_layernorm_;
+    auto [h, n] = fused->add_rms_norm(x, attn, as(post.weight_, x), post.eps_);
+    return h + mlp_.forward(n, training);
+  }
   auto h = x + self_attn_.forward(input_layernorm_.forward(x), rope, training);
   return h + mlp_.forward(post_attention_layernorm_.forward(h), training);
 }
