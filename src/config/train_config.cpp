@@ -273,7 +273,10 @@ LoadedConfig parse_train_config(const std::string& yaml_text, const std::vector<
         break;
       }
       case KeyPolicy::kNoEffect:
-        if (!is_default && key != "deepspeed" && key != "fsdp")  // these get their own warning below
+        if (!is_default && (key == "enable_liger_kernel" || key == "use_unsloth"))
+          out.infos.push_back(fmt::format("{}: `{}: {}`: lf-train's own fused kernels (RMSNorm, RoPE, SwiGLU) are "
+                                          "always on where a GPU runs; nothing to enable", entry.where, key, text));
+        else if (!is_default && key != "deepspeed" && key != "fsdp")  // these get their own warning below
           out.warnings.push_back(fmt::format("{}: `{}: {}` has no effect in lf-train (accepted for LLaMA-Factory "
                                              "compatibility)", entry.where, key, text));
         break;

@@ -68,6 +68,7 @@ void add_train_command(CLI::App& app) {
     std::vector<std::string> overrides(args->begin() + 1, args->end());
     config::LoadedConfig loaded = config::load_train_config(path, overrides);
     for (const auto& w : loaded.warnings) spdlog::warn("{}", w);
+    for (const auto& i : loaded.infos) spdlog::info("{}", i);
     check_model_folder(loaded.config);
     apply_environment(*flags);
     auto& opt = flags->opt;

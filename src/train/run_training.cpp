@@ -23,6 +23,7 @@
 #include "lf/common/log.h"
 #include "lf/common/remove_tree.h"
 #include "lf/data/sft_dataset.h"
+#include "lf/model/fused_dispatch.h"
 #include "lf/model/loader.h"
 #include "lf/model/lora.h"
 #include "lf/offload/host_thread_pool.h"
@@ -213,6 +214,8 @@ std::unique_ptr<model::CausalLM> load_model(const config::TrainConfig& c, const 
                c.finetuning_type == "lora" ? fmt::format(" rank {}", c.lora_rank) : std::string(),
                c10::toString(lo.param_dtype), c10::toString(mixed),
                c.gradient_checkpointing ? ", gradient checkpointing" : "");
+  const auto layers = model::fused_kernels_status();  // also validates LF_FUSED_KERNELS on CPU
+  if (lo.device.is_cuda()) spdlog::info("layers: {}", layers);
   return model;
 }
 
@@ -259,6 +262,7 @@ JobStrategy make_job_strategy(const config::TrainConfig& c, const comm::WorldInf
 void train_from_config(const config::LoadedConfig& loaded) {
   const auto& c = loaded.config;
   for (const auto& w : loaded.warnings) spdlog::warn("{}", w);
+  for (const auto& i : loaded.infos) spdlog::info("{}", i);
   LF_CHECK(c.stage == "sft", ConfigError, "stage: {} is not supported by lf-train (sft only)", c.stage);
   LF_CHECK(c.finetuning_type == "lora" || c.finetuning_type == "full", ConfigError,
            "finetuning_type: '{}' is not supported (lora, full)", c.finetuning_type);

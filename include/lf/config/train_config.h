@@ -89,6 +89,8 @@ struct LoadedConfig {
   TrainConfig config;
   // One line per key accepted without effect here ("report_to: wandb has no effect in lf-train ...").
   std::vector<std::string> warnings;
+  // One info line per key that asks for what lf-train always does (enable_liger_kernel, use_unsloth).
+  std::vector<std::string> infos;
   // The effective key/value pairs, sorted: hashed to check that every node runs the same config.
   std::string canonical;
 };
