@@ -17,7 +17,7 @@ namespace {
 const std::set<std::string, std::less<>> kImplemented = {
     "model_name_or_path", "init_weights", "stage", "finetuning_type", "lora_rank", "lora_alpha", "lora_dropout",
     "lora_target", "dataset", "eval_dataset", "dataset_dir", "template", "cutoff_len", "max_samples", "val_size",
-    "train_on_prompt", "mask_history", "packing", "tokenized_path", "per_device_train_batch_size",
+    "train_on_prompt", "mask_history", "packing", "neat_packing", "tokenized_path", "per_device_train_batch_size",
     "per_device_eval_batch_size", "gradient_accumulation_steps", "learning_rate", "lr_scheduler_type",
     "warmup_ratio", "warmup_steps", "num_train_epochs", "max_steps", "weight_decay", "adam_beta1", "adam_beta2",
     "adam_epsilon", "max_grad_norm", "bf16", "fp16", "seed", "gradient_checkpointing",
@@ -58,7 +58,6 @@ const std::map<std::string, std::string, std::less<>> kRefused = {
     {"add_tokens", "adding tokens is not supported"},
     {"add_special_tokens", "adding special tokens is not supported"},
     {"split_special_tokens", "split_special_tokens changes tokenisation and is not supported"},
-    {"neat_packing", "neat_packing is not supported (packing: true is)"},
     {"streaming", "streaming datasets are not supported"},
     {"label_smoothing_factor", "label smoothing is not supported"},
     {"lr_scheduler_kwargs", "scheduler arguments are not supported"},
