@@ -66,9 +66,11 @@ double rel_err(const at::Tensor& out, const at::Tensor& ref) {
     EXPECT_LT(e, (tol)) << #out " vs " #ref;                                                 \
   } while (0)
 
+// Random fp32 on the test device (its generator: at::manual_seed seeds it), then cast.
 at::Tensor randn(at::IntArrayRef sizes, at::ScalarType t, double scale = 1.0) {
-  return (at::randn(sizes, at::TensorOptions().dtype(at::kFloat)) * scale).to(test_device(), t);
+  return (at::randn(sizes, at::TensorOptions().dtype(at::kFloat).device(test_device())) * scale).to(t);
 }
+at::Tensor randn32(at::IntArrayRef sizes, double scale = 1.0) { return randn(sizes, at::kFloat, scale); }
 
 // Runs f with the fused ops installed (or not) in the model's dispatch.
 class OpsScope {
@@ -121,7 +123,7 @@ TEST_F(KernelsTest, RmsNormMatchesAtenForwardAndBackward) {
     SCOPED_TRACE(std::to_string(c.cols) + " " + c10::toString(c.dtype));
     const int64_t rows = test_rows();
     const auto x = randn({rows, c.cols}, c.dtype, 2.0);
-    const auto w = (1 + 0.1 * at::randn({c.cols})).to(test_device());  // fp32 master
+    const auto w = (1 + randn32({c.cols}, 0.1));  // fp32 master
     const auto dy = randn({rows, c.cols}, c.dtype);
     const auto ref = run_norm(false, x, w, dy), out = run_norm(true, x, w, dy);
     EXPECT_CLOSE(out.y, ref.y, tolerance(c.dtype));
@@ -132,7 +134,7 @@ TEST_F(KernelsTest, RmsNormMatchesAtenForwardAndBackward) {
 
 TEST_F(KernelsTest, RmsNormOf3dActivationsAndFrozenWeight) {
   const auto x = randn({2, 5, kQwen05.hidden}, at::kBFloat16, 3.0);
-  const auto w = (1 + 0.1 * at::randn({kQwen05.hidden})).to(test_device(), at::kBFloat16);  // frozen
+  const auto w = (1 + randn32({kQwen05.hidden}, 0.1)).to(at::kBFloat16);  // frozen
   const auto dy = randn({2, 5, kQwen05.hidden}, at::kBFloat16);
   auto run = [&](bool fused) {
     const OpsScope scope(fused);
@@ -154,7 +156,7 @@ TEST_F(KernelsTest, AddRmsNormMatchesAten) {
     SCOPED_TRACE(std::to_string(c.cols) + " " + c10::toString(c.dtype));
     const int64_t rows = test_rows();
     const auto x0 = randn({rows, c.cols}, c.dtype, 2.0), d0 = randn({rows, c.cols}, c.dtype, 0.5);
-    const auto w0 = (1 + 0.1 * at::randn({c.cols})).to(test_device());
+    const auto w0 = (1 + randn32({c.cols}, 0.1));
     const auto gh = randn({rows, c.cols}, c.dtype), gn = randn({rows, c.cols}, c.dtype);
     auto run = [&](bool fused) {
       auto x = x0.clone().requires_grad_(true), d = d0.clone().requires_grad_(true);
@@ -183,7 +185,7 @@ TEST_F(KernelsTest, AddRmsNormMatchesAten) {
 
 TEST_F(KernelsTest, RmsNormBackwardIsDeterministic) {
   const auto x = randn({test_rows(), kQwen15.hidden}, at::kBFloat16, 2.0);
-  const auto w = (1 + 0.1 * at::randn({kQwen15.hidden})).to(test_device());
+  const auto w = (1 + randn32({kQwen15.hidden}, 0.1));
   const auto dy = randn({test_rows(), kQwen15.hidden}, at::kBFloat16);
   const auto a = run_norm(true, x, w, dy), b = run_norm(true, x, w, dy);
   EXPECT_TRUE(at::equal(a.dx, b.dx));
@@ -406,15 +408,15 @@ class RecordingSink : public model::GradSink {
 
 model::Linear make_linear(int64_t in, int64_t out, bool bias) {
   model::Linear l;
-  l.weight_ = (at::randn({out, in}) * 0.02).to(test_device());
-  if (bias) l.bias_ = (at::randn({out}) * 0.02).to(test_device());
+  l.weight_ = randn32({out, in}, 0.02);
+  if (bias) l.bias_ = randn32({out}, 0.02);
   return l;
 }
 
 model::DecoderLayer make_layer(const Shape& s) {
   model::DecoderLayer l;
-  l.input_layernorm_ = {(1 + 0.1 * at::randn({s.hidden})).to(test_device()), 1e-6};
-  l.post_attention_layernorm_ = {(1 + 0.1 * at::randn({s.hidden})).to(test_device()), 1e-6};
+  l.input_layernorm_ = {1 + randn32({s.hidden}, 0.1), 1e-6};
+  l.post_attention_layernorm_ = {1 + randn32({s.hidden}, 0.1), 1e-6};
   auto& a = l.self_attn_;
   a.q_proj_ = make_linear(s.hidden, s.heads * s.head_dim, true);
   a.k_proj_ = make_linear(s.hidden, s.kv_heads * s.head_dim, true);
@@ -433,8 +435,8 @@ model::DecoderLayer make_layer(const Shape& s) {
 void add_lora(model::DecoderLayer& l, int64_t rank) {
   for (auto& [name, lin] : l.linears()) {
     auto lora = std::make_unique<model::LoraWeights>();
-    lora->a_ = (at::randn({rank, lin->weight_.size(1)}) * 0.02).to(test_device()).requires_grad_(true);
-    lora->b_ = (at::randn({lin->weight_.size(0), rank}) * 0.02).to(test_device()).requires_grad_(true);
+    lora->a_ = randn32({rank, lin->weight_.size(1)}, 0.02).requires_grad_(true);
+    lora->b_ = randn32({lin->weight_.size(0), rank}, 0.02).requires_grad_(true);
     lora->scaling_ = 2.0;
     lin->lora_ = std::move(lora);
   }
@@ -473,7 +475,7 @@ std::map<std::string, at::Tensor> run_layer(bool fused, const LayerCase& c) {
   std::map<std::string, at::Tensor> out;
   {
     const OpsScope scope(fused);
-    auto y = layer.forward(x, model::RopeTables{cos, sin}, /*training=*/true);
+    auto y = layer.forward(x, model::RopeTables{cos, sin, {}}, /*training=*/true);
     torch::autograd::backward({y}, {dy});
     out["y"] = y.detach();
   }
@@ -502,8 +504,9 @@ TEST_F(KernelsTest, DecoderLayerMatchesAtenWithEveryGradientRoute) {
       ASSERT_TRUE(r.defined()) << "the ATen path gave no gradient";
       EXPECT_CLOSE(out.at(name), r, 1e-2);
     }
-    if (c.sink)
+    if (c.sink) {
       EXPECT_TRUE(out.count("d:input_layernorm.weight") && out.at("d:input_layernorm.weight").defined());
+    }
   }
 }
 
@@ -527,7 +530,7 @@ TEST_F(KernelsTest, DISABLED_Bench) {
   for (const auto& s : {kQwen05, kQwen15, kQwen7}) {
     const auto x = randn({rows, s.hidden}, at::kBFloat16).requires_grad_(true);
     const auto d = randn({rows, s.hidden}, at::kBFloat16).requires_grad_(true);
-    const auto w = (1 + 0.1 * at::randn({s.hidden})).to(test_device(), at::kBFloat16).requires_grad_(true);
+    const auto w = (1 + randn32({s.hidden}, 0.1)).to(at::kBFloat16).requires_grad_(true);
     const auto g = randn({rows, s.intermediate}, at::kBFloat16).requires_grad_(true);
     const auto u = randn({rows, s.intermediate}, at::kBFloat16).requires_grad_(true);
     const auto [cos, sin] = rope_tables(4, 2048, s.head_dim, false, at::kBFloat16);

@@ -53,7 +53,7 @@ TEST(FusedDispatch, ATableThatDeclinesLeavesTheLayerBitIdentical) {
   const auto x = at::randn({2, 5, c}).to(at::kBFloat16);
   auto freqs = at::arange(5, at::kFloat).unsqueeze(-1) * at::rand({d / 2});
   auto emb = at::cat({freqs, freqs}, -1);
-  const RopeTables rope{emb.cos().to(at::kBFloat16), emb.sin().to(at::kBFloat16)};
+  const RopeTables rope{emb.cos().to(at::kBFloat16), emb.sin().to(at::kBFloat16), {}};
   const auto ref = l.forward(x, rope, false);
   const kernels::FusedOps declining{&never, &no_norm, nullptr, nullptr, nullptr};
   set_fused_ops(&declining);

@@ -37,6 +37,9 @@ struct Linear {
 
   at::Tensor forward(const at::Tensor& x, bool training) const;  // [.., in] -> [.., out]
   void named_parameters(const std::string& prefix, std::vector<NamedParam>& out);
+
+ private:
+  at::Tensor forward_lora_accumulated(const at::Tensor& x, bool training) const;  // the fused path's LoRA
 };
 
 struct RmsNorm {
