@@ -31,6 +31,7 @@ void check_between_keys(const Reader& r, const TrainConfig& c) {
 
 void derive(TrainConfig& c) {
   if (c.lora_alpha <= 0) c.lora_alpha = 2.0 * static_cast<double>(c.lora_rank);  // LLaMA-Factory's rule
+  if (c.neat_packing) c.packing = true;  // LLaMA-Factory: neat_packing packs
 }
 
 }  // namespace

@@ -98,6 +98,10 @@ std::vector<KeyDecl> data_keys() {
       implemented("packing", LF_FIELD(packing))
           .data(LF_DATA(packing))
           .differs("None: off for sft (LLaMA-Factory turns it on for pt only)"),
+      implemented("neat_packing", LF_FIELD(neat_packing),
+                  "packing without attention across the packed sequences (per-sequence positions, a block-diagonal "
+                  "causal mask); implies packing, as LLaMA-Factory's")
+          .data(LF_DATA(neat_packing)),
       implemented("tokenized_path", LF_FIELD(tokenized_path), "a tokenized cache folder: written once, then loaded")
           .data(LF_DATA(tokenized_path)),
       implemented("mix_strategy", LF_FIELD(mix_strategy))
@@ -259,7 +263,7 @@ std::vector<KeyDecl> refused_keys() {
       refused("add_tokens", "adding tokens is not supported"),
       refused("add_special_tokens", "adding special tokens is not supported"),
       refused("split_special_tokens", "split_special_tokens changes tokenisation and is not supported"),
-      refused("neat_packing", "neat_packing is not supported (packing: true is)"),
+
       refused("streaming", "streaming datasets are not supported"),
       refused("label_smoothing_factor", "label smoothing is not supported"),
       refused("lr_scheduler_kwargs", "scheduler arguments are not supported"),

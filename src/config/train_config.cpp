@@ -52,7 +52,7 @@ Entries read_entries(const std::string& yaml_text, const std::vector<std::string
 }
 
 // Unknown keys, refused values and keys without effect: every problem at once.
-void check_policies(const Entries& entries, std::vector<std::string>& warnings) {
+void check_policies(const Entries& entries, std::vector<std::string>& warnings, std::vector<std::string>& notes) {
   std::vector<std::string> problems;
   for (const auto& [key, entry] : entries) {
     const KeySpec* spec = find_key(key);
@@ -74,6 +74,11 @@ void check_policies(const Entries& entries, std::vector<std::string>& warnings) 
         problems.push_back(fmt::format("{}: `{}: {}` is refused: {}", entry.where, key, text, decl->note));
         break;
       case KeyPolicy::kNoEffect:
+        if (key == "enable_liger_kernel" || key == "use_unsloth") {  // asks for what lf-train does anyway
+          notes.push_back(fmt::format("{}: `{}: {}`: lf-train's own fused kernels (RMSNorm, RoPE, SwiGLU) are always "
+                                      "on where a GPU runs; nothing to enable", entry.where, key, text));
+          break;
+        }
         warnings.push_back(fmt::format("{}: `{}: {}` has no effect in lf-train ({})", entry.where, key, text,
                                        decl && !decl->note.empty() ? decl->note
                                                                    : "accepted for LLaMA-Factory compatibility"));
@@ -99,7 +104,7 @@ LoadedConfig parse_train_config(const std::string& yaml_text, const std::vector<
                                 const std::string& source_name) {
   const Entries entries = read_entries(yaml_text, overrides, source_name);
   LoadedConfig out;
-  check_policies(entries, out.warnings);
+  check_policies(entries, out.warnings, out.notes);
   const Reader reader(entries);
   for (const KeyDecl& d : config_schema())
     if (d.read) d.read(reader, out.config);

@@ -177,13 +177,13 @@ std::vector<Example> load_examples(const DataArgs& args, const std::vector<std::
 
 uint64_t sft_cache_key(const DataArgs& args, const Tokenizer& tokenizer) {
   uint64_t h = fnv1a64(fmt::format(
-      "v{}|tok:{:x}|tpl:{}|think:{}{}|tools:{}|sys:{}|cut:{}|top:{}|mh:{}|pack:{}/{}|max:{}|val:{}|seed:{}|mix:{}:{}",
+      "v{}|tok:{:x}|tpl:{}|think:{}{}|tools:{}|sys:{}|cut:{}|top:{}|mh:{}|pack:{}/{}{}|max:{}|val:{}|seed:{}|mix:{}:{}",
       kCacheFormat,
       tokenizer.fingerprint(), template_of(args), args.enable_thinking, args.preserve_thinking,
       args.tool_format.value_or(""),
       args.default_system.value_or("\x01"),
       args.cutoff_len, args.train_on_prompt, args.mask_history, args.packing, args.preprocessing_batch_size,
-      args.max_samples.value_or(-1), args.val_size, args.seed, args.mix_strategy,
+      args.neat_packing ? "/neat" : "", args.max_samples.value_or(-1), args.val_size, args.seed, args.mix_strategy,
       fmt::join(args.interleave_probs, ",")));
   for (const auto* names : {&args.dataset, &args.eval_dataset}) {
     h = fnv1a64("|set", h);
@@ -221,7 +221,7 @@ std::vector<EncodedExample> encode_examples(const std::vector<Example>& examples
     std::vector<EncodedExample> batch;
     for (size_t i = b; i < std::min(encoded.size(), b + batch_size); ++i)
       if (valid[i]) batch.push_back(std::move(encoded[i]));
-    auto packs = pack_examples(std::move(batch), args.cutoff_len, tmpl.pad_id());
+    auto packs = pack_examples(std::move(batch), args.cutoff_len, tmpl.pad_id(), args.neat_packing);
     out.insert(out.end(), std::make_move_iterator(packs.begin()), std::make_move_iterator(packs.end()));
   }
   return out;

@@ -25,8 +25,12 @@
 #include "lf/common/progress_deadline.h"
 #include "lf/common/remove_tree.h"
 #include "lf/data/sft_dataset.h"
+<<<<<<< HEAD
 #include "lf/model/config.h"
 #include "lf/model/initial_weights.h"
+=======
+#include "lf/model/fused_dispatch.h"
+>>>>>>> wt/kernels
 #include "lf/model/loader.h"
 #include "lf/model/lora.h"
 #include "lf/offload/host_memory.h"
@@ -240,6 +244,8 @@ std::unique_ptr<model::CausalLM> load_model(const config::TrainConfig& c, const 
                c.finetuning_type == "lora" ? fmt::format(" rank {}", c.lora_rank) : std::string(),
                c10::toString(lo.param_dtype), c10::toString(mixed),
                c.gradient_checkpointing ? ", gradient checkpointing" : "");
+  const auto layers = model::fused_kernels_status();  // also validates LF_FUSED_KERNELS on CPU
+  if (lo.device.is_cuda()) spdlog::info("layers: {}", layers);
   return model;
 }
 
@@ -286,9 +292,14 @@ JobStrategy make_job_strategy(const config::TrainConfig& c, const comm::WorldInf
 void train_from_config(const config::LoadedConfig& loaded) {
   progress_reporter().loading();  // heartbeats to the agent: a liveness thread + phase-aware deadlines
   const auto& c = loaded.config;
+<<<<<<< HEAD
   // lf-train printed these once for the node before starting the workers (LF_CONFIG_CHECKED).
   if (!knob_bool("LF_CONFIG_CHECKED").value_or(false))
     for (const auto& w : loaded.warnings) spdlog::warn("{}", w);
+=======
+  for (const auto& w : loaded.warnings) spdlog::warn("{}", w);
+  for (const auto& i : loaded.infos) spdlog::info("{}", i);
+>>>>>>> wt/kernels
   LF_CHECK(c.stage == "sft", ConfigError, "stage: {} is not supported by lf-train (sft only)", c.stage);
   LF_CHECK(c.finetuning_type == "lora" || c.finetuning_type == "full", ConfigError,
            "finetuning_type: '{}' is not supported (lora, full)", c.finetuning_type);

@@ -29,7 +29,8 @@ at::Tensor Trainer::State::forward_loss_sum(const Batch& b) {
   auto ids = b.input_ids.to(device);
   auto labels = b.labels.to(device);
   auto* hooks = strategy->unit_hooks();
-  auto x = m.hidden_states(ids, {}, hooks);  // [B,T,C]
+  const auto on_device = [&](const at::Tensor& t) { return t.defined() ? t.to(device) : t; };
+  auto x = m.hidden_states(ids, on_device(b.position_ids), hooks, on_device(b.segment_ids));  // [B,T,C]
   return model::run_unit(hooks, m.head_unit(), x, [&](const at::Tensor& h) {
     return lm_head_loss_sum(m.final_norm(h), m.lm_head_weight(), labels, s.loss_chunk_rows, target_rows_of(b.labels),
                             m.lm_head_grad_sink());

@@ -122,6 +122,18 @@ TEST(Config, NoEffectKeysWarnWhenSet) {
   EXPECT_NE(all.find("`overwrite_cache: true` has no effect"), std::string::npos) << all;
 }
 
+// LLaMA-Factory's kernel switches ask for what lf-train always does: one info line, no warning.
+TEST(Config, KernelSwitchesGetAnInfoLineNotAWarning) {
+  auto on = parse_train_config(kMinimal + "enable_liger_kernel: true\nuse_unsloth: true\n", {}, "cfg.yaml");
+  EXPECT_TRUE(on.warnings.empty());
+  ASSERT_EQ(on.notes.size(), 2u);
+  EXPECT_NE(on.notes[0].find("`enable_liger_kernel: true`: lf-train's own fused kernels"), std::string::npos)
+      << on.notes[0];
+  EXPECT_NE(on.notes[1].find("`use_unsloth: true`"), std::string::npos) << on.notes[1];
+  auto off = parse_train_config(kMinimal + "enable_liger_kernel: false\n", {}, "cfg.yaml");
+  EXPECT_TRUE(off.notes.empty() && off.warnings.empty());
+}
+
 TEST(Config, OverridesWinAndAreTyped) {
   auto c = parse_train_config(kMinimal + "learning_rate: 1.0e-4\nlora_target: q_proj,v_proj\n",
                               {"learning_rate=2e-5", "bf16=true", "lora_target=[q_proj, k_proj, o_proj]"}, "cfg.yaml")

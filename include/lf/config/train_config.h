@@ -38,6 +38,7 @@ struct TrainConfig {
   bool train_on_prompt = false;
   bool mask_history = false;
   bool packing = false;
+  bool neat_packing = false;  // packing without attention across the packed sequences (implies packing)
   std::string tokenized_path;
   std::string mix_strategy = "concat";  // concat | interleave_under | interleave_over
   std::vector<double> interleave_probs;  // empty: round robin
