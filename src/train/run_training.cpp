@@ -25,12 +25,9 @@
 #include "lf/common/progress_deadline.h"
 #include "lf/common/remove_tree.h"
 #include "lf/data/sft_dataset.h"
-<<<<<<< HEAD
 #include "lf/model/config.h"
-#include "lf/model/initial_weights.h"
-=======
 #include "lf/model/fused_dispatch.h"
->>>>>>> wt/kernels
+#include "lf/model/initial_weights.h"
 #include "lf/model/loader.h"
 #include "lf/model/lora.h"
 #include "lf/offload/host_memory.h"
@@ -292,14 +289,11 @@ JobStrategy make_job_strategy(const config::TrainConfig& c, const comm::WorldInf
 void train_from_config(const config::LoadedConfig& loaded) {
   progress_reporter().loading();  // heartbeats to the agent: a liveness thread + phase-aware deadlines
   const auto& c = loaded.config;
-<<<<<<< HEAD
   // lf-train printed these once for the node before starting the workers (LF_CONFIG_CHECKED).
-  if (!knob_bool("LF_CONFIG_CHECKED").value_or(false))
+  if (!knob_bool("LF_CONFIG_CHECKED").value_or(false)) {
     for (const auto& w : loaded.warnings) spdlog::warn("{}", w);
-=======
-  for (const auto& w : loaded.warnings) spdlog::warn("{}", w);
-  for (const auto& i : loaded.infos) spdlog::info("{}", i);
->>>>>>> wt/kernels
+    for (const auto& n : loaded.notes) spdlog::info("{}", n);
+  }
   LF_CHECK(c.stage == "sft", ConfigError, "stage: {} is not supported by lf-train (sft only)", c.stage);
   LF_CHECK(c.finetuning_type == "lora" || c.finetuning_type == "full", ConfigError,
            "finetuning_type: '{}' is not supported (lora, full)", c.finetuning_type);
