@@ -5,6 +5,7 @@
 #include <atomic>
 
 #include "lf/common/env.h"
+#include "lf/common/env_knobs.h"
 #include "lf/common/error.h"
 #include "lf/kernels/fused_ops.h"
 
@@ -19,7 +20,7 @@ constexpr bool kBuiltWithKernels =
 #endif
 
 const kernels::FusedOps* initial_ops() {
-  const bool requested = fused_kernels_requested(env_string("LF_FUSED_KERNELS"));
+  const bool requested = fused_kernels_requested(knob_string("LF_FUSED_KERNELS"));
 #ifdef LF_HAVE_FUSED_KERNELS
   return requested ? &kernels::fused_ops() : nullptr;
 #else
@@ -52,7 +53,7 @@ const kernels::FusedOps* fused_ops_for(const at::Tensor& x) {
 void set_fused_ops(const kernels::FusedOps* ops) { table().store(ops, std::memory_order_release); }
 
 std::string fused_kernels_status() {
-  const bool requested = fused_kernels_requested(env_string("LF_FUSED_KERNELS"));
+  const bool requested = fused_kernels_requested(knob_string("LF_FUSED_KERNELS"));
   if (!kBuiltWithKernels) return "ATen ops (this build has no fused kernels)";
   return table().load() ? "fused CUDA kernels on (LF_FUSED_KERNELS=0 for the ATen ops)"
                         : (requested ? "fused CUDA kernels off (set_fused_ops)" : "fused CUDA kernels off (LF_FUSED_KERNELS=0)");

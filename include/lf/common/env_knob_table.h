@@ -95,6 +95,9 @@ inline constexpr EnvKnob kEnvKnobs[] = {
      "offload: the host AdamW's threads per worker (default: the CPUs the worker may run on / LOCAL_WORLD_SIZE)"},
     {"LF_HOST_ADAM_ISA", KnobType::kString, "", "", "lf-worker",
      "offload: force the host AdamW's vector path, avx512, avx2 or scalar (default: the best this CPU runs)"},
+    {"LF_FUSED_KERNELS", KnobType::kString, "1", "", "lf-worker",
+     "1: the fused CUDA kernels (RMSNorm with the residual add, RoPE, SwiGLU) where the build has them; 0: the "
+     "ATen ops (for comparison)"},
     {"LF_DDP_GRAD_SINK", KnobType::kBool, "1", "", "lf-worker",
      "1: under bf16/fp16 the layers' gradients go from the cast straight into the DDP buckets; 0: through fp32 "
      ".grad tensors (same bits, for comparison)"},
