@@ -69,3 +69,40 @@ def test_a_rank_that_dies_before_reporting_durable_leaves_no_checkpoint(tmp_path
     assert p.returncode == 0, (p.stdout + p.stderr)[-3000:]
     assert "removed 1 unfinished checkpoint folder" in p.stdout + p.stderr
     assert (out / "checkpoint-2").exists() and not (out / ".checkpoint-2.tmp").exists()
+
+
+def test_resuming_under_another_global_batch_says_what_the_step_means(tmp_path):
+    """Issue 19: a checkpoint of global batch 8 resumed with micro-batch 2 (global batch 4): the run
+    goes on (as HF: the step count is kept) and says once what the resumed step means."""
+    out = tmp_path / "out"
+    p = lf_train(*ARGS, f"output_dir={out}", "per_device_train_batch_size=8")
+    assert p.returncode == 0, (p.stdout + p.stderr)[-3000:]
+    p = lf_train(*ARGS, f"output_dir={tmp_path / 'again'}", "per_device_train_batch_size=4",
+                 f"resume_from_checkpoint={out / 'checkpoint-2'}")
+    text = p.stdout + p.stderr
+    assert p.returncode == 0, text[-3000:]
+    assert text.count("was written with a global batch of 8 examples a step") == 1, text[-3000:]
+    assert "this run's is 4" in text and "resumes after step 2 of the new schedule's 4" in text, text[-3000:]
+
+
+def test_a_checkpoint_that_cannot_fit_fails_before_it_writes(tmp_path):
+    """Issue 19: a full disk mid-save left a torn .checkpoint-N.tmp and a rerun failed at the same
+    step. On a filesystem with room for one checkpoint and not two, the second save is refused
+    before anything is written, naming the sizes (exit 2, no temporary folder left)."""
+    probe = tmp_path / "probe"
+    p = lf_train(*ARGS, f"output_dir={probe}", "finetuning_type=full", "max_steps=2")
+    assert p.returncode == 0, (p.stdout + p.stderr)[-3000:]
+    one = sum(f.stat().st_size for f in (probe / "checkpoint-2").iterdir())
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    size_kb = int(one * 1.6 / 1024) + 2048  # one checkpoint and the run's other files fit, two do not
+    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size_kb}k", "tmpfs", str(disk)], check=True)
+    try:
+        out = disk / "out"
+        p = lf_train(*ARGS, f"output_dir={out}", "finetuning_type=full", "max_steps=4")
+        text = p.stdout + p.stderr
+        assert p.returncode == 2, text[-3000:]
+        assert "checkpoint-4 needs about" in text, text[-3000:]
+        assert (out / "checkpoint-2").exists() and not (out / ".checkpoint-4.tmp").exists(), os.listdir(out)
+    finally:
+        subprocess.run(["umount", str(disk)], check=False)
