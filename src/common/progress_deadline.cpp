@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "lf/common/env.h"
 #include "lf/common/env_knobs.h"
 #include "lf/common/error.h"
 #include "lf/common/worker_heartbeat.h"
