@@ -3,20 +3,20 @@
 #   scripts/device/observe_check.sh
 # Checks issue 16's GPU parts: the agent's NVML series against nvidia-smi read in the same
 # moment while a job trains on the GPU, a forced health warning (LF_HEALTH_GPU_TEMP_C=1) in
-# the log, and `lf-train doctor` on a GPU node. Builds lf-train + lf-worker first when
-# build-device-last has none (scripts/device/build.sh). Writes under $OUT (train.log,
-# exposition.txt, nvidia_smi.csv, doctor.json, observe_check.json) and prints a summary;
-# exit 0 when every check passed.
+# the log, and `lf-train doctor` on a GPU node; then the benchmark of what 1,000 scrapes/s
+# cost the training step (the same run without and with lf-scrape-load; docs/BENCHMARKS.md).
+# Builds lf-train, lf-worker and lf-scrape-load first (scripts/device/build.sh; incremental
+# on a warm machine). Writes under $OUT (build.log, train.log, exposition.txt,
+# nvidia_smi.csv, doctor.json, bench_*.log, bench.json, observe_check.json) and prints a
+# summary; exit 0 when every check passed (the benchmark asserts nothing).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 . scripts/device/env.sh
 OUT=${OUT:-/tmp/observe_check}
 mkdir -p "$OUT"
 B=build-device-last
-if [[ ! -x $B/src/launcher/lf-train || ! -x $B/src/worker/lf-worker ]]; then
-  LF_DEVICE_SKIP_TESTS=1 LF_DEVICE_TARGETS="lf-train lf-worker" scripts/device/build.sh > "$OUT/build.log" 2>&1 ||
-    { tail -30 "$OUT/build.log"; echo "observe_check: build failed"; exit 1; }
-fi
+LF_DEVICE_SKIP_TESTS=1 LF_DEVICE_TARGETS="lf-train lf-worker lf-scrape-load" scripts/device/build.sh > "$OUT/build.log" 2>&1 ||
+  { tail -30 "$OUT/build.log"; echo "observe_check: build failed"; exit 1; }
 LF=$PWD/$B/src/launcher/lf-train
 # torch's NCCL, so doctor can report its version (lf-worker uses that one).
 NCCL_LIB=$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib", "libnccl.so.2"))' 2>/dev/null)
@@ -137,4 +137,39 @@ sys.exit(1 if bad else 0)
 PY
 rc=$?
 wait $job 2>/dev/null
+
+# Benchmark: the training step with the endpoint idle vs under 1,000 scrapes/s (8 keep-alive
+# connections) for the whole run. Medians from each run's perf: line.
+LOAD=$PWD/$B/tests/metrics/lf-scrape-load
+bench() {  # NAME [load]
+  local port; port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  LF_METRICS_PORT=$port LF_METRICS_ADDR=127.0.0.1 NPROC_PER_NODE=1 MASTER_PORT=0 \
+    "$LF" configs/tiny_cpu.yaml output_dir="$OUT/bench_$1" max_steps=300 logging_steps=100 save_strategy=no \
+    plot_loss=false per_device_train_batch_size=16 > "$OUT/bench_$1.log" 2>&1 &
+  local j=$!
+  if [[ ${2:-} == load ]]; then
+    for _ in $(seq 100); do grep -q "serving Prometheus metrics" "$OUT/bench_$1.log" && break; sleep 0.2; done
+    "$LOAD" --port "$port" --rate 1000 --seconds 600 --connections 8 > "$OUT/bench_$1.load.json" 2>&1 &
+    local l=$!
+    wait $j
+    kill $l 2>/dev/null; wait $l 2>/dev/null
+  else
+    wait $j
+  fi
+}
+bench idle
+bench scraped load
+python3 - "$OUT" <<'PY'
+import json, os, re, sys
+out = sys.argv[1]
+def perf(name):
+    m = re.findall(r"perf: (\{.*\})", open(os.path.join(out, f"bench_{name}.log")).read())
+    return json.loads(m[-1]) if m else None
+idle, scraped = perf("idle"), perf("scraped")
+r = {"idle": idle, "scraped": scraped}
+if idle and scraped:
+    r["step_cost_ratio"] = scraped["median_step_s"] / idle["median_step_s"]
+json.dump(r, open(os.path.join(out, "bench.json"), "w"), indent=1)
+print("observe_check bench:", json.dumps({k: (v["median_step_s"] if isinstance(v, dict) else v) for k, v in r.items() if v}))
+PY
 exit $rc

@@ -61,7 +61,8 @@ class HostedServer {
     so.token = ctx.token;
     so.version = kVersion;
     so.min_nodes = so.max_nodes = ctx.nnodes;
-    so.join_timeout_s = 1e6;  // no agent joins: only store connections
+    so.join_timeout_s = 1e6;     // no agent joins: only store connections
+    so.status_interval_s = 1e6;  // so no "waiting for nodes" lines either
     server_ = std::make_unique<rdzv::RendezvousServer>(io_, so);
     server_->start([](int, const std::string&) {});
     thread_ = std::thread([this] { io_.run(); });

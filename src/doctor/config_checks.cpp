@@ -17,6 +17,7 @@
 #include "lf/data/dataset_info.h"
 #include "lf/doctor/doctor.h"
 #include "lf/doctor/resource_estimate.h"
+#include "lf/model/initial_weights.h"
 #include "lf/tokenizer/tokenizer.h"
 
 namespace lf::doctor {
@@ -61,11 +62,16 @@ void check_model(const config::TrainConfig& c, Report& report) {
   if (!unreadable.empty())
     return report.fail("model", fmt::format("unreadable weights: {}", fmt::join(unreadable, "; ")),
                        "fix the permissions (the job runs as this user) or re-download the files");
-  if (files == 0 && c.init_weights != "random")
-    return report.fail("model", fmt::format("{} has no *.safetensors weights", dir.string()),
-                       "download the weights, or set `init_weights: random` to train from config.json alone");
-  report.pass("model", fmt::format("{}: config.json, {} safetensors file(s), {}", dir.string(), files,
-                                   gib(static_cast<double>(bytes))));
+  // Where the run's initial weights come from, as lf-train and lf-worker decide it.
+  model::InitialWeights initial;
+  try {
+    initial = model::choose_initial_weights(dir, c.init_weights, c.seed);
+  } catch (const std::exception& e) {
+    return report.fail("model", e.what(),
+                       "download the weights again, or set `init_weights: random` to train from config.json alone");
+  }
+  report.pass("model", fmt::format("{}: config.json, {} safetensors file(s), {}{}", dir.string(), files,
+                                   gib(static_cast<double>(bytes)), initial.note.empty() ? "" : "; " + initial.note));
 }
 
 void check_tokenizer(const config::TrainConfig& c, Report& report) {

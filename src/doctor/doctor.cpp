@@ -2,15 +2,15 @@
 
 #include <unistd.h>
 
-#include "lf/common/env.h"
+#include "lf/common/env_knobs.h"
 
 namespace lf::doctor {
 
 DoctorContext context_from_env() {
   DoctorContext ctx;
-  ctx.nvml_library = env_string("LF_NVML_LIBRARY").value_or(ctx.nvml_library);
-  ctx.cuda_library = env_string("LF_CUDA_LIBRARY").value_or(ctx.cuda_library);
-  ctx.nccl_library = env_string("LF_NCCL_LIBRARY").value_or(ctx.nccl_library);
+  ctx.nvml_library = knob_string("LF_NVML_LIBRARY").value_or(ctx.nvml_library);
+  ctx.cuda_library = knob_string("LF_CUDA_LIBRARY").value_or(ctx.cuda_library);
+  ctx.nccl_library = knob_string("LF_NCCL_LIBRARY").value_or(ctx.nccl_library);
   return ctx;
 }
 

@@ -45,7 +45,8 @@ int run_doctor(DoctorFlags& f) {
     try {
       auto loaded = config::load_train_config(ctx.config_path,
                                               std::vector<std::string>(f.args.begin() + 1, f.args.end()));
-      for (const auto& w : loaded.warnings) report.info("config-note", w);
+      for (const auto& w : loaded.warnings) report.warn("config-warning", w, "the job runs, but this key does not do what it says there");
+      for (const auto& n : loaded.notes) report.info("config-note", n);
       ctx.config = std::move(loaded.config);
     } catch (const Error& e) {
       ctx.config_error = e.what();

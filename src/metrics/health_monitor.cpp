@@ -4,7 +4,7 @@
 #include <cmath>
 #include <cstdlib>
 
-#include "lf/common/env.h"
+#include "lf/common/env_knobs.h"
 #include "lf/common/error.h"
 #include "lf/metrics/health.h"
 
@@ -12,29 +12,27 @@ namespace lf::metrics {
 
 namespace {
 
-void read_threshold(const char* name, double& out) {
-  const auto v = env_string(name);
+// A threshold knob; its registered default equals the field's initial value (health.h).
+void check_threshold(const char* name, std::optional<double> v, double& out) {
   if (!v) return;
-  char* end = nullptr;
-  const double d = std::strtod(v->c_str(), &end);
-  LF_CHECK(end && *end == '\0' && !v->empty() && std::isfinite(d) && d >= 0, ConfigError,
-           "{}='{}' is not a number >= 0 (a health threshold: README \"Metrics\")", name, *v);
-  out = d;
+  LF_CHECK(*v >= 0, ConfigError, "{}={} is not a number >= 0 (a health threshold: README \"Watching a running job\")",
+           name, *v);
+  out = *v;
 }
 
 }  // namespace
 
 HealthThresholds HealthThresholds::from_env() {
   HealthThresholds t;
-  read_threshold("LF_HEALTH_GPU_TEMP_C", t.gpu_temp_c);
-  read_threshold("LF_HEALTH_GPU_TEMP_FOR_S", t.gpu_temp_for_s);
-  read_threshold("LF_HEALTH_GPU_MEM_GROWTH", t.gpu_mem_growth);
-  read_threshold("LF_HEALTH_GPU_MEM_WINDOW_S", t.gpu_mem_window_s);
-  read_threshold("LF_HEALTH_GPU_MEM_MIN_BYTES", t.gpu_mem_min_bytes);
-  read_threshold("LF_HEALTH_STRAGGLER_FACTOR", t.straggler_factor);
-  read_threshold("LF_HEALTH_HEARTBEAT_GAP_S", t.heartbeat_gap_s);
-  read_threshold("LF_HEALTH_MASTER_GAP_S", t.master_gap_s);
-  read_threshold("LF_HEALTH_REPEAT_S", t.repeat_s);
+  check_threshold("LF_HEALTH_GPU_TEMP_C", knob_number("LF_HEALTH_GPU_TEMP_C"), t.gpu_temp_c);
+  check_threshold("LF_HEALTH_GPU_TEMP_FOR_S", knob_number("LF_HEALTH_GPU_TEMP_FOR_S"), t.gpu_temp_for_s);
+  check_threshold("LF_HEALTH_GPU_MEM_GROWTH", knob_number("LF_HEALTH_GPU_MEM_GROWTH"), t.gpu_mem_growth);
+  check_threshold("LF_HEALTH_GPU_MEM_WINDOW_S", knob_number("LF_HEALTH_GPU_MEM_WINDOW_S"), t.gpu_mem_window_s);
+  check_threshold("LF_HEALTH_GPU_MEM_MIN_BYTES", knob_number("LF_HEALTH_GPU_MEM_MIN_BYTES"), t.gpu_mem_min_bytes);
+  check_threshold("LF_HEALTH_STRAGGLER_FACTOR", knob_number("LF_HEALTH_STRAGGLER_FACTOR"), t.straggler_factor);
+  check_threshold("LF_HEALTH_HEARTBEAT_GAP_S", knob_number("LF_HEALTH_HEARTBEAT_GAP_S"), t.heartbeat_gap_s);
+  check_threshold("LF_HEALTH_MASTER_GAP_S", knob_number("LF_HEALTH_MASTER_GAP_S"), t.master_gap_s);
+  check_threshold("LF_HEALTH_REPEAT_S", knob_number("LF_HEALTH_REPEAT_S"), t.repeat_s);
   return t;
 }
 

@@ -7,6 +7,7 @@
 #include <cstdlib>
 
 #include "lf/common/env.h"
+#include "lf/common/env_knobs.h"
 #include "lf/common/error.h"
 #include "lf/metrics/gpu_assignment.h"
 #include "lf/metrics/gpu_series.h"
@@ -19,14 +20,10 @@ double wall_now() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-double positive_env(const char* name, double fallback) {
-  const auto v = env_string(name);
+double positive_seconds(const char* name, std::optional<double> v, double fallback) {
   if (!v) return fallback;
-  char* end = nullptr;
-  const double d = std::strtod(v->c_str(), &end);
-  LF_CHECK(!v->empty() && end && *end == '\0' && d > 0, ConfigError, "{}='{}' is not a number > 0 (seconds)", name,
-           *v);
-  return d;
+  LF_CHECK(*v > 0, ConfigError, "{}={} must be a number of seconds > 0", name, *v);
+  return *v;
 }
 
 }  // namespace
@@ -34,14 +31,13 @@ double positive_env(const char* name, double fallback) {
 ExporterOptions ExporterOptions::from_env(uint16_t port) {
   ExporterOptions o;
   o.port = port;
-  o.bind_host = env_string("LF_METRICS_ADDR").value_or(o.bind_host);
-  o.gpu_interval_s = positive_env("LF_METRICS_GPU_INTERVAL_S", o.gpu_interval_s);
-  o.nvml_library = env_string("LF_NVML_LIBRARY").value_or(o.nvml_library);
-  const auto h = env_string("LF_HEALTH");
-  LF_CHECK(!h || *h == "0" || *h == "1", ConfigError, "LF_HEALTH='{}' must be 0 (no health warnings) or 1", *h);
-  o.health = !h || *h == "1";
+  o.bind_host = knob_string("LF_METRICS_ADDR").value_or(o.bind_host);
+  o.gpu_interval_s =
+      positive_seconds("LF_METRICS_GPU_INTERVAL_S", knob_number("LF_METRICS_GPU_INTERVAL_S"), o.gpu_interval_s);
+  o.nvml_library = knob_string("LF_NVML_LIBRARY").value_or(o.nvml_library);
+  o.health = knob_bool("LF_HEALTH").value_or(true);
   o.thresholds = HealthThresholds::from_env();
-  if (env_string("LF_METRICS_LINGER_S")) o.linger_s = positive_env("LF_METRICS_LINGER_S", 0);
+  o.linger_s = knob_number("LF_METRICS_LINGER_S").value_or(0);
   return o;
 }
 

@@ -112,12 +112,46 @@ TEST(Config, DataKeysThatLlamaFactoryUsersSet) {
 TEST(Config, NoEffectKeysWarnWhenSet) {
   auto quiet = parse_train_config(kMinimal + "report_to: none\noverwrite_cache: false\npreprocessing_num_workers: 16\n", {}, "cfg.yaml");
   EXPECT_TRUE(quiet.warnings.empty());
-  auto loud = parse_train_config(kMinimal + "report_to: wandb\nddp_timeout: 9000\ndeepspeed: ds_z3.json\n",
+  // (`deepspeed:` used to be the third key here, warned about as "run data-parallel"; it is read now:
+  // deepspeed_test.cpp.)
+  auto loud = parse_train_config(kMinimal + "push_to_hub: true\nddp_timeout: 9000\noverwrite_cache: true\n",
                                  {}, "cfg.yaml");
   ASSERT_EQ(loud.warnings.size(), 3u);
   std::string all = loud.warnings[0] + loud.warnings[1] + loud.warnings[2];
-  EXPECT_NE(all.find("`report_to: wandb` has no effect"), std::string::npos) << all;
-  EXPECT_NE(all.find("data-parallel"), std::string::npos) << all;
+  EXPECT_NE(all.find("`push_to_hub: true` has no effect"), std::string::npos) << all;
+  EXPECT_NE(all.find("`overwrite_cache: true` has no effect"), std::string::npos) << all;
+}
+
+// report_to: tensorboard is written by lf-train; the other integrations get one info line each
+// (nothing reaches their services from here); a name transformers does not know is refused.
+TEST(Config, ReportTo) {
+  EXPECT_TRUE(parse_train_config(kMinimal, {}, "cfg.yaml").config.report_to.empty());
+  EXPECT_TRUE(parse_train_config(kMinimal + "report_to: none\n", {}, "cfg.yaml").config.report_to.empty());
+  auto tb = parse_train_config(kMinimal + "report_to: [TensorBoard, wandb, mlflow]\n", {}, "cfg.yaml");
+  EXPECT_EQ(tb.config.report_to, (std::vector<std::string>{"tensorboard"}));
+  EXPECT_TRUE(tb.warnings.empty());
+  ASSERT_EQ(tb.notes.size(), 2u);
+  EXPECT_NE(tb.notes[0].find("cfg.yaml:"), std::string::npos) << tb.notes[0];
+  EXPECT_NE(tb.notes[0].find("`report_to: wandb` has no effect in lf-train"), std::string::npos) << tb.notes[0];
+  EXPECT_NE(tb.notes[1].find("`report_to: mlflow` has no effect"), std::string::npos) << tb.notes[1];
+  auto all = parse_train_config(kMinimal, {"report_to=all"}, "cfg.yaml");
+  EXPECT_EQ(all.config.report_to, (std::vector<std::string>{"tensorboard"}));
+  EXPECT_TRUE(all.notes.empty());
+  const std::string e = error_of(kMinimal + "report_to: tensorbord\n");
+  EXPECT_NE(e.find("`report_to: tensorbord` is not an integration transformers knows"), std::string::npos) << e;
+  EXPECT_NE(e.find("expected tensorboard"), std::string::npos) << e;
+}
+
+// LLaMA-Factory's kernel switches ask for what lf-train always does: one info line, no warning.
+TEST(Config, KernelSwitchesGetAnInfoLineNotAWarning) {
+  auto on = parse_train_config(kMinimal + "enable_liger_kernel: true\nuse_unsloth: true\n", {}, "cfg.yaml");
+  EXPECT_TRUE(on.warnings.empty());
+  ASSERT_EQ(on.notes.size(), 2u);
+  EXPECT_NE(on.notes[0].find("`enable_liger_kernel: true`: lf-train's own fused kernels"), std::string::npos)
+      << on.notes[0];
+  EXPECT_NE(on.notes[1].find("`use_unsloth: true`"), std::string::npos) << on.notes[1];
+  auto off = parse_train_config(kMinimal + "enable_liger_kernel: false\n", {}, "cfg.yaml");
+  EXPECT_TRUE(off.notes.empty() && off.warnings.empty());
 }
 
 TEST(Config, OverridesWinAndAreTyped) {

@@ -274,6 +274,39 @@ TEST(GpuSeries, DcgmNamesInBaseUnitsAndAbsentFieldsAbsent) {
   EXPECT_FALSE(contains(t, "lf_gpu_xid_errors_total")) << t;
 }
 
+TEST(GpuSeries, EveryFieldOnTwoGpus) {
+  auto gpus = four_gpus();
+  gpus.resize(2);
+  for (auto& g : gpus) {
+    g.pci_bus_id = "00000000:19:00.0";
+    g.utilization_ratio = g.memory_copy_utilization_ratio = 0.5;
+    g.memory_used_bytes = g.memory_free_bytes = 70e9;
+    g.memory_total_bytes = 143e9;
+    g.temperature_celsius = 60;
+    g.power_watts = 500;
+    g.energy_joules = 1e6;
+    g.sm_clock_hertz = g.memory_clock_hertz = 1.98e9;
+    g.pcie_tx_bytes_per_second = g.pcie_rx_bytes_per_second = 1e9;
+    g.pcie_replays = 0;
+    g.nvlink_tx_bytes = g.nvlink_rx_bytes = 1e12;
+    g.xid_errors = 1;
+    g.last_xid = 79;
+  }
+  Exposition e;
+  write_gpu_series(e, gpus, "0");
+  const std::string t = e.text();
+  for (const char* name :
+       {"lf_gpu_utilization_ratio", "lf_gpu_memory_copy_utilization_ratio", "lf_gpu_memory_used_bytes",
+        "lf_gpu_memory_free_bytes", "lf_gpu_memory_total_bytes", "lf_gpu_temperature_celsius", "lf_gpu_power_watts",
+        "lf_gpu_energy_joules_total", "lf_gpu_sm_clock_hertz", "lf_gpu_memory_clock_hertz",
+        "lf_gpu_pcie_transmit_bytes_per_second", "lf_gpu_pcie_receive_bytes_per_second", "lf_gpu_pcie_replays_total",
+        "lf_gpu_nvlink_transmit_bytes_total", "lf_gpu_nvlink_receive_bytes_total", "lf_gpu_xid_errors_total",
+        "lf_gpu_last_xid"})
+    EXPECT_TRUE(contains(t, std::string("\n") + name + "{node=\"0\",gpu=\"1\"")) << name << "\n" << t;
+  // tests/launcher/test_metrics.py runs this through promtool and checks the docs' queries against it.
+  if (const char* dump = std::getenv("LF_GPU_EXPOSITION_DUMP")) std::ofstream(dump) << t;
+}
+
 // ---- health -------------------------------------------------------------------------------
 
 struct HealthFixture {
@@ -370,9 +403,17 @@ TEST(Health, ThresholdsFromTheEnvironmentAndBadValues) {
     HealthThresholds::from_env();
     ADD_FAILURE() << "no error";
   } catch (const ConfigError& e) {
-    EXPECT_TRUE(contains(e.what(), "LF_HEALTH_GPU_TEMP_C='hot' is not a number")) << e.what();
+    EXPECT_TRUE(contains(e.what(), "LF_HEALTH_GPU_TEMP_C='hot': expected")) << e.what();
   }
   ::unsetenv("LF_HEALTH_GPU_TEMP_C");
+  ::setenv("LF_HEALTH_STRAGGLER_FACTOR", "-2", 1);  // a number, but no threshold
+  try {
+    HealthThresholds::from_env();
+    ADD_FAILURE() << "no error";
+  } catch (const ConfigError& e) {
+    EXPECT_TRUE(contains(e.what(), "LF_HEALTH_STRAGGLER_FACTOR=-2 is not a number >= 0")) << e.what();
+  }
+  ::unsetenv("LF_HEALTH_STRAGGLER_FACTOR");
 }
 
 // ---- the endpoint over real sockets --------------------------------------------------------------

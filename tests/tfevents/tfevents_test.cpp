@@ -1,9 +1,11 @@
 // TensorBoard event files: CRC-32C against the published check values, the TFRecord framing,
 // and a ScalarLog file read back record by record (lengths and both CRCs verified).
-// tests/train/test_tensorboard.py reads a training run's file with TensorBoard's own reader.
+// test_tensorboard_reader.py reads a file back with TensorBoard's own reader (tests/train/test_observe.py: a
+// training run's file).
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -85,6 +87,19 @@ TEST(ScalarLog, HfTagsOneEventPerScalarAfterTheVersionRecord) {
     EXPECT_NE(std::string(e.what()).find("built without protobuf"), std::string::npos) << e.what();
   }
   fs::remove_all(dir);
+}
+
+// tests/tfevents/test_tensorboard_reader.py runs this with LF_TFEVENTS_DUMP_DIR set and reads the
+// file back with TensorBoard's EventAccumulator: five steps of train scalars, one evaluation.
+TEST(ScalarLog, FileForTheTensorBoardReader) {
+  const char* dump = std::getenv("LF_TFEVENTS_DUMP_DIR");
+  if (!dump) GTEST_SKIP() << "LF_TFEVENTS_DUMP_DIR not set";
+  auto log = ScalarLog::open_run(dump);
+  for (int step = 1; step <= 5; ++step)
+    log->log({{"loss", 2.5 - 0.25 * step}, {"learning_rate", 1e-4 * step}, {"grad_norm", 0.1 + step / 3.0},
+              {"epoch", step / 5.0}, {"step", step}},
+             {{"throughput", 1000.0 + step}, {"total_tokens", 512 * step}}, step);
+  log->log({{"eval_loss", 1.75}, {"eval_runtime", 0.125}, {"step", 5}}, nlohmann::json::object(), 5);
 }
 
 TEST(ScalarLog, UnwritableFolderIsAClearError) {

@@ -63,8 +63,6 @@ def prometheus(tmp_path):
 
 
 def test_prometheus_scrapes_a_two_node_training_run(prometheus, tmp_path):
-    if not os.path.exists(os.path.join(ROOT, "include", "lf", "agent", "worker_watch.h")):
-        pytest.skip("this tree's workers send no progress beats with metrics yet (wt/heartbeat)")
     prom, targets = prometheus
     out = tmp_path / "out"
     master = free_port()
@@ -134,4 +132,4 @@ def test_report_to_an_unknown_integration_is_refused_before_anything_starts(tmp_
     run = subprocess.run([LF_TRAIN, "configs/tiny_cpu.yaml", f"output_dir={tmp_path}", "report_to=tensorbord"], cwd=ROOT,
                          capture_output=True, text=True, timeout=60)
     assert run.returncode == 2, run.stderr
-    assert "`report_to: tensorbord` is not an integration HF knows" in run.stderr, run.stderr
+    assert "`report_to: tensorbord` is not an integration transformers knows" in run.stderr, run.stderr
