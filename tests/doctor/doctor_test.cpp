@@ -3,6 +3,7 @@
 // InfiniBand (no HCA here). The multi-node and namespace cases are in
 // tests/launcher/test_doctor.py.
 #include <arpa/inet.h>
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
