@@ -21,7 +21,16 @@ namespace {
 double seconds(std::optional<double> v) { return v.value_or(0); }
 
 bool knob_deadlines_enabled() { return knob_bool("LF_PROGRESS_DEADLINES").value_or(true); }
-double knob_step_factor() { return seconds(knob_number("LF_PROGRESS_STEP_FACTOR")); }
+// A factor, not seconds, so the registry's kSeconds check does not cover it; a negative
+// factor would make every step "late".
+double knob_step_factor() {
+  const double f = seconds(knob_number("LF_PROGRESS_STEP_FACTOR"));
+  LF_CHECK(f >= 0, ConfigError,
+           "environment variable LF_PROGRESS_STEP_FACTOR={}: expected a number >= 0 (the step deadline is "
+           "factor x the median step time; 0 turns the step deadline off)",
+           f);
+  return f;
+}
 double knob_step_floor_s() { return seconds(knob_number("LF_PROGRESS_STEP_FLOOR_S")); }
 double knob_first_step_s() { return seconds(knob_number("LF_PROGRESS_FIRST_STEP_TIMEOUT_S")); }
 double knob_load_s() { return seconds(knob_number("LF_PROGRESS_LOAD_TIMEOUT_S")); }
