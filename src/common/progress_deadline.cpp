@@ -21,7 +21,16 @@ namespace {
 double seconds(std::optional<double> v) { return v.value_or(0); }
 
 bool knob_deadlines_enabled() { return knob_bool("LF_PROGRESS_DEADLINES").value_or(true); }
-double knob_step_factor() { return seconds(knob_number("LF_PROGRESS_STEP_FACTOR")); }
+// A factor, not seconds, so the registry's kSeconds check does not cover it; a negative
+// factor would make every step "late".
+double knob_step_factor() {
+  const double f = seconds(knob_number("LF_PROGRESS_STEP_FACTOR"));
+  LF_CHECK(f >= 0, ConfigError,
+           "environment variable LF_PROGRESS_STEP_FACTOR={}: expected a number >= 0 (the step deadline is "
+           "factor x the median step time; 0 turns the step deadline off)",
+           f);
+  return f;
+}
 double knob_step_floor_s() { return seconds(knob_number("LF_PROGRESS_STEP_FLOOR_S")); }
 double knob_first_step_s() { return seconds(knob_number("LF_PROGRESS_FIRST_STEP_TIMEOUT_S")); }
 double knob_load_s() { return seconds(knob_number("LF_PROGRESS_LOAD_TIMEOUT_S")); }
@@ -64,6 +73,7 @@ ProgressReporter::ProgressReporter(ProgressDeadlines deadlines, Sink sink, std::
     : d_(deadlines), sink_(std::move(sink)), faults_(std::move(faults)), steps_(d_.step_factor, d_.step_floor_s) {}
 
 double ProgressReporter::deadline_for(WorkerPhase phase) const {
+  std::lock_guard lock(mu_);
   if (!d_.enabled) return 0;
   switch (phase) {
     case WorkerPhase::kLoading: return d_.load_s;
@@ -85,6 +95,7 @@ std::string ProgressReporter::payload() const {
 }
 
 void ProgressReporter::beat(WorkerPhase phase, int64_t step) {
+  std::lock_guard lock(mu_);
   step_ = std::max(step_, step);
   if (sink_) sink_(phase, step_, deadline_for(phase), payload());
   // Test/diagnosis only (LF_FAULT_SLEEP): after the beat, so the agent holds this phase's deadline.
@@ -99,12 +110,14 @@ void ProgressReporter::beat(WorkerPhase phase, int64_t step) {
 void ProgressReporter::loading() { beat(WorkerPhase::kLoading, step_); }
 void ProgressReporter::tokenizing() { beat(WorkerPhase::kTokenizing, step_); }
 void ProgressReporter::training_begins(int64_t step) {
+  std::lock_guard lock(mu_);
   // A resumed run's earlier step times are not this run's (another machine, another world).
   if (step_ < step) step_ = step;
   if (sink_) sink_(WorkerPhase::kTraining, step_, deadline_for(WorkerPhase::kTraining), payload());
 }
 
 void ProgressReporter::step_done(int64_t step, double seconds, std::string_view metrics_json) {
+  std::lock_guard lock(mu_);
   steps_.add(seconds);
   auto j = nlohmann::json::parse(metrics_json.empty() ? std::string_view("{}") : metrics_json, nullptr, false);
   if (!j.is_object()) j = nlohmann::json{{"metrics_error", "step_done was given metrics that are not a JSON object"}};
@@ -116,7 +129,10 @@ void ProgressReporter::step_done(int64_t step, double seconds, std::string_view 
 void ProgressReporter::evaluating(int64_t step) { beat(WorkerPhase::kEvaluating, step); }
 void ProgressReporter::saving(int64_t step) { beat(WorkerPhase::kSaving, step); }
 void ProgressReporter::done() { beat(WorkerPhase::kDone, step_); }
-void ProgressReporter::note(const std::string& key, double value) { notes_[key] = value; }
+void ProgressReporter::note(const std::string& key, double value) {
+  std::lock_guard lock(mu_);
+  notes_[key] = value;
+}
 
 ProgressReporter& progress_reporter() {
   static ProgressReporter* reporter = [] {

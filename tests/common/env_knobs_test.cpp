@@ -46,7 +46,7 @@ TEST(EnvKnobs, UnsetReadsTheRegisteredDefaultOrNothing) {
   ScopedEnv a("LF_LOG_LEVEL", nullptr), b("LF_RDZV_PORT", ""), c("LF_PROGRESS_SAVE_TIMEOUT_S", nullptr);
   EXPECT_EQ(lf::knob_string("LF_LOG_LEVEL").value(), "info");
   EXPECT_FALSE(lf::knob_int("LF_RDZV_PORT").has_value());  // empty is unset; no default
-  EXPECT_DOUBLE_EQ(lf::knob_number("LF_PROGRESS_SAVE_TIMEOUT_S").value(), 3600);
+  EXPECT_DOUBLE_EQ(lf::knob_number("LF_PROGRESS_SAVE_TIMEOUT_S").value(), 1800);
   EXPECT_TRUE(lf::knob_bool("LF_DDP_GRAD_SINK").value());
   EXPECT_FALSE(lf::knob_bool("LF_COMM_CHECK").has_value());
   EXPECT_FALSE(lf::knob_is_set("LF_LOG_LEVEL"));

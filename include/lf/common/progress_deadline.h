@@ -20,6 +20,7 @@
 #include <deque>
 #include <functional>
 #include <map>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -94,6 +95,9 @@ class ProgressReporter {
   int64_t step_ = 0;
   std::string step_metrics_ = "{}";
   std::map<std::string, double> notes_;
+  // One reporter per process; tests run ranks as threads of one process and share it.
+  // Recursive: step_done -> beat -> deadline_for each take it.
+  mutable std::recursive_mutex mu_;
 };
 
 // The process's reporter: deadlines and LF_FAULT_SLEEP from the environment, beats to the
