@@ -185,7 +185,7 @@ void write_net_series(Exposition& e, const std::vector<InterfaceCounters>& ifs, 
   bool any_hw = false;
   for (const auto& p : ib) any_hw = any_hw || !p.hw_counters.empty();
   if (!any_hw) return;
-  e.family("lf_ib_port_hw_counter_total", MetricType::kCounter,
+  e.family("lf_ib_port_hw_events_total", MetricType::kCounter,
            "RoCE/IB retransmit signs from hw_counters (out_of_sequence, packet_seq_err, local_ack_timeout_err, ...)");
   for (const auto& p : ib)
     for (const auto& [name, v] : p.hw_counters) {

@@ -234,6 +234,9 @@ def test_prometheus_scrapes_both_nodes_of_a_job(prometheus, tmp_path):
     lf_train_loss equal to the last loss each rank sent, and every per-rank and per-node series
     from both nodes. (tests/train/test_observe.py does the same with real training.)"""
     prom, targets = prometheus
+    # Prometheus starts scraping a target some seconds after it is ready (its discovery
+    # updates are batched): wait until both targets were tried (up 0: nothing listens yet).
+    assert wait_until(lambda: len(prometheus_query(prom, "up")) == 2, 60), prometheus_query(prom, "up")
     master = free_port()
     steps = 30
     agents = [Agent(["launch", "--nnodes", "2", "--node-rank", str(r), "--master-port", str(master),
@@ -248,7 +251,7 @@ def test_prometheus_scrapes_both_nodes_of_a_job(prometheus, tmp_path):
             a.cleanup()
     for rank in (0, 1):
         series = prometheus_query(prom, f'lf_train_step{{rank="{rank}"}}[10m]')
-        assert len(series) == 1, series
+        assert len(series) == 1, (series, agents[rank].err[-3000:])
         values = [float(v) for _, v in series[0]["values"]]
         assert values == sorted(values) and values[0] < values[-1] == steps, values
         last = prometheus_query(prom, f'last_over_time(lf_train_loss{{rank="{rank}"}}[10m])')
@@ -263,4 +266,4 @@ def test_prometheus_scrapes_both_nodes_of_a_job(prometheus, tmp_path):
         assert nodes == {"0", "1"}, (name, nodes)
     up = prometheus_query(prom, "max_over_time(up[10m])")
     assert sorted(s["metric"]["instance"] for s in up) == sorted(f"127.0.0.1:{t}" for t in targets), up
-    assert all(float(s["value"][1]) == 1 for s in up), up
+    assert all(float(s["value"][1]) == 1 for s in up), up  # each agent was scraped

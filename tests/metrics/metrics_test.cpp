@@ -203,7 +203,7 @@ TEST(NetCounters, InfinibandPortsFromSysfs) {
   EXPECT_TRUE(contains(t, "lf_ib_port_active{node=\"2\",hca=\"mlx5_1\",port=\"1\",link_layer=\"\"} 0")) << t;
   EXPECT_TRUE(contains(t, "lf_ib_port_receive_bytes_total{node=\"2\",hca=\"mlx5_0\",port=\"1\"} 4000")) << t;
   EXPECT_TRUE(contains(t, "lf_ib_port_transmit_discards_total{node=\"2\",hca=\"mlx5_0\",port=\"1\"} 7")) << t;
-  EXPECT_TRUE(contains(t, "lf_ib_port_hw_counter_total{node=\"2\",hca=\"mlx5_0\",port=\"1\",counter=\"out_of_sequence\"} 3"))
+  EXPECT_TRUE(contains(t, "lf_ib_port_hw_events_total{node=\"2\",hca=\"mlx5_0\",port=\"1\",counter=\"out_of_sequence\"} 3"))
       << t;
   fs::remove_all(sys);
 }
