@@ -500,7 +500,11 @@ TEST(NodeExporter, AgentSeriesRanksAndNoGpuWithoutNvml) {
   std::ofstream(port / "state") << "4: ACTIVE\n";
   std::ofstream(port / "counters/port_rcv_data") << "10\n";
   std::ofstream(port / "counters/port_xmit_data") << "10\n";
-  std::ofstream(port / "counters/port_rcv_errors") << "0\n";
+  // Every other counter the exporter knows, so the dump (promtool, the docs' queries) has each family.
+  for (const char* f : {"port_rcv_packets", "port_xmit_packets", "port_rcv_errors", "port_xmit_discards",
+                        "symbol_error", "link_downed", "link_error_recovery", "port_xmit_wait",
+                        "port_rcv_remote_physical_errors"})
+    std::ofstream(port / "counters" / f) << "0\n";
   std::ofstream(port / "hw_counters/out_of_sequence") << "0\n";
   opt.sys_root = sys.string();
   std::vector<RankReport> reports = {training_report(2, 7, 3.25, 0.4)};
