@@ -64,6 +64,11 @@ def prometheus(tmp_path):
 
 def test_prometheus_scrapes_a_two_node_training_run(prometheus, tmp_path):
     prom, targets = prometheus
+    # Prometheus starts scraping some seconds after it is ready: wait until it tried both targets.
+    deadline = time.time() + 60
+    while len(query(prom, "up")) < 2:
+        assert time.time() < deadline, query(prom, "up")
+        time.sleep(0.2)
     out = tmp_path / "out"
     master = free_port()
     base = dict(os.environ, NNODES="2", NPROC_PER_NODE="1", MASTER_PORT=str(master), OMP_NUM_THREADS="1",
