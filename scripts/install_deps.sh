@@ -12,6 +12,7 @@ APT_PACKAGES=(
   libpcre2-dev libicu-dev nlohmann-json3-dev libcairo2-dev
   clang-14 libclang-rt-14-dev iproute2 procps
   openssh-client openssh-server  # --hostfile: ssh, and the sshd of its network-namespace test
+  shellcheck                     # docs/cluster/slurm.sbatch (tests/launcher/test_recipes.py)
 )
 
 missing=()

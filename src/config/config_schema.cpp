@@ -21,15 +21,6 @@ KeyDecl refused(std::string name, std::string reason) {
   return d;
 }
 
-// Keys of another command (`lf-train export`): training warns that they do nothing there.
-KeyDecl other_command(std::string name, std::string note) {
-  KeyDecl d;
-  d.name = std::move(name);
-  d.policy = KeyPolicy::kNoEffect;
-  d.note = std::move(note);
-  return d;
-}
-
 // Keys whose accepted values describe what lf-train always does: no field to set.
 KeyDecl only_values(std::string name, std::vector<std::string> allowed, std::string note) {
   KeyDecl d;
@@ -295,24 +286,10 @@ std::vector<KeyDecl> refused_keys() {
   };
 }
 
-// LLaMA-Factory's export keys: read by `lf-train export` (export_config.cpp), not by training.
-std::vector<KeyDecl> export_keys() {
-  const std::string read = "read by `lf-train export`, not by training";
-  return {
-      other_command("export_dir", read + ": the folder the merged model is written to"),
-      other_command("export_size", read + ": GB per safetensors shard (fractions allowed in lf-train)"),
-      other_command("infer_dtype", read + ": the exported weights' dtype (auto: config.json's torch_dtype)"),
-      other_command("export_device", read + ": lf-train merges on the CPU either way"),
-      other_command("export_legacy_format", read + ": only false (safetensors) is written"),
-      other_command("export_quantization_bit", read + ": quantized export is refused there"),
-      other_command("export_hub_model_id", read + ": lf-train never uploads"),
-  };
-}
-
 std::vector<KeyDecl> build_schema() {
   std::vector<KeyDecl> all;
   for (auto part : {model_and_method_keys(), data_keys(), optimisation_keys(), eval_and_output_keys(),
-                    distribution_keys(), export_keys(), refused_keys()})
+                    distribution_keys(), refused_keys()})
     for (auto& d : part) all.push_back(std::move(d));
   return all;
 }

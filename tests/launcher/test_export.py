@@ -123,15 +123,21 @@ def test_export_folder_and_adapters_are_checked_from_vllms_side(tmp_path):
     or need flags for is named: bias other than none, modules_to_save, r above --max-lora-rank."""
     base, adapter, out = tmp_path / "base", tmp_path / "adapter", tmp_path / "merged"
     make_adapter(make_base(base), adapter)
+    # The tiny tokenizer has no chat template: vLLM's chat API would refuse, and lf-train says so.
     r = export(tmp_path, model_name_or_path=base, adapter_name_or_path=adapter, export_dir=out)
     assert r.returncode == 0, r.stderr
-    assert f"vLLM: serve it with `vllm serve {out}`" in r.stderr, r.stderr
+    assert "has no chat_template" in r.stderr and "--chat-template" in r.stderr, r.stderr
+    assert "vllm serve" not in r.stderr, r.stderr
+    tc = json.load(open(base / "tokenizer_config.json"))
+    tc["chat_template"] = "{% for m in messages %}{{ m['content'] }}{% endfor %}"
+    json.dump(tc, open(base / "tokenizer_config.json", "w"))
+    r = export(tmp_path, model_name_or_path=base, adapter_name_or_path=adapter, export_dir=out)
+    assert r.returncode == 0, r.stderr
+    assert f"vLLM: serve it with `vllm serve {out}`" in r.stderr and "warning" not in r.stderr, r.stderr
     cfg = json.load(open(out / "config.json"))
-    assert cfg["architectures"] == ["Qwen2ForCausalLM"] and "torch_dtype" in cfg
-    # The tiny tokenizer has no chat template: vLLM's chat API would refuse, and lf-train says so.
-    tc = json.load(open(out / "tokenizer_config.json"))
-    if "chat_template" not in tc:
-        assert "has no chat_template" in r.stderr, r.stderr
+    assert cfg["architectures"] == ["Qwen2ForCausalLM"] and cfg["torch_dtype"] == "float32"
+    assert json.load(open(out / "tokenizer_config.json"))["chat_template"] == tc["chat_template"]
+    assert (out / "generation_config.json").exists()
     # The adapter side, as written by peft (lf-train writes the same fields: test_zero_equivalence).
     ac = json.load(open(adapter / "adapter_config.json"))
     assert ac["r"] == 4 and ac["lora_alpha"] == 8 and ac["bias"] == "none" and sorted(ac["target_modules"])
