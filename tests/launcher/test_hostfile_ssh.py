@@ -192,7 +192,9 @@ def test_training_over_the_hostfile(hosts):
     out_dir = hosts["tmp"] / "out"
     p = start(hosts, ["configs/tiny_cpu.yaml", f"output_dir={out_dir}", "max_steps=3", "eval_strategy=no",
                       "val_size=0", "plot_loss=false", "save_strategy=no", "per_device_train_batch_size=2",
-                      "--hostfile", hostfile(hosts, 1), "--master-port", "29415", "--env", "OMP_NUM_THREADS=1"])
+                      "--hostfile", hostfile(hosts, 1), "--master-port", "29415", "--env", "OMP_NUM_THREADS=1",
+                      # a worker found through LD_LIBRARY_PATH here needs it there too: --env forwards it
+                      *(["--env", "LD_LIBRARY_PATH"] if os.environ.get("LD_LIBRARY_PATH") else [])])
     out, err = p.communicate(timeout=180)
     assert p.returncode == 0, out[-3000:] + err[-3000:]
     assert os.path.exists(out_dir / "model.safetensors")
