@@ -128,3 +128,30 @@ def test_a_bad_retry_flag_and_a_bad_config_fail_before_any_attempt(tmp_path):
                        capture_output=True, text=True)
     assert r.returncode == 2 and "no_such_key" in r.stderr and "attempt" not in r.stdout + r.stderr, \
         r.stdout + r.stderr
+
+
+def test_a_retry_never_resumes_from_a_checkpoint_older_than_the_loop(tmp_path):
+    """A stale run's checkpoint-500 in an output_dir that `overwrite_output_dir: true` starts over:
+    the retried attempt resumes from this loop's own newest checkpoint, not from it."""
+    out = str(tmp_path / "out")
+    env = dict(os.environ, NNODES="1", NPROC_PER_NODE="1", MASTER_PORT=str(free_port()), OMP_NUM_THREADS="1")
+    first = subprocess.run([LF_TRAIN, "configs/tiny_cpu.yaml", f"output_dir={out}", *RUN, "max_steps=30",
+                            "save_steps=30"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert first.returncode == 0, first.stderr[-3000:]
+    os.rename(os.path.join(out, "checkpoint-30"), os.path.join(out, "checkpoint-500"))
+    env["MASTER_PORT"] = str(free_port())
+    node = subprocess.Popen([LF_TRAIN, "configs/tiny_cpu.yaml", f"output_dir={out}", *RUN, "--retries", "1",
+                             "--retry-wait", "0"], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    try:
+        assert wait_until(lambda: os.path.exists(os.path.join(out, "checkpoint-50")), 120), checkpoints(out)
+        victim = worker_of_rank(out, 0)
+        assert victim
+        os.kill(victim, signal.SIGKILL)
+        (text,) = finish([node])
+    finally:
+        if node.poll() is None:
+            node.kill()
+    assert node.returncode == 0, text[-3000:]
+    resumed = [l for l in text.splitlines() if "retry: attempt 1 of 2 ended" in l]
+    assert len(resumed) == 1 and "resuming from" in resumed[0] and "checkpoint-500" not in resumed[0], text[-3000:]
