@@ -103,11 +103,9 @@ struct Adapter {
 nlohmann::json read_json(const fs::path& p) {
   std::ifstream in(p);
   LF_CHECK(in.good(), ConfigError, "cannot read {}", p.string());
-  try {
-    return nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception& e) {
-    LF_THROW(ConfigError, "{} is not valid JSON: {}", p.string(), e.what());
-  }
+  auto j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  LF_CHECK(!j.is_discarded(), ConfigError, "{} is not valid JSON", p.string());
+  return j;
 }
 
 Adapter read_adapter(const fs::path& dir) {
