@@ -14,6 +14,8 @@ APT_PACKAGES=(
   # report_to: tensorboard (protobuf-lite Event messages); the metrics tests' real Prometheus
   # and promtool; doctor's namespace tests block ports with iptables.
   libprotobuf-dev protobuf-compiler prometheus iptables
+  openssh-client openssh-server  # --hostfile: ssh, and the sshd of its network-namespace test
+  shellcheck                     # docs/cluster/slurm.sbatch (tests/launcher/test_recipes.py)
 )
 
 missing=()

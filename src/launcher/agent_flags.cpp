@@ -6,6 +6,8 @@
 #include "lf/common/env.h"
 #include "lf/common/env_knobs.h"
 #include "lf/common/error.h"
+#include "own_arguments.h"
+#include "ssh_fanout.h"
 
 namespace lf {
 
@@ -106,7 +108,24 @@ void add_agent_flags(CLI::App* cmd, LaunchFlags& flags) {
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--metrics-port", flags.metrics_port,
                   "Serve Prometheus metrics on this port (env LF_METRICS_PORT; 0: a free port, printed; default off)");
+  cmd->add_option("--hostfile", flags.hostfile,
+                  "Start this command on every host of FILE (DeepSpeed's `HOST slots=N` lines) over ssh; MASTER_ADDR is "
+                  "the first host");
+  cmd->add_option("--env", flags.env, "With --hostfile: also forward NAME (or NAME=VALUE) to every host; repeatable")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   cmd->add_option("--event-log", o.event_log, "Node 0: append the rendezvous server's events (JSON lines) to FILE");
+}
+
+int run_hostfile(const LaunchFlags& f) {
+  LF_CHECK(f.nnodes.empty() && f.node_rank < 0, ConfigError,
+           "--hostfile sets NNODES and NODE_RANK from the file's lines; leave out --nnodes and --node-rank");
+  SshFanoutOptions o;
+  o.hosts = read_hostfile(f.hostfile);
+  o.args = without_fanout_flags(own_arguments());
+  o.env = f.env;
+  o.stop_grace_s = f.opt.stop_grace_s;
+  return run_over_ssh(o);
 }
 
 }  // namespace lf

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "lf/agent/agent.h"
 
@@ -24,6 +25,8 @@ struct LaunchFlags {
   std::string rdzv_id;
   int64_t metrics_port = -1;  // -1: unset (LF_METRICS_PORT, else off)
   double worker_heartbeat_timeout_s = -1;  // -1: unset
+  std::string hostfile;          // --hostfile: start every host's agent over ssh from here
+  std::vector<std::string> env;  // --env NAME[=VALUE]: also forwarded to every host
   agent::AgentOptions opt;
 };
 
@@ -35,5 +38,7 @@ void add_timing_flags(CLI::App* cmd, double* join_timeout, double* hb_interval, 
 void add_status_flag(CLI::App* cmd, double* status_interval);
 // Flags win; then the environment; then defaults. Fills flags.opt (not the command).
 void apply_environment(LaunchFlags& flags);
+// --hostfile: this command on every host of the file over ssh (ssh_fanout.h); the exit code.
+int run_hostfile(const LaunchFlags& flags);
 
 }  // namespace lf

@@ -14,6 +14,7 @@
 #include "lf/common/version.h"
 #include "lf/rendezvous/server.h"
 #include "agent_flags.h"
+#include "ssh_fanout.h"
 #include "torchrun_flags.h"
 
 namespace lf {
@@ -29,6 +30,7 @@ void add_launch_command(CLI::App& app) {
       ->required();
   cmd->callback([flags, torchrun] {
     apply_torchrun_flags(*torchrun, *flags);
+    if (!flags->hostfile.empty()) throw CLI::RuntimeError(run_hostfile(*flags));
     apply_environment(*flags);
     auto& opt = flags->opt;
     opt.command = with_python_for_scripts(std::move(opt.command), torchrun->no_python);

@@ -12,6 +12,7 @@
 
 #include "doctor_command.h"
 #include "docs_commands.h"
+#include "export_command.h"
 #include "launch_command.h"
 #include "train_command.h"
 #include "lf/common/edit_distance.h"
@@ -68,6 +69,7 @@ int main(int argc, char** argv) {
 #endif
   lf::add_train_command(app);
   lf::add_doctor_command(app);
+  lf::add_export_command(app);
   lf::add_docs_commands(app);
   app.formatter(std::make_shared<TopLevelFormatter>());  // after the subcommands: theirs stay CLI11's
   try {

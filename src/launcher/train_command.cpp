@@ -8,6 +8,10 @@
 
 #include "agent_flags.h"
 #include "preflight.h"
+#include "own_arguments.h"
+#include "retry_loop.h"
+#include "ssh_fanout.h"
+#include "vllm_check.h"
 #include "lf/agent/gpu_inventory.h"
 #include "lf/common/env.h"
 #include "lf/common/env_knobs.h"
@@ -48,16 +52,26 @@ bool looks_like_config_path(const char* arg) {
 void add_train_command(CLI::App& app) {
   auto flags = std::make_shared<LaunchFlags>();
   auto args = std::make_shared<std::vector<std::string>>();
+  auto retry = std::make_shared<RetryOptions>();
   auto* cmd = app.add_subcommand("train", "Fine-tune from a LLaMA-Factory YAML: lf-train train CONFIG.yaml [key=value ...]");
   add_agent_flags(cmd, *flags);
   cmd->add_option("args", *args, "CONFIG.yaml, then key=value overrides")->required();
-  cmd->callback([flags, args] {
+  cmd->add_option("--retries", retry->retries,
+                  "Run the job again up to N times after a retryable failure (a lost node, the network, a deadline, "
+                  "NCCL, a killed worker or agent; never exit 2), resumed from the last checkpoint (default 0)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--retry-wait", retry->retry_wait_s, "Seconds between a failed attempt and the next (default 30)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->callback([flags, args, retry] {
     const std::string& path = args->front();
     std::vector<std::string> overrides(args->begin() + 1, args->end());
     config::LoadedConfig loaded = config::load_train_config(path, overrides);
     for (const auto& w : loaded.warnings) spdlog::warn("{}", w);
     for (const auto& n : loaded.notes) spdlog::info("{}", n);
     for (const auto& note : preflight_training(loaded.config)) spdlog::warn("{}", note);
+    // The supervisor checked the config (a bad one exits 2 now); each attempt is a child lf-train.
+    if (retry->retries > 0) throw CLI::RuntimeError(run_with_retries(*retry, loaded.config, own_arguments()));
+    if (!flags->hostfile.empty()) throw CLI::RuntimeError(run_hostfile(*flags));
     // Printed here once for this node; the workers leave them out.
     ::setenv("LF_CONFIG_CHECKED", "1", 1);
     apply_environment(*flags);
@@ -80,7 +94,10 @@ void add_train_command(CLI::App& app) {
     for (const auto& [key, value] : loaded.items) opt.config_items.push_back(rdzv::config_item(key, value));
     spdlog::info("training {} ({}) with {} worker(s) on this node; outputs in {}", loaded.config.model_name_or_path,
                  loaded.config.finetuning_type, opt.nproc, loaded.config.output_dir);
-    throw CLI::RuntimeError(agent::run_agent(opt));
+    const int code = agent::run_agent(opt);
+    // Node 0 says whether output_dir is what vLLM serves (the folder is shared by every node).
+    if (code == 0 && opt.host_server) report_vllm_readiness(loaded.config.output_dir, loaded.config.model_name_or_path);
+    throw CLI::RuntimeError(code);
   });
 }
 

@@ -26,10 +26,10 @@ def test_usage_names_the_program_and_the_training_form_first():
 
 
 def test_an_unknown_subcommand_says_which_exist(tmp_path):
-    r = run(["export", "cfg.yaml"])
+    r = run(["exprt", "cfg.yaml"])
     assert r.returncode == 2
-    assert "'export' is not an lf-train subcommand; the subcommands are " in r.stderr, r.stderr
-    for name in ("train", "launch", "rdzv-server", "preview", "tokenize"):
+    assert "'exprt' is not an lf-train subcommand (did you mean export?); the subcommands are " in r.stderr, r.stderr
+    for name in ("train", "launch", "rdzv-server", "preview", "tokenize", "export"):
         assert name in r.stderr
     r = run(["lanch", "--", "true"])
     assert r.returncode == 2 and "(did you mean launch?)" in r.stderr, r.stderr

@@ -43,6 +43,9 @@ inline constexpr EnvKnob kEnvKnobs[] = {
     {"LF_JOB_TOKEN", KnobType::kString, "", "", "lf-train, lf-worker",
      "shared secret of the job: a node (or a worker's store client) with another token is refused and learns "
      "nothing; unset: no token"},
+    {"LF_SSH_ARGS", KnobType::kString, "", "", "lf-train",
+     "--hostfile: extra arguments for every ssh, split on spaces (e.g. `-F ssh_config -i KEY -p 2222`); ssh always "
+     "gets -o BatchMode=yes; never forwarded to the hosts"},
     {"LF_WORKER_BIN", KnobType::kPath, "", "", "lf-train",
      "the lf-worker executable `lf-train CONFIG.yaml` runs; unset: lf-worker beside lf-train, else "
      "../worker/lf-worker (a build tree)"},
