@@ -24,22 +24,20 @@ const std::set<std::string, std::less<>> kImplemented = {
     "disable_gradient_checkpointing", "eval_strategy", "eval_steps", "logging_steps", "save_strategy", "save_steps",
     "save_total_limit", "plot_loss", "output_dir", "overwrite_output_dir", "resume_from_checkpoint", "do_train",
     "ddp_bucket_cap_mb", "ddp_reduce_dtype", "optim", "mix_strategy", "interleave_probs", "default_system", "tool_format",
-    "enable_thinking", "preserve_thinking", "preprocessing_batch_size", "preprocessing_num_workers"};
+    "enable_thinking", "preserve_thinking", "preprocessing_batch_size", "preprocessing_num_workers",
+    "include_num_input_tokens_seen", "use_rslora", "loraplus_lr_ratio", "additional_target",
+    "freeze_trainable_layers", "freeze_trainable_modules", "freeze_extra_modules", "adapter_name_or_path",
+    "create_new_adapter"};
 
 // Ignoring these would silently change what is trained or how: refuse non-default values.
 const std::map<std::string, std::string, std::less<>> kRefused = {
     {"quantization_bit", "quantized (QLoRA) training is not supported: remove quantization_bit"},
     {"quantization_method", "quantized training is not supported"},
     {"double_quantization", "quantized training is not supported"},
-    {"adapter_name_or_path", "continuing from an existing adapter is not supported yet"},
     {"use_dora", "DoRA is not supported (plain LoRA only)"},
-    {"use_rslora", "rank-stabilised LoRA scaling is not supported"},
     {"pissa_init", "PiSSA initialisation is not supported"},
     {"pissa_convert", "PiSSA is not supported"},
-    {"loraplus_lr_ratio", "LoRA+ learning rates are not supported"},
-    {"loraplus_lr_embedding", "LoRA+ learning rates are not supported"},
-    {"additional_target", "extra trainable modules beside LoRA are not supported"},
-    {"create_new_adapter", "stacking adapters is not supported"},
+    {"loraplus_lr_embedding", "LoRA+ on embedding adapters is not supported (no LoRA embedding adapters)"},
     {"use_galore", "GaLore is not supported"},
     {"use_apollo", "APOLLO is not supported"},
     {"use_badam", "BAdam is not supported"},

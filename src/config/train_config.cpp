@@ -92,13 +92,21 @@ void check_one_of(const Reader& r, const std::string& key, const std::string& va
 
 void apply(const Reader& r, TrainConfig& c) {
   r.read("model_name_or_path", c.model_name_or_path, "a path");
+  r.read_list("adapter_name_or_path", c.adapter_name_or_path);
+  r.read("create_new_adapter", c.create_new_adapter, "true or false");
   r.read("init_weights", c.init_weights, "pretrained or random");
   r.read("stage", c.stage, "a string");
   r.read("finetuning_type", c.finetuning_type, "a string");
+  r.read("freeze_trainable_layers", c.freeze_trainable_layers, "an integer");
+  r.read_list("freeze_trainable_modules", c.freeze_trainable_modules);
+  r.read_list("freeze_extra_modules", c.freeze_extra_modules);
   r.read("lora_rank", c.lora_rank, "an integer");
   r.read("lora_alpha", c.lora_alpha, "a number");
   r.read("lora_dropout", c.lora_dropout, "a number");
   r.read_list("lora_target", c.lora_target);
+  r.read("use_rslora", c.use_rslora, "true or false");
+  r.read_list("additional_target", c.additional_target);
+  r.read("loraplus_lr_ratio", c.loraplus_lr_ratio, "a number");
   r.read_list("dataset", c.dataset);
   r.read_list("eval_dataset", c.eval_dataset);
   r.read("dataset_dir", c.dataset_dir, "a path");
@@ -159,6 +167,11 @@ void apply(const Reader& r, TrainConfig& c) {
   r.read("save_steps", c.save_steps, "a number");
   r.read_optional("save_total_limit", c.save_total_limit, "an integer");
   r.read("plot_loss", c.plot_loss, "true or false");
+  r.read("include_num_input_tokens_seen", c.include_num_input_tokens_seen, "no, all, non_padding, true or false");
+  if (c.include_num_input_tokens_seen == "true" || c.include_num_input_tokens_seen == "True")
+    c.include_num_input_tokens_seen = "all";  // HF maps booleans so
+  if (c.include_num_input_tokens_seen == "false" || c.include_num_input_tokens_seen == "False")
+    c.include_num_input_tokens_seen = "no";
   r.read("output_dir", c.output_dir, "a path");
   r.read("overwrite_output_dir", c.overwrite_output_dir, "true or false");
   r.read("resume_from_checkpoint", c.resume_from_checkpoint, "a checkpoint path");
@@ -173,13 +186,14 @@ void validate(const Reader& r, TrainConfig& c) {
   LF_CHECK(!c.dataset.empty(), ConfigError, "`dataset` is required: one or more names from {}/dataset_info.json",
            c.dataset_dir);
   check_one_of(r, "stage", c.stage, {"sft"}, "Other stages (pt, rm, ppo, dpo, kto) are not implemented");
-  check_one_of(r, "finetuning_type", c.finetuning_type, {"lora", "full"});
+  check_one_of(r, "finetuning_type", c.finetuning_type, {"lora", "full", "freeze"});
   check_one_of(r, "init_weights", c.init_weights, {"pretrained", "random"});
   check_one_of(r, "lr_scheduler_type", c.lr_scheduler_type, {"linear", "cosine", "constant", "constant_with_warmup"});
   check_one_of(r, "eval_strategy", c.eval_strategy, {"no", "steps", "epoch"});
   check_one_of(r, "mix_strategy", c.mix_strategy, {"concat", "interleave_under", "interleave_over"});
   check_one_of(r, "save_strategy", c.save_strategy, {"no", "steps", "epoch"});
   check_one_of(r, "ddp_reduce_dtype", c.ddp_reduce_dtype, {"fp32", "bf16"});
+  check_one_of(r, "include_num_input_tokens_seen", c.include_num_input_tokens_seen, {"no", "all", "non_padding"});
   LF_CHECK(!(c.bf16 && c.fp16), ConfigError, "{}: `bf16` and `fp16` are both true: choose one", r.where("fp16"));
   auto positive = [&](const char* key, double v) {
     LF_CHECK(v > 0, ConfigError, "{}: `{}` must be > 0, got {}", r.where(key), key, v);
@@ -208,6 +222,17 @@ void validate(const Reader& r, TrainConfig& c) {
            r.where("warmup_ratio"), c.warmup_ratio);
   LF_CHECK(c.max_grad_norm >= 0, ConfigError, "{}: `max_grad_norm` must be >= 0", r.where("max_grad_norm"));
   LF_CHECK(!c.lora_target.empty(), ConfigError, "{}: `lora_target` is empty", r.where("lora_target"));
+  LF_CHECK(c.adapter_name_or_path.empty() || c.finetuning_type == "lora", ConfigError,
+           "{}: `adapter_name_or_path` is only valid for the LoRA method (LLaMA-Factory's rule); finetuning_type is {}",
+           r.where("adapter_name_or_path"), c.finetuning_type);
+  LF_CHECK(c.additional_target.empty() || c.finetuning_type == "lora", ConfigError,
+           "{}: `additional_target` names modules to train beside LoRA; finetuning_type is {}",
+           r.where("additional_target"), c.finetuning_type);
+  LF_CHECK(c.loraplus_lr_ratio >= 0, ConfigError, "{}: `loraplus_lr_ratio` must be > 0, got {}",
+           r.where("loraplus_lr_ratio"), c.loraplus_lr_ratio);
+  LF_CHECK(c.loraplus_lr_ratio == 0 || c.finetuning_type == "lora", ConfigError,
+           "{}: `loraplus_lr_ratio` is LoRA's (lora_B learns faster); finetuning_type is {}",
+           r.where("loraplus_lr_ratio"), c.finetuning_type);
   if (c.lora_alpha <= 0) c.lora_alpha = 2.0 * static_cast<double>(c.lora_rank);  // LLaMA-Factory's rule
 }
 
