@@ -30,7 +30,8 @@ if [[ "${1:-}" == "--python" ]]; then
     python3 -m venv .venv
   fi
   # torch==2.13.0 is the CPU wheel; the rest are the reference implementations
-  # the numerics tests compare against.
+  # the numerics tests compare against, and pyarrow, whose Arrow/Parquet C++ headers and
+  # libraries the build uses for Parquet datasets (Debian 12 packages no libarrow/libparquet).
   if ! .venv/bin/python -c 'import torch, transformers, peft, tokenizers, safetensors' 2>/dev/null ||
      ! cmp -s scripts/requirements-dev.txt .venv/.requirements-installed; then
     .venv/bin/pip install -q --disable-pip-version-check -r scripts/requirements-dev.txt

@@ -16,6 +16,7 @@
 #include <optional>
 #include <thread>
 
+#include "lf/agent/address_probe.h"
 #include "lf/agent/worker_env.h"
 #include "lf/agent/worker_group.h"
 #include "lf/agent/worker_process.h"
@@ -60,6 +61,7 @@ class Agent {
     ::prctl(PR_SET_CHILD_SUBREAPER, 1);
     base_env_ = environment_map();
     if (opt_.host_server) start_server();
+    else if (opt_.host_server_if_free) host_unless_served();
     join_deadline_ = Clock::now() + to_ms(opt_.join_timeout_s);
     watch_interrupts();
     watch_children();
@@ -88,6 +90,8 @@ class Agent {
     so.heartbeat_timeout_s = opt_.heartbeat_timeout_s;
     so.stop_timeout_s = opt_.stop_grace_s + 2 * opt_.heartbeat_timeout_s + 5;
     so.event_log_path = opt_.event_log;
+    so.status_interval_s = opt_.status_interval_s;
+    so.advertised_addr = opt_.master_addr;
     server_ = std::make_unique<rdzv::RendezvousServer>(io_, so);
     server_->start([this](int code, const std::string& reason) {
       server_finished_ = true;
@@ -97,6 +101,27 @@ class Agent {
     opt_.master_port = server_->port();  // resolves port 0 (single node)
     spdlog::info("rendezvous server listening on port {} (job '{}', {} node(s))", server_->port(), opt_.rdzv_id,
                  opt_.max_nodes);
+  }
+
+  // No NODE_RANK and MASTER_ADDR is this host: the first agent there hosts the server (as
+  // torchrun's c10d rendezvous does). A server already answering (a standalone rdzv-server, an
+  // agent with NODE_RANK=0 or one that was faster) is joined instead; so is one that takes the
+  // port between our probe and our bind.
+  void host_unless_served() {
+    if (server_answers(opt_.master_addr, opt_.master_port, std::chrono::milliseconds(1000))) {
+      spdlog::info("rendezvous: a server already listens on {}:{}: joining it (node rank by arrival)",
+                   opt_.master_addr, opt_.master_port);
+      return;
+    }
+    try {
+      start_server();
+      spdlog::info("rendezvous: no NODE_RANK and MASTER_ADDR={} is this host: this node hosts the rendezvous "
+                   "server (the other nodes join it with the same MASTER_ADDR and MASTER_PORT)", opt_.master_addr);
+    } catch (const NetworkError& e) {
+      server_.reset();
+      spdlog::info("rendezvous: port {} was taken meanwhile ({}): joining the server there", opt_.master_port,
+                   e.what());
+    }
   }
 
   void connect() {
@@ -135,6 +160,15 @@ class Agent {
     }
     spdlog::debug("rendezvous server {}:{} not reachable ({}); retrying in {} ms", opt_.master_addr,
                   opt_.master_port, error, connect_backoff_.count());
+    if (opt_.status_interval_s > 0 && Clock::now() - last_status_ >= to_ms(opt_.status_interval_s)) {
+      last_status_ = Clock::now();
+      const auto left = std::chrono::duration_cast<std::chrono::seconds>(join_deadline_ - Clock::now()).count();
+      spdlog::info("rendezvous: waiting for the server at {}:{} ({}), {} s left; check that node 0 (NODE_RANK=0) "
+                   "runs lf-train with MASTER_PORT={}, that MASTER_ADDR={} is its address as seen from this host, "
+                   "and that TCP port {} is open between them",
+                   opt_.master_addr, opt_.master_port, error, std::max<int64_t>(0, left), opt_.master_port,
+                   opt_.master_addr, opt_.master_port);
+    }
     connect_timer_.expires_after(connect_backoff_);
     connect_backoff_ = std::min(connect_backoff_ * 2, std::chrono::milliseconds(2000));
     connect_timer_.async_wait([this](boost::system::error_code ec) {
@@ -164,6 +198,7 @@ class Agent {
     j.min_nodes = opt_.min_nodes;
     j.max_nodes = opt_.max_nodes;
     j.worker_store_port = worker_store_port_ = pick_free_port(io_);
+    j.config_items = opt_.config_items;
     conn_->send(j);
   }
 
@@ -190,6 +225,9 @@ class Agent {
           if constexpr (std::is_same_v<T, rdzv::LayoutMsg>) on_layout(msg);
           else if constexpr (std::is_same_v<T, rdzv::AbortMsg>) on_abort(msg);
           else if constexpr (std::is_same_v<T, rdzv::RefusedMsg>) on_refused(msg);
+          else if constexpr (std::is_same_v<T, rdzv::WaitingMsg>) {
+            if (!server_) spdlog::info("{}", msg.text);  // node 0's server logged it already
+          }
           else if constexpr (std::is_same_v<T, rdzv::FinishedMsg>) {
             finished_ = true;
             exit_with(kExitOk, "");
@@ -229,7 +267,7 @@ class Agent {
   void lost_server(const std::string& why) {
     if (state_ == State::kExiting) return;
     // Already told to stop: the server going away is expected, the abort is the reason.
-    if (abort_received_ && !abort_restart_) return exit_with(local_failure_ ? local_failure_exit_ : kExitAborted, abort_reason_);
+    if (abort_received_ && !abort_restart_) return exit_with(job_exit_code(), abort_reason_);
     exit_with(kExitNetwork, why);
   }
 
@@ -242,6 +280,7 @@ class Agent {
     abort_received_ = false;
     local_failure_ = false;
     local_failure_exit_ = kExitWorkerFailed;
+    abort_exit_as_ = 0;
     spdlog::info("node {} of {}: ranks {}..{} of {} (generation {})", l.node_rank, l.nnodes, l.rank_base,
                  l.rank_base + l.nproc - 1, l.world_size, l.generation);
     WorkerEnvContext ctx;
@@ -263,7 +302,7 @@ class Agent {
     go.log_dir = opt_.log_dir;
     go.console = !opt_.redirect;
     go.stop_grace_s = opt_.stop_grace_s;
-    go.heartbeat_timeout_s = opt_.worker_heartbeat_timeout_s;
+    go.liveness_timeout_s = opt_.worker_heartbeat_timeout_s;
     group_ = std::make_unique<WorkerGroup>(io_, go);
     std::string attempt_dir;
     if (!opt_.log_dir.empty())
@@ -272,13 +311,14 @@ class Agent {
     state_ = State::kRunning;
     try {
       group_->start(std::move(specs), ranks, attempt_dir, [this](const WorkerExit& e) { on_worker_exit(e); },
-                    [this](int local, int global, double silent) {
+                    [this](int, int global, pid_t pid, const std::string& why) {
+                      // Restartable, as a crash is: a hang is as often transient (a flaky link).
                       report_local_failure(global, 0, 0, true,
-                                           fmt::format("no heartbeat for {:.1f}s (--worker-heartbeat-timeout)", silent));
+                                           fmt::format("hung (pid {}, node {}): {}", pid, layout_.node_rank, why));
                     });
     } catch (const Error& e) {  // the workers could not start (a command that cannot run: exit 2)
       local_failure_exit_ = e.exit_code();
-      report_local_failure(-1, 0, 0, false, e.what());
+      report_local_failure(-1, 0, 0, false, e.what(), e.exit_code() == kExitConfig ? kExitConfig : 0);
     }
   }
 
@@ -292,10 +332,19 @@ class Agent {
       }
       return;
     }
+    // Exit 2 is a configuration or data error (lf-worker's ConfigError, a script's bad
+    // arguments): the same input fails the same way again, so it is never restarted and
+    // every node ends with 2.
+    if (e.signal == 0 && e.exit_code == kExitConfig) {
+      local_failure_exit_ = kExitConfig;
+      return report_local_failure(e.global_rank, e.exit_code, 0, false,
+                                  e.describe() + " (a configuration or data error: not restarted)", kExitConfig);
+    }
     report_local_failure(e.global_rank, e.exit_code, e.signal, true, e.describe());
   }
 
-  void report_local_failure(int global_rank, int code, int sig, bool restartable, const std::string& what) {
+  void report_local_failure(int global_rank, int code, int sig, bool restartable, const std::string& what,
+                            int exit_as = 0) {
     if (state_ != State::kRunning && state_ != State::kJoining && state_ != State::kDone) return;
     local_failure_ = true;
     failure_message_ = global_rank >= 0 ? fmt::format("worker rank {} {}", global_rank, what) : what;
@@ -308,6 +357,7 @@ class Agent {
     f.signal = sig;
     f.restartable = restartable;
     f.message = what;
+    f.exit_as = exit_as;
     if (conn_) conn_->send(f);
     stop_workers(SIGTERM);
   }
@@ -317,7 +367,12 @@ class Agent {
     abort_received_ = true;
     abort_restart_ = a.restart;
     abort_reason_ = a.reason;
-    if (!local_failure_) spdlog::error("job aborted by the rendezvous server: {}", a.reason);
+    abort_exit_as_ = a.exit_as;
+    // Also after a failure of our own when the server names another node's: ours is then most
+    // likely its consequence (a peer vanished mid-collective), and every node's log should
+    // name the worker that failed first.
+    if (!local_failure_ || a.failed_node != layout_.node_rank)
+      spdlog::error("job aborted by the rendezvous server: {}", a.reason);
     stop_workers(SIGTERM);
   }
 
@@ -346,8 +401,14 @@ class Agent {
       spdlog::warn("restarting the workers in the next generation ({})", abort_reason_);
       return;
     }
-    exit_with(local_failure_ ? local_failure_exit_ : kExitAborted,
-              local_failure_ ? failure_message_ : fmt::format("job aborted: {}", abort_reason_));
+    exit_with(job_exit_code(), local_failure_ ? failure_message_ : fmt::format("job aborted: {}", abort_reason_));
+  }
+
+  // This node's own failure's code; else the one the server named for every node (2 for a
+  // config/data error elsewhere); else "another node failed".
+  int job_exit_code() const {
+    if (local_failure_) return local_failure_exit_;
+    return abort_exit_as_ ? static_cast<int>(abort_exit_as_) : kExitAborted;
   }
 
   // ---- signals and exit ----------------------------------------------------------
@@ -485,7 +546,8 @@ class Agent {
   std::optional<Clock::time_point> first_retryable_refusal_;
   int interrupted_by_ = 0;
   std::string abort_reason_, failure_message_;
-  Clock::time_point join_deadline_, last_server_message_;
+  Clock::time_point join_deadline_, last_server_message_, last_status_ = Clock::now();
+  int64_t abort_exit_as_ = 0;
   std::chrono::milliseconds connect_backoff_{100};
   int exit_code_ = kExitInternal;
   int local_failure_exit_ = kExitWorkerFailed;  // this node's failure: a worker's, or its own (config)

@@ -1,5 +1,7 @@
 #include "lf/agent/worker_env.h"
 
+#include "lf/common/env_knobs.h"
+
 namespace lf::agent {
 
 std::map<std::string, std::string> worker_environment(const std::map<std::string, std::string>& base,
@@ -28,10 +30,10 @@ std::map<std::string, std::string> worker_environment(const std::map<std::string
   put("TORCHELASTIC_USE_AGENT_STORE", std::string("False"));
   // torchrun's rule: one thread per worker when several share a node, unless the user chose.
   if (!env.count("OMP_NUM_THREADS") && l.nproc > 1) put("OMP_NUM_THREADS", 1);
-  put("LF_RDZV_ADDR", ctx.rdzv_addr);
-  put("LF_RDZV_PORT", ctx.rdzv_port);
-  put("LF_HEARTBEAT_FD", ctx.heartbeat_fd);
-  put("LF_NODE_RANK", l.node_rank);
+  put(knob_name("LF_RDZV_ADDR"), ctx.rdzv_addr);
+  put(knob_name("LF_RDZV_PORT"), ctx.rdzv_port);
+  put(knob_name("LF_HEARTBEAT_FD"), ctx.heartbeat_fd);
+  put(knob_name("LF_NODE_RANK"), l.node_rank);
   return env;
 }
 

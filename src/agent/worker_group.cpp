@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <filesystem>
@@ -46,8 +47,8 @@ struct WorkerGroup::Impl : std::enable_shared_from_this<Impl> {
     std::unique_ptr<LineRelay> out_relay, err_relay;
     FILE* out_log = nullptr;
     FILE* err_log = nullptr;
-    Clock::time_point last_heartbeat;
-    bool heartbeat_armed = false;
+    std::unique_ptr<WorkerWatch> watch;
+    bool hang_reported = false;
     // An exit is reported once the worker's stdout and stderr reached end of file, so its
     // last lines are relayed before anyone acts on the exit (or after a grace period, when
     // something it started still holds the pipes).
@@ -108,27 +109,42 @@ struct WorkerGroup::Impl : std::enable_shared_from_this<Impl> {
 
   void watch_heartbeat(Worker* w) {
     w->heartbeat->desc.async_read_some(asio::buffer(w->heartbeat->buffer),
-                                       [self = shared_from_this(), w](boost::system::error_code ec, size_t) {
+                                       [self = shared_from_this(), w](boost::system::error_code ec, size_t n) {
                                          if (ec) return;
-                                         w->last_heartbeat = Clock::now();
-                                         w->heartbeat_armed = true;
+                                         w->watch->feed(std::string_view(w->heartbeat->buffer.data(), n), Clock::now());
+                                         if (auto problem = w->watch->take_problem())
+                                           spdlog::warn("worker rank {}: a heartbeat line counted as liveness only: {}",
+                                                        w->global_rank, *problem);
                                          self->watch_heartbeat(w);
                                        });
   }
 
+  // Every 250 ms: a worker past its liveness timeout or its progress deadline is reported once.
+  // When several are overdue at once (a stopped rank and the ranks waiting for it in a
+  // collective, all past the same step deadline), the stopped one is reported first: the
+  // agent acts on the first report, and it should name the cause, not a rank that waits.
   void check_heartbeats() {
-    if (opt.heartbeat_timeout_s <= 0) return;
     watch_timer.expires_after(std::chrono::milliseconds(250));
     watch_timer.async_wait([self = shared_from_this()](boost::system::error_code ec) {
-      if (ec) return;
-      auto now = Clock::now();
+      if (ec || self->stopping) return;
+      const auto now = Clock::now();
+      struct Overdue {
+        Worker* w;
+        std::string why;
+        char state;
+      };
+      std::vector<Overdue> overdue;
       for (auto& w : self->workers) {
-        if (!w->alive || !w->heartbeat_armed) continue;
-        double silent = std::chrono::duration<double>(now - w->last_heartbeat).count();
-        if (silent > self->opt.heartbeat_timeout_s) {
-          w->heartbeat_armed = false;  // report once
-          if (self->on_hang) self->on_hang(w->local_rank, w->global_rank, silent);
-        }
+        if (!w->alive || w->hang_reported) continue;
+        if (auto why = w->watch->overdue(now)) overdue.push_back({w.get(), std::move(*why), process_state(w->pid)});
+      }
+      const auto rank = [](char state) { return state == 'T' || state == 't' ? 0 : state == 'D' ? 1 : 2; };
+      std::stable_sort(overdue.begin(), overdue.end(),
+                       [&](const Overdue& a, const Overdue& b) { return rank(a.state) < rank(b.state); });
+      for (auto& o : overdue) {
+        o.w->hang_reported = true;
+        if (o.state) o.why += fmt::format("; process state {}", describe_process_state(o.state));
+        if (self->on_hang) self->on_hang(o.w->local_rank, o.w->global_rank, o.w->pid, o.why);
       }
       self->check_heartbeats();
     });
@@ -192,6 +208,7 @@ void WorkerGroup::start(std::vector<SpawnSpec> specs, std::vector<int> global_ra
     w->out = std::make_unique<Stream>(im.io, p.stdout_fd);
     w->err = std::make_unique<Stream>(im.io, p.stderr_fd);
     w->heartbeat = std::make_unique<Stream>(im.io, p.heartbeat_fd);
+    w->watch = std::make_unique<WorkerWatch>(im.opt.liveness_timeout_s);
     auto* raw = w.get();
     im.workers.push_back(std::move(w));
     im.pump(raw, raw->out.get(), false);
@@ -239,6 +256,8 @@ void WorkerGroup::stop(int first_signal, std::function<void()> done) {
   im.watch_timer.cancel();
   if (!im.any_alive()) return im.maybe_stopped();
   im.kill_groups(first_signal);
+  // A stopped worker (SIGSTOP, the usual hang here) acts on first_signal only once continued.
+  im.kill_groups(SIGCONT);
   im.kill_timer.expires_after(std::chrono::milliseconds(static_cast<int64_t>(im.opt.stop_grace_s * 1000)));
   im.kill_timer.async_wait([weak = std::weak_ptr<Impl>(impl_)](boost::system::error_code ec) {
     auto self = weak.lock();
@@ -251,6 +270,14 @@ void WorkerGroup::stop(int first_signal, std::function<void()> done) {
 void WorkerGroup::kill_now() { impl_->kill_groups(SIGKILL); }
 
 bool WorkerGroup::any_alive() const { return impl_->any_alive(); }
+
+std::vector<WorkerStatus> WorkerGroup::status() const {
+  std::vector<WorkerStatus> out;
+  const auto now = Clock::now();
+  for (auto& w : impl_->workers)
+    out.push_back({w->local_rank, w->global_rank, w->pid, w->alive, w->watch->status(now)});
+  return out;
+}
 
 std::vector<pid_t> WorkerGroup::pids() const {
   std::vector<pid_t> out;

@@ -9,6 +9,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <fmt/format.h>
+
 #include <cerrno>
 #include <cstring>
 #include <sstream>
@@ -52,6 +54,27 @@ std::vector<pid_t> live_children_of(pid_t parent) {
     if (rest >> state >> ppid && ppid == parent && state != 'Z') out.push_back(static_cast<pid_t>(std::stol(name)));
   }
   return out;
+}
+
+char process_state(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat;
+  if (!std::getline(in, stat)) return 0;
+  const auto close = stat.rfind(')');  // comm may hold spaces and parentheses
+  return close != std::string::npos && close + 2 < stat.size() ? stat[close + 2] : 0;
+}
+
+std::string describe_process_state(char state) {
+  const char* what = "?";
+  switch (state) {
+    case 'R': what = "running"; break;
+    case 'S': what = "sleeping"; break;
+    case 'D': what = "uninterruptible wait: I/O?"; break;
+    case 'T': what = "stopped"; break;
+    case 't': what = "stopped by a debugger"; break;
+    case 'Z': what = "exited, not yet reaped"; break;
+  }
+  return fmt::format("{} ({})", state, what);
 }
 
 std::string resolve_executable(const std::string& command, const std::string& path_env) {

@@ -3,7 +3,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "lf/common/env.h"
+#include "lf/common/env_knobs.h"
 #include "lf/common/error.h"
 #include "lf/common/log.h"
 #include "lf/rendezvous/store_client.h"
@@ -45,8 +45,8 @@ class StoreCommitChannel final : public CommitChannel {
 // Fault injection for the tests (LF_FAULT_CKPT_EXIT_RANK=R): rank R dies with its files
 // written and durable but not yet reported, the moment the protocol exists to cover.
 void maybe_die_before_report(int64_t rank) {
-  const auto v = env_string("LF_FAULT_CKPT_EXIT_RANK");
-  if (v && !v->empty() && std::stoll(*v) == rank) {
+  const auto v = knob_int("LF_FAULT_CKPT_EXIT_RANK");
+  if (v && *v == rank) {
     spdlog::error("LF_FAULT_CKPT_EXIT_RANK={}: exiting before reporting the checkpoint durable", rank);
     std::_Exit(3);
   }

@@ -14,6 +14,7 @@
 #include "comm_store.h"
 #include "lf/comm/communicator.h"
 #include "lf/common/env.h"
+#include "lf/common/env_knobs.h"
 #include "lf/common/error.h"
 #include "lf/common/log.h"
 
@@ -154,10 +155,7 @@ std::unique_ptr<Communicator> with_collective_check(std::unique_ptr<Communicator
 }
 
 bool collective_check_requested() {
-  if (const auto v = env_string("LF_COMM_CHECK")) {
-    LF_CHECK(*v == "0" || *v == "1", ConfigError, "LF_COMM_CHECK={}: expected 1 (check every collective) or 0", *v);
-    return *v == "1";
-  }
+  if (const auto v = knob_bool("LF_COMM_CHECK")) return *v;
   return env_string("TORCH_DISTRIBUTED_DEBUG").value_or("") == "DETAIL";
 }
 

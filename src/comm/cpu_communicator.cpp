@@ -90,11 +90,17 @@ class CpuCommunicator : public Communicator {
               std::chrono::milliseconds(static_cast<int64_t>(o.timeout_s * 1000))),
         thread_([this] { run(); }) {}
 
+  // Queued collectives are failed, not run, and a running one is cut short: destruction while
+  // collectives are pending happens when the caller gives up (an error unwinding the trainer),
+  // and running them would wait out one timeout each.
   ~CpuCommunicator() override {
+    bool cut = false;
     {
       std::lock_guard lock(mu_);
       stopping_ = true;
+      cut = running_ || !queue_.empty();
     }
+    if (cut) mesh_.shutdown();
     cv_.notify_all();
     thread_.join();
   }
@@ -201,27 +207,61 @@ class CpuCommunicator : public Communicator {
     return work;
   }
 
+  // The first failed collective fails every later one without running it (the ring's state
+  // is unknown after a partial transfer) and closes the mesh, so the peers blocked on this
+  // rank fail now too: the first timeout ends the job, not one timeout per queued collective.
   void run() {
     for (;;) {
       Op op;
+      bool aborted = false, stopping = false;
       {
         std::unique_lock lock(mu_);
         cv_.wait(lock, [&] { return stopping_ || aborted_ || !queue_.empty(); });
         if (queue_.empty()) return;
         op = std::move(queue_.front());
         queue_.pop_front();
+        aborted = aborted_;
+        stopping = stopping_;
+        running_ = !aborted && !failed_ && !stopping;
       }
       std::exception_ptr error;
-      if (aborted_) {
+      if (aborted) {
         error = std::make_exception_ptr(BackendError("communicator aborted"));
+      } else if (failed_) {
+        error = not_run_after(failed_);
+      } else if (stopping) {
+        error = std::make_exception_ptr(BackendError("communicator destroyed before this collective ran"));
       } else {
         try {
           op.first();
         } catch (...) {
           error = std::current_exception();
+          failed_ = error;
+          mesh_.shutdown();
         }
       }
+      {
+        std::lock_guard lock(mu_);
+        running_ = false;
+      }
       op.second->finish(error);
+    }
+  }
+
+  // The error of a collective skipped after `first` failed: the same exit code (a timeout
+  // stays a timeout), saying it never ran.
+  std::exception_ptr not_run_after(const std::exception_ptr& first) const {
+    const auto why = [&](const char* what) {
+      return fmt::format("rank {}: collective not run: an earlier collective failed: {}", opt_.rank, what);
+    };
+    try {
+      std::rethrow_exception(first);
+    } catch (const TimeoutError& e) {
+      return std::make_exception_ptr(TimeoutError(why(e.what())));
+    } catch (const Error& e) {
+      return std::make_exception_ptr(Error(why(e.what()), e.exit_code()));
+    } catch (const std::exception& e) {
+      return std::make_exception_ptr(BackendError(why(e.what())));
     }
   }
 
@@ -290,6 +330,8 @@ class CpuCommunicator : public Communicator {
   std::condition_variable cv_;
   std::deque<Op> queue_;
   bool stopping_ = false, aborted_ = false;
+  bool running_ = false;          // a collective is on the communicator thread (under mu_)
+  std::exception_ptr failed_;     // the first collective's failure (communicator thread only)
   uint64_t seq_ = 0;  // collectives run so far (communicator thread only)
   std::thread thread_;
 };

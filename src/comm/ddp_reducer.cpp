@@ -217,13 +217,18 @@ struct DdpReducer::State {
     }
   }
 
-  // After the parameter's bucket is reduced: every rank's rows into its gradient `into`.
+  // After the parameter's bucket is reduced: every rank's rows into its gradient `into`, in
+  // the same order on every rank and in every run. On CPU, index_put_(accumulate) runs its
+  // duplicate ids on several threads with atomic adds (nondeterministic fp32 sums: two
+  // identical runs with OMP_NUM_THREADS > 1 gave different weights); index_add_ adds them in
+  // index order. On CUDA it is the other way round (index_add_ uses atomics; index_put_ sorts).
   void add_rows(int64_t p, at::Tensor& into) {
     for (auto& x : exchanges) {
       if (x.param != p) continue;
       x.ids_work->wait();
       x.rows_work->wait();
-      into.index_put_({x.ids}, x.rows.to(into.scalar_type()), /*accumulate=*/true);
+      if (into.is_cuda()) into.index_put_({x.ids}, x.rows.to(into.scalar_type()), /*accumulate=*/true);
+      else into.index_add_(0, x.ids, x.rows.to(into.scalar_type()));
     }
   }
 

@@ -23,6 +23,7 @@
 #include "lf/comm/communicator.h"
 #include "lf/comm/rank_agreement.h"
 #include "lf/common/env.h"
+#include "lf/common/env_knobs.h"
 #include "lf/common/error.h"
 #include "comm_store.h"
 #include "lf/rendezvous/store_client.h"
@@ -87,7 +88,7 @@ ncclRedOp_t nccl_op(ReduceOp op) {
 // SMs for DDP's collectives so backward's GEMMs keep more (NCCL_MIN_CTAS / NCCL_MAX_CTAS are
 // NCCL's own variables). Unset: NCCL's default.
 int cta_policy_from_env() {
-  const auto v = env_string("LF_NCCL_CTA_POLICY");
+  const auto v = knob_string("LF_NCCL_CTA_POLICY");
   if (!v || v->empty() || *v == "default") return NCCL_CONFIG_UNDEF_INT;
 #ifdef NCCL_CTA_POLICY_EFFICIENCY
   if (*v == "efficiency") return NCCL_CTA_POLICY_EFFICIENCY;

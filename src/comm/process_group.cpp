@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "lf/common/env.h"
+#include "lf/common/env_knobs.h"
 #include "lf/common/error.h"
 
 namespace lf::comm {
@@ -15,7 +16,7 @@ WorldInfo WorldInfo::from_env() {
   w.local_world_size = static_cast<int>(env_int("LOCAL_WORLD_SIZE").value_or(1));
   w.node_rank = static_cast<int>(env_int("GROUP_RANK").value_or(0));
   w.generation = static_cast<int>(env_int("TORCHELASTIC_RESTART_COUNT").value_or(0));
-  w.launched = env_int("LF_RDZV_PORT").has_value();
+  w.launched = knob_int("LF_RDZV_PORT").has_value();
   LF_CHECK(w.world_size >= 1 && w.rank >= 0 && w.rank < w.world_size, ConfigError,
            "RANK={} WORLD_SIZE={} is not a valid rank: run workers through `lf-train launch`", w.rank, w.world_size);
   LF_CHECK(w.local_rank >= 0 && w.local_rank < w.local_world_size, ConfigError, "LOCAL_RANK={} LOCAL_WORLD_SIZE={}",

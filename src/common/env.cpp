@@ -1,5 +1,6 @@
 #include "lf/common/env.h"
 
+#include <cmath>
 #include <cstdlib>
 
 #include "lf/common/error.h"
@@ -25,6 +26,21 @@ std::optional<int64_t> env_int(const char* name) {
     used = 0;
   }
   LF_CHECK(used == s->size(), ConfigError, "environment variable {}='{}' is not an integer", name, *s);
+  return v;
+}
+
+std::optional<double> env_double(const char* name) {
+  auto s = env_string(name);
+  if (!s) return std::nullopt;
+  size_t used = 0;
+  double v = 0;
+  try {
+    v = std::stod(*s, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  LF_CHECK(used == s->size() && std::isfinite(v), ConfigError, "environment variable {}='{}' is not a number", name,
+           *s);
   return v;
 }
 

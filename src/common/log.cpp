@@ -2,16 +2,17 @@
 
 #include <spdlog/sinks/stdout_color_sinks.h>
 
-#include "lf/common/env.h"
+#include "lf/common/env_knobs.h"
 
 namespace lf {
 
 void init_logging(const std::string& name) {
   auto logger = spdlog::stderr_color_mt(name);
   logger->set_pattern("[%H:%M:%S.%e] [%n] %^%l%$: %v");
-  auto level = env_string("LF_LOG_LEVEL").value_or("info");
-  logger->set_level(spdlog::level::from_str(level));
+  logger->set_level(spdlog::level::info);
   spdlog::set_default_logger(logger);
+  // spdlog reads an unknown name as "off": the registry's choices refuse it instead.
+  logger->set_level(spdlog::level::from_str(knob_string("LF_LOG_LEVEL").value()));
 }
 
 }  // namespace lf

@@ -59,7 +59,18 @@ void run_tokenize(const TokenizeOptions& o) {
     if (o.decode) {
       LF_CHECK(j.is_object() && j.contains("ids") && j["ids"].is_array(), ConfigError,
                "stdin:{}: expected {{\"ids\": [...]}} with --decode", line_no);
-      std::vector<int32_t> ids = j["ids"].get<std::vector<int32_t>>();
+      std::vector<int32_t> ids;
+      try {
+        ids = j["ids"].get<std::vector<int32_t>>();
+      } catch (const nlohmann::json::exception&) {
+        LF_THROW(ConfigError, "stdin:{}: \"ids\" must be a list of integer token ids", line_no);
+      }
+      // An id the vocabulary does not have would be dropped from the text without a word.
+      for (size_t k = 0; k < ids.size(); ++k)
+        LF_CHECK(ids[k] >= 0 && ids[k] < tok.vocab_size() && !tok.id_to_token(ids[k]).empty(), ConfigError,
+                 "stdin:{}: id {} (position {}) is not in the vocabulary of the tokenizer at {} (ids 0..{}): "
+                 "were these ids made with another tokenizer?",
+                 line_no, ids[k], k, o.tokenizer, tok.vocab_size() - 1);
       std::cout << nlohmann::json{{"text", tok.decode(ids, o.skip_special)}}.dump(
                        -1, ' ', false, nlohmann::json::error_handler_t::replace)
                 << "\n";

@@ -91,9 +91,8 @@ DataArgs parse_data_args(const YAML::Node& root, const std::string& where) {
     a.preprocessing_num_workers = scalar<int>(*n, "preprocessing_num_workers", where, "an integer");
   if (auto n = set("preprocessing_batch_size"))
     a.preprocessing_batch_size = scalar<int64_t>(*n, "preprocessing_batch_size", where, "an integer");
-  if (auto n = set("neat_packing"))
-    LF_CHECK(!scalar<bool>(*n, "neat_packing", where, "true/false"), ConfigError,
-             "{}: neat_packing is not supported by lf-train; use packing: true", where);
+  if (auto n = set("neat_packing")) a.neat_packing = scalar<bool>(*n, "neat_packing", where, "true/false");
+  if (a.neat_packing) a.packing = true;  // as LLaMA-Factory's DataArguments does
   if (auto n = set("streaming"))
     LF_CHECK(!scalar<bool>(*n, "streaming", where, "true/false"), ConfigError,
              "{}: streaming is not supported; lf-train tokenizes up front (and caches with "

@@ -17,9 +17,10 @@ bool parquet_supported() { return false; }
 
 std::vector<nlohmann::json> read_parquet_records(const std::filesystem::path& file) {
   LF_THROW(ConfigError,
-           "{} is a Parquet file, but this lf-train was built without Parquet support; "
-           "rebuild with -DLF_WITH_PARQUET=ON (Apache Arrow/Parquet C++, e.g. from the pyarrow "
-           "wheel), or convert the data to JSON Lines",
+           "{} is a Parquet file, but this lf-train was built without Parquet support (LF_WITH_PARQUET=OFF: "
+           "no Arrow/Parquet C++ was found); scripts/install_deps.sh --python installs pyarrow into .venv, whose "
+           "C++ libraries a fresh scripts/build.sh then uses (or -DLF_WITH_PARQUET=ON -DLF_ARROW_DIR=<pyarrow "
+           "folder>); or convert the data to JSON Lines",
            file.string());
 }
 

@@ -1,6 +1,7 @@
 #include "preview.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <ostream>
 
@@ -32,6 +33,11 @@ void run_preview(const std::filesystem::path& config, int n, const std::vector<s
   Tokenizer tok = load_tokenizer_for(args);
   ChatTemplate tmpl = resolve_template(args, tok);
   const std::string tmpl_name = tmpl.spec().name;
+  // What training would refuse, preview refuses too: the whole dataset read, converted,
+  // split and tokenized as the trainer does (no cache written), before any sample is shown.
+  DataArgs check = args;
+  check.tokenized_path.clear();
+  const SftData all = load_sft_data(check, tok);
   DataArgs small = args;
   small.max_samples = std::max<int64_t>(n, 0);
   small.packing = false;  // show examples, not packs
@@ -41,6 +47,8 @@ void run_preview(const std::filesystem::path& config, int n, const std::vector<s
   const std::string close = color ? "\x1b[0m" : "[[/MASKED]]";
   out << fmt::format("template '{}', cutoff_len {}, train_on_prompt {}, mask_history {}\n", tmpl_name,
                      args.cutoff_len, args.train_on_prompt, args.mask_history);
+  out << fmt::format("dataset {}: {} training and {} evaluation example(s) after preprocessing, {} training tokens\n",
+                     fmt::join(args.dataset, ","), all.train.size(), all.eval.size(), all.train.num_tokens());
   out << (color ? "struck-through dim text is masked (label -100): the model is not trained on it\n"
                 : "text inside [[MASKED]]...[[/MASKED]] has label -100: the model is not trained on it\n");
   SupervisedOptions opts{args.cutoff_len, args.train_on_prompt, args.mask_history};

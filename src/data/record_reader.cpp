@@ -1,5 +1,7 @@
 #include "record_reader.h"
 
+#include <fmt/ranges.h>
+
 #include <algorithm>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -114,9 +116,20 @@ void split_array(const std::string& text, size_t open, const fs::path& file,
 std::vector<fs::path> list_data_files(const fs::path& path) {
   std::vector<fs::path> files;
   if (fs::is_directory(path)) {
-    for (const auto& e : fs::directory_iterator(path))
-      if (e.is_regular_file() && e.path().filename().string()[0] != '.') files.push_back(e.path());
+    std::vector<std::string> folders;
+    for (const auto& e : fs::directory_iterator(path)) {
+      if (e.path().filename().string()[0] == '.') continue;
+      if (e.is_regular_file()) files.push_back(e.path());
+      else if (e.is_directory()) folders.push_back(e.path().filename().string());
+    }
     std::sort(files.begin(), files.end());
+    std::sort(folders.begin(), folders.end());
+    // LLaMA-Factory reads the files of the folder itself, not of its subfolders (a
+    // dataset/train/part-*.parquet layout is file_name: dataset/train).
+    LF_CHECK(!files.empty() || folders.empty(), ConfigError,
+             "dataset folder {} holds no files, only the folder(s) {}: a folder dataset is the files directly in "
+             "it; point \"file_name\" in dataset_info.json at one of those (e.g. {})",
+             path.string(), fmt::join(folders, ", "), (path / folders.front()).string());
     LF_CHECK(!files.empty(), ConfigError, "dataset folder {} has no files", path.string());
   } else {
     LF_CHECK(fs::is_regular_file(path), ConfigError,

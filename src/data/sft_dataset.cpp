@@ -25,6 +25,7 @@
 #include "parallel.h"
 #include "parquet_reader.h"
 #include "record_reader.h"
+#include "tokenize_progress.h"
 
 namespace lf {
 namespace fs = std::filesystem;
@@ -96,6 +97,13 @@ std::vector<Example> read_dataset(const DatasetAttr& attr, const DataArgs& args,
     }
     for (size_t i = 0; i < count; ++i) refs.push_back({f, i});
   }
+  // Said here, by name: later it would read "val_size leaves no training examples out of 0".
+  std::vector<std::string> names;
+  for (const auto& f : files) names.push_back(f.string());
+  LF_CHECK(!refs.empty(), ConfigError,
+           "dataset '{}' is empty: {} hold{} no records (expected JSON lines, a JSON array of records, or Parquet "
+           "rows)",
+           attr.name, fmt::join(names, ", "), files.size() == 1 ? "s" : "");
   std::vector<size_t> order;
   if (attr.num_samples) {
     order = rng.sample(refs.size(), static_cast<size_t>(std::max<int64_t>(*attr.num_samples, 0)));
@@ -169,13 +177,13 @@ std::vector<Example> load_examples(const DataArgs& args, const std::vector<std::
 
 uint64_t sft_cache_key(const DataArgs& args, const Tokenizer& tokenizer) {
   uint64_t h = fnv1a64(fmt::format(
-      "v{}|tok:{:x}|tpl:{}|think:{}{}|tools:{}|sys:{}|cut:{}|top:{}|mh:{}|pack:{}/{}|max:{}|val:{}|seed:{}|mix:{}:{}",
+      "v{}|tok:{:x}|tpl:{}|think:{}{}|tools:{}|sys:{}|cut:{}|top:{}|mh:{}|pack:{}/{}{}|max:{}|val:{}|seed:{}|mix:{}:{}",
       kCacheFormat,
       tokenizer.fingerprint(), template_of(args), args.enable_thinking, args.preserve_thinking,
       args.tool_format.value_or(""),
       args.default_system.value_or("\x01"),
       args.cutoff_len, args.train_on_prompt, args.mask_history, args.packing, args.preprocessing_batch_size,
-      args.max_samples.value_or(-1), args.val_size, args.seed, args.mix_strategy,
+      args.neat_packing ? "/neat" : "", args.max_samples.value_or(-1), args.val_size, args.seed, args.mix_strategy,
       fmt::join(args.interleave_probs, ",")));
   for (const auto* names : {&args.dataset, &args.eval_dataset}) {
     h = fnv1a64("|set", h);
@@ -192,9 +200,13 @@ std::vector<EncodedExample> encode_examples(const std::vector<Example>& examples
   SupervisedOptions opts{args.cutoff_len, args.train_on_prompt, args.mask_history};
   std::vector<EncodedExample> encoded(examples.size());
   std::vector<uint8_t> valid(examples.size(), 0);
-  parallel_for(examples.size(), args.preprocessing_num_workers, [&](size_t i) {
-    valid[i] = encode_supervised(examples[i], tmpl, opts, encoded[i]) ? 1 : 0;
-  }, 64);
+  {
+    TokenizeProgress progress(examples.size(), "tokenizing");
+    parallel_for(examples.size(), args.preprocessing_num_workers, [&](size_t i) {
+      valid[i] = encode_supervised(examples[i], tmpl, opts, encoded[i]) ? 1 : 0;
+      progress.tick();
+    }, 64);
+  }
   std::vector<EncodedExample> out;
   if (!args.packing) {
     out.reserve(examples.size());
@@ -209,7 +221,7 @@ std::vector<EncodedExample> encode_examples(const std::vector<Example>& examples
     std::vector<EncodedExample> batch;
     for (size_t i = b; i < std::min(encoded.size(), b + batch_size); ++i)
       if (valid[i]) batch.push_back(std::move(encoded[i]));
-    auto packs = pack_examples(std::move(batch), args.cutoff_len, tmpl.pad_id());
+    auto packs = pack_examples(std::move(batch), args.cutoff_len, tmpl.pad_id(), args.neat_packing);
     out.insert(out.end(), std::make_move_iterator(packs.begin()), std::make_move_iterator(packs.end()));
   }
   return out;

@@ -81,7 +81,7 @@ bool encode_supervised(const Example& example, const ChatTemplate& tmpl,
 }
 
 std::vector<EncodedExample> pack_examples(std::vector<EncodedExample> examples, int64_t cutoff_len,
-                                          int32_t pad_id) {
+                                          int32_t pad_id, bool neat) {
   // greedy_knapsack over lengths; equal lengths are taken last-in first-out,
   // as length2indexes[length].pop() does.
   std::vector<int64_t> lengths;
@@ -98,6 +98,7 @@ std::vector<EncodedExample> pack_examples(std::vector<EncodedExample> examples, 
   while (!lengths.empty()) {
     EncodedExample pack;
     int64_t remaining = cutoff_len;
+    int32_t segment = 0;
     while (true) {
       auto it = std::upper_bound(lengths.begin(), lengths.end(), remaining);
       if (it == lengths.begin()) break;
@@ -110,11 +111,13 @@ std::vector<EncodedExample> pack_examples(std::vector<EncodedExample> examples, 
       idx.pop_back();
       pack.input_ids.insert(pack.input_ids.end(), ex.input_ids.begin(), ex.input_ids.end());
       pack.labels.insert(pack.labels.end(), ex.labels.begin(), ex.labels.end());
+      if (neat) pack.segment_ids.insert(pack.segment_ids.end(), ex.input_ids.size(), ++segment);
     }
     int64_t pad = cutoff_len + 1 - static_cast<int64_t>(pack.input_ids.size());
     if (pad > 0) {
       pack.input_ids.insert(pack.input_ids.end(), pad, pad_id);
       pack.labels.insert(pack.labels.end(), pad, kIgnoreIndex);
+      if (neat) pack.segment_ids.insert(pack.segment_ids.end(), pad, 0);
     }
     packs.push_back(std::move(pack));
   }

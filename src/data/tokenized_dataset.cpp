@@ -17,11 +17,12 @@ namespace {
 
 constexpr char kMagic[8] = {'L', 'F', 'T', 'O', 'K', 'D', 'S', '1'};
 constexpr uint32_t kVersion = 1;
+constexpr uint32_t kHasSegments = 1;  // Header::flags
 
 struct Header {
   char magic[8];
   uint32_t version;
-  uint32_t reserved;
+  uint32_t flags;  // was reserved (0): caches without segments read as before
   uint64_t key;
   uint64_t size;
   uint64_t tokens;
@@ -33,6 +34,7 @@ struct Owned {
   std::vector<uint64_t> offsets;
   std::vector<int32_t> ids;
   std::vector<int32_t> labels;
+  std::vector<int32_t> segments;
 };
 
 struct Mapping {
@@ -53,15 +55,22 @@ TokenizedDataset TokenizedDataset::from_examples(const std::vector<EncodedExampl
   for (const auto& e : examples) total += e.input_ids.size();
   owned->ids.reserve(total);
   owned->labels.reserve(total);
+  const bool segments = !examples.empty() && !examples.front().segment_ids.empty();
+  if (segments) owned->segments.reserve(total);
   for (const auto& e : examples) {
     owned->ids.insert(owned->ids.end(), e.input_ids.begin(), e.input_ids.end());
     owned->labels.insert(owned->labels.end(), e.labels.begin(), e.labels.end());
+    LF_CHECK(e.segment_ids.size() == (segments ? e.input_ids.size() : 0), ConfigError,
+             "tokenized dataset: every example needs segment ids (neat_packing) or none: {} for {} tokens",
+             e.segment_ids.size(), e.input_ids.size());
+    owned->segments.insert(owned->segments.end(), e.segment_ids.begin(), e.segment_ids.end());
     owned->offsets.push_back(owned->ids.size());
   }
   TokenizedDataset d;
   d.offsets_ = owned->offsets.data();
   d.ids_ = owned->ids.data();
   d.labels_ = owned->labels.data();
+  if (segments) d.segments_ = owned->segments.data();
   d.size_ = examples.size();
   d.storage_ = std::move(owned);
   return d;
@@ -77,6 +86,7 @@ void TokenizedDataset::save(const fs::path& file, uint64_t key) const {
     Header h{};
     std::memcpy(h.magic, kMagic, 8);
     h.version = kVersion;
+    h.flags = segments_ ? kHasSegments : 0;
     h.key = key;
     h.size = size_;
     h.tokens = num_tokens();
@@ -86,6 +96,7 @@ void TokenizedDataset::save(const fs::path& file, uint64_t key) const {
     out.write(reinterpret_cast<const char*>(offsets), static_cast<std::streamsize>((size_ + 1) * 8));
     out.write(reinterpret_cast<const char*>(ids_), static_cast<std::streamsize>(h.tokens * 4));
     out.write(reinterpret_cast<const char*>(labels_), static_cast<std::streamsize>(h.tokens * 4));
+    if (segments_) out.write(reinterpret_cast<const char*>(segments_), static_cast<std::streamsize>(h.tokens * 4));
     out.flush();
     LF_CHECK(out.good(), ConfigError, "writing tokenized cache {} failed (disk full?)", tmp.string());
   }
@@ -108,7 +119,8 @@ std::optional<TokenizedDataset> TokenizedDataset::load(const fs::path& file, uin
            "{} is not an lf-train tokenized cache (version {}); delete it or change tokenized_path",
            file.string(), kVersion);
   if (h->key != key) return std::nullopt;
-  const size_t need = sizeof(Header) + (h->size + 1) * 8 + h->tokens * 8;
+  const bool segments = (h->flags & kHasSegments) != 0;
+  const size_t need = sizeof(Header) + (h->size + 1) * 8 + h->tokens * (segments ? 12 : 8);
   LF_CHECK(map->len >= need, ConfigError,
            "tokenized cache {} is truncated ({} of {} bytes); delete it to re-tokenize",
            file.string(), map->len, need);
@@ -118,6 +130,7 @@ std::optional<TokenizedDataset> TokenizedDataset::load(const fs::path& file, uin
   d.offsets_ = reinterpret_cast<const uint64_t*>(base);
   d.ids_ = reinterpret_cast<const int32_t*>(base + (h->size + 1) * 8);
   d.labels_ = d.ids_ + h->tokens;
+  if (segments) d.segments_ = d.labels_ + h->tokens;
   d.storage_ = std::move(map);
   return d;
 }

@@ -2,7 +2,9 @@
 
 #include <CLI/CLI.hpp>
 
+#include "lf/agent/address_probe.h"
 #include "lf/common/env.h"
+#include "lf/common/env_knobs.h"
 #include "lf/common/error.h"
 
 namespace lf {
@@ -29,6 +31,9 @@ std::pair<int64_t, int64_t> parse_nnodes(const std::string& s) {
   return {lo, hi};
 }
 
+// LF_WORKER_LIVENESS_TIMEOUT_S (seconds, default 30, 0: off): see --worker-heartbeat-timeout.
+static double knob_worker_liveness_timeout_s() { return knob_number("LF_WORKER_LIVENESS_TIMEOUT_S").value_or(30); }
+
 // Flags win; then LLaMA-Factory's variables; then defaults.
 void apply_environment(LaunchFlags& f) {
   auto& o = f.opt;
@@ -43,12 +48,20 @@ void apply_environment(LaunchFlags& f) {
   o.master_port = static_cast<uint16_t>(port);
   o.max_restarts = f.max_restarts >= 0 ? f.max_restarts : env_int("MAX_RESTARTS").value_or(0);
   o.rdzv_id = !f.rdzv_id.empty() ? f.rdzv_id : env_string("RDZV_ID").value_or("none");
-  o.token = env_string("LF_JOB_TOKEN").value_or("");
+  o.token = knob_string("LF_JOB_TOKEN").value_or("");
+  o.worker_heartbeat_timeout_s =
+      f.worker_heartbeat_timeout_s >= 0 ? f.worker_heartbeat_timeout_s : knob_worker_liveness_timeout_s();
+  LF_CHECK(o.worker_heartbeat_timeout_s >= 0, ConfigError,
+           "--worker-heartbeat-timeout / LF_WORKER_LIVENESS_TIMEOUT_S must be >= 0 seconds (0: off), got {}",
+           o.worker_heartbeat_timeout_s);
   LF_CHECK(o.nproc >= 1, ConfigError, "--nproc-per-node / NPROC_PER_NODE must be >= 1, got {}", o.nproc);
   LF_CHECK(o.node_rank < o.max_nodes, ConfigError, "NODE_RANK {} is out of range for NNODES {} (ranks 0..{})",
            o.node_rank, o.max_nodes, o.max_nodes - 1);
   LF_CHECK(!o.redirect || !o.log_dir.empty(), ConfigError, "--redirect needs --log-dir (where the output goes)");
   o.host_server = o.node_rank == 0 || (o.node_rank < 0 && o.max_nodes == 1);
+  // No NODE_RANK on several nodes: the agent on MASTER_ADDR's host hosts the server (unless one
+  // answers there already); the others join it and get node ranks by arrival.
+  o.host_server_if_free = o.node_rank < 0 && o.max_nodes > 1 && agent::is_local_address(o.master_addr);
   // Port 0 (any free port) only works when nobody else has to find the server.
   LF_CHECK(port != 0 || (o.host_server && o.max_nodes == 1), ConfigError,
            "--master-port 0 (any free port) works for a single node only: other nodes could not find it");
@@ -59,6 +72,11 @@ void add_timing_flags(CLI::App* cmd, double* join_timeout, double* hb_interval, 
   cmd->add_option("--heartbeat-interval", *hb_interval, "Seconds between heartbeats (default 0.5)");
   cmd->add_option("--heartbeat-timeout", *hb_timeout,
                   "Seconds of silence after which a node (or the server) counts as dead (default 3)");
+}
+
+void add_status_flag(CLI::App* cmd, double* status_interval) {
+  cmd->add_option("--status-interval", *status_interval,
+                  "While the rendezvous waits for nodes: seconds between lines saying who waits for whom (default 10)");
 }
 
 void add_agent_flags(CLI::App* cmd, LaunchFlags& flags) {
@@ -75,10 +93,13 @@ void add_agent_flags(CLI::App* cmd, LaunchFlags& flags) {
   cmd->add_flag("--redirect", o.redirect, "Worker output to the log files only (needs --log-dir)");
   cmd->add_flag("--tee")->description("Worker output to the console and the log files (the default with --log-dir)");
   add_timing_flags(cmd, &o.join_timeout_s, &o.heartbeat_interval_s, &o.heartbeat_timeout_s);
+  add_status_flag(cmd, &o.status_interval_s);
   cmd->add_option("--last-call", o.last_call_s, "With MIN:MAX nodes: seconds to wait for more once MIN joined (default 5)");
   cmd->add_option("--stop-grace", o.stop_grace_s, "Seconds between SIGTERM and SIGKILL when stopping workers (default 5)");
-  cmd->add_option("--worker-heartbeat-timeout", o.worker_heartbeat_timeout_s,
-                  "A worker that heartbeated on LF_HEARTBEAT_FD and then goes silent this long counts as failed (0: off)");
+  cmd->add_option("--worker-heartbeat-timeout", flags.worker_heartbeat_timeout_s,
+                  "Seconds a worker that heartbeats on LF_HEARTBEAT_FD may go silent before it counts as hung "
+                  "(env LF_WORKER_LIVENESS_TIMEOUT_S; default 30; 0: off)")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("--event-log", o.event_log, "Node 0: append the rendezvous server's events (JSON lines) to FILE");
 }
 

@@ -22,6 +22,7 @@ struct LaunchFlags {
   int64_t master_port = -1;  // -1: unset; 0: any free port (single node only)
   int64_t max_restarts = -1;
   std::string rdzv_id;
+  double worker_heartbeat_timeout_s = -1;  // -1: unset
   agent::AgentOptions opt;
 };
 
@@ -30,6 +31,7 @@ std::pair<int64_t, int64_t> parse_nnodes(const std::string& s);
 // Adds every agent flag to cmd, writing into flags.
 void add_agent_flags(CLI::App* cmd, LaunchFlags& flags);
 void add_timing_flags(CLI::App* cmd, double* join_timeout, double* hb_interval, double* hb_timeout);
+void add_status_flag(CLI::App* cmd, double* status_interval);
 // Flags win; then the environment; then defaults. Fills flags.opt (not the command).
 void apply_environment(LaunchFlags& flags);
 

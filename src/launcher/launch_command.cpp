@@ -8,26 +8,37 @@
 
 #include "lf/agent/agent.h"
 #include "lf/common/env.h"
+#include "lf/common/env_knobs.h"
 #include "lf/common/error.h"
 #include "lf/common/hash.h"
 #include "lf/common/version.h"
 #include "lf/rendezvous/server.h"
 #include "agent_flags.h"
+#include "torchrun_flags.h"
 
 namespace lf {
 
 void add_launch_command(CLI::App& app) {
   auto flags = std::make_shared<LaunchFlags>();
+  auto torchrun = std::make_shared<TorchrunFlags>();
   auto* cmd = app.add_subcommand("launch", "Run CMD on every worker of every node (torchrun-compatible environment)");
   add_agent_flags(cmd, *flags);
+  add_torchrun_flags(cmd, *torchrun);
   auto& o = flags->opt;
-  cmd->add_option("command", o.command, "The program and its arguments, after --")->required();
-  cmd->callback([flags] {
+  cmd->add_option("command", o.command, "The program and its arguments, after -- (a .py script runs with python3)")
+      ->required();
+  cmd->callback([flags, torchrun] {
+    apply_torchrun_flags(*torchrun, *flags);
     apply_environment(*flags);
     auto& opt = flags->opt;
-    std::string joined;
-    for (auto& a : opt.command) joined += a + '\0';
+    opt.command = with_python_for_scripts(std::move(opt.command), torchrun->no_python);
+    std::string joined, shown;
+    for (auto& a : opt.command) {
+      joined += a + '\0';
+      shown += (shown.empty() ? "" : " ") + a;
+    }
     opt.config_hash = hex64(fnv1a64(joined));
+    opt.config_items = {"command=" + shown};
     throw CLI::RuntimeError(agent::run_agent(opt));
   });
 }
@@ -45,6 +56,7 @@ void add_rdzv_server_command(CLI::App& app) {
   cmd->add_option("--last-call", so->last_call_s, "With MIN:MAX: seconds to wait for more nodes once MIN joined");
   cmd->add_option("--event-log", so->event_log_path, "Append events (JSON lines) to FILE");
   add_timing_flags(cmd, &so->join_timeout_s, &so->heartbeat_interval_s, &so->heartbeat_timeout_s);
+  add_status_flag(cmd, &so->status_interval_s);
   cmd->callback([so, nnodes, port, port_flag, restarts_flag] {
     auto nn = parse_nnodes(!nnodes->empty() ? *nnodes : env_string("NNODES").value_or("1"));
     so->min_nodes = nn.first;
@@ -55,7 +67,7 @@ void add_rdzv_server_command(CLI::App& app) {
     so->port = static_cast<uint16_t>(p);
     if (so->job_id == "none") so->job_id = env_string("RDZV_ID").value_or("none");
     if (!restarts_flag->count()) so->max_restarts = env_int("MAX_RESTARTS").value_or(0);
-    so->token = env_string("LF_JOB_TOKEN").value_or("");
+    so->token = knob_string("LF_JOB_TOKEN").value_or("");
     so->version = kVersion;
     boost::asio::io_context io;
     rdzv::RendezvousServer server(io, *so);

@@ -1,15 +1,19 @@
 // lf-train: the one command users run on every node. Never links libtorch.
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <signal.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <cstdio>
 #include <string>
 #include <vector>
 
+#include "docs_commands.h"
 #include "launch_command.h"
 #include "train_command.h"
+#include "lf/common/edit_distance.h"
 #include "lf/common/error.h"
 #include "lf/common/log.h"
 #include "lf/common/version.h"
@@ -17,11 +21,42 @@
 #include "lf/data/commands.h"
 #endif
 
+namespace {
+
+// The top-level usage names the program and puts the form users run first; CLI11's
+// would read "Usage: [OPTIONS] [SUBCOMMAND]".
+class TopLevelFormatter : public CLI::Formatter {
+ public:
+  std::string make_usage(const CLI::App* app, std::string name) const override {
+    if (app->get_parent() != nullptr) return CLI::Formatter::make_usage(app, std::move(name));
+    return "Usage: lf-train CONFIG.yaml [key=value ...]      train (the same command on every node)\n"
+           "       lf-train SUBCOMMAND [OPTIONS] [ARGS ...]    (subcommands below; lf-train SUBCOMMAND --help)\n";
+  }
+};
+
+// `lf-train export CFG` (a subcommand that does not exist, or a config file without a
+// .yaml/.yml/.json name): one line saying what exists, not CLI11's "arguments were not expected".
+void check_first_argument(const CLI::App& app, const std::string& first) {
+  if (first.empty() || first[0] == '-' || lf::looks_like_config_path(first.c_str())) return;
+  std::vector<std::string> names;
+  for (const auto* sub : app.get_subcommands([](const CLI::App*) { return true; })) names.push_back(sub->get_name());
+  if (std::find(names.begin(), names.end(), first) != names.end()) return;
+  std::string closest;
+  size_t best = 3;
+  for (const auto& n : names)
+    if (size_t d = lf::edit_distance(first, n); d < best) best = d, closest = n;
+  LF_THROW(lf::ConfigError, "'{}' is not an lf-train subcommand{}; the subcommands are {}, or give a config file "
+                            "(lf-train CONFIG.yaml [key=value ...]){}",
+           first, closest.empty() ? "" : fmt::format(" (did you mean {}?)", closest), fmt::join(names, ", "),
+           std::filesystem::is_regular_file(first) ? " whose name ends in .yaml, .yml or .json" : "");
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   // Writes to a closed pipe (a console that went away) are errors, not deaths.
   ::signal(SIGPIPE, SIG_IGN);
-  lf::init_logging("lf-train");
-  CLI::App app{"lf-train: distributed LLM fine-tuning launcher and trainer"};
+  CLI::App app{"lf-train: distributed LLM fine-tuning launcher and trainer", "lf-train"};
   app.set_version_flag("--version", std::string("lf-train ") + lf::kVersion);
   app.require_subcommand(0, 1);
   lf::add_launch_command(app);
@@ -31,10 +66,14 @@ int main(int argc, char** argv) {
   lf::add_preview_command(app);
 #endif
   lf::add_train_command(app);
+  lf::add_docs_commands(app);
+  app.formatter(std::make_shared<TopLevelFormatter>());  // after the subcommands: theirs stay CLI11's
   try {
+    lf::init_logging("lf-train");  // inside: a malformed LF_LOG_LEVEL is a ConfigError (exit 2)
     // `lf-train CONFIG.yaml ...` is `lf-train train CONFIG.yaml ...` (LLaMA-Factory's two spellings).
     std::vector<std::string> args(argv + 1, argv + argc);
     if (!args.empty() && lf::looks_like_config_path(argv[1])) args.insert(args.begin(), "train");
+    if (!args.empty()) check_first_argument(app, args.front());
     std::reverse(args.begin(), args.end());  // CLI11 takes the vector form reversed
     app.parse(args);
     if (!app.get_subcommands().size()) {

@@ -7,11 +7,15 @@
 #include <filesystem>
 
 #include "agent_flags.h"
+#include "preflight.h"
 #include "lf/agent/gpu_inventory.h"
 #include "lf/common/env.h"
+#include "lf/common/env_knobs.h"
 #include "lf/common/error.h"
 #include "lf/common/hash.h"
+#include "lf/config/sharding.h"
 #include "lf/config/train_config.h"
+#include "lf/rendezvous/config_diff.h"
 
 namespace lf {
 
@@ -22,7 +26,7 @@ namespace {
 // lf-worker sits beside lf-train when installed, in ../worker/ in a build tree;
 // LF_WORKER_BIN overrides both.
 std::string find_worker_binary() {
-  if (auto v = env_string("LF_WORKER_BIN")) return *v;
+  if (auto v = knob_string("LF_WORKER_BIN")) return *v;
   std::error_code ec;
   fs::path self = fs::read_symlink("/proc/self/exe", ec);
   for (const fs::path& candidate : {self.parent_path() / "lf-worker", self.parent_path() / ".." / "worker" / "lf-worker"})
@@ -30,22 +34,6 @@ std::string find_worker_binary() {
   LF_THROW(ConfigError,
            "lf-worker (the trainer) was not found beside {}: build with -DLF_WITH_TORCH=ON (scripts/build.sh does when "
            ".venv exists), or point LF_WORKER_BIN at it", self.string());
-}
-
-// The checks a user hits first, made before any node is kept waiting.
-void check_model_folder(const config::TrainConfig& c) {
-  fs::path dir(c.model_name_or_path);
-  if (fs::is_directory(dir)) {
-    LF_CHECK(fs::exists(dir / "config.json"), ConfigError, "model folder '{}' has no config.json", dir.string());
-    return;
-  }
-  bool looks_like_hub_id = c.model_name_or_path.find('/') != std::string::npos && !fs::exists(dir.parent_path());
-  LF_THROW(ConfigError,
-           "model_name_or_path '{}' is not a local folder. lf-train never downloads: {}", c.model_name_or_path,
-           looks_like_hub_id ? "fetch it first with `huggingface-cli download " + c.model_name_or_path +
-                                   " --local-dir models/" + fs::path(c.model_name_or_path).filename().string() +
-                                   "` and set model_name_or_path to that folder"
-                             : std::string("check the path"));
 }
 
 }  // namespace
@@ -68,7 +56,10 @@ void add_train_command(CLI::App& app) {
     std::vector<std::string> overrides(args->begin() + 1, args->end());
     config::LoadedConfig loaded = config::load_train_config(path, overrides);
     for (const auto& w : loaded.warnings) spdlog::warn("{}", w);
-    check_model_folder(loaded.config);
+    for (const auto& n : loaded.notes) spdlog::info("{}", n);
+    for (const auto& note : preflight_training(loaded.config)) spdlog::warn("{}", note);
+    // Printed here once for this node; the workers leave them out.
+    ::setenv("LF_CONFIG_CHECKED", "1", 1);
     apply_environment(*flags);
     auto& opt = flags->opt;
     // One worker per visible GPU unless told otherwise; never more workers than GPUs.
@@ -79,10 +70,14 @@ void add_train_command(CLI::App& app) {
              "GPU", opt.nproc, gpus,
              env_string("CUDA_VISIBLE_DEVICES") ? " (CUDA_VISIBLE_DEVICES=" + *env_string("CUDA_VISIBLE_DEVICES") + ")"
                                                 : std::string());
+    // With a fixed number of nodes the world size is known here: a DeepSpeed train_batch_size
+    // that cannot hold fails now, not once every node has joined (the workers check it too).
+    if (opt.min_nodes == opt.max_nodes) config::check_world_size(loaded.config, opt.min_nodes * opt.nproc);
     opt.command = {find_worker_binary(), "train", fs::absolute(path).string()};
     opt.command.insert(opt.command.end(), overrides.begin(), overrides.end());
     // Nodes must agree on the effective config, not on how it was spelt.
     opt.config_hash = hex64(fnv1a64(loaded.canonical));
+    for (const auto& [key, value] : loaded.items) opt.config_items.push_back(rdzv::config_item(key, value));
     spdlog::info("training {} ({}) with {} worker(s) on this node; outputs in {}", loaded.config.model_name_or_path,
                  loaded.config.finetuning_type, opt.nproc, loaded.config.output_dir);
     throw CLI::RuntimeError(agent::run_agent(opt));

@@ -9,6 +9,7 @@
 #include "lf/common/error.h"
 #include "lf/model/checkpointing.h"
 #include "lf/model/grad_sink.h"
+#include "lf/model/packed_attention.h"
 
 namespace lf::model {
 namespace {
@@ -76,14 +77,15 @@ at::Tensor CausalLM::embed(const at::Tensor& input_ids) const {
   return embed_for_compute(embed_tokens_, input_ids, compute_dtype_, &embed_rows_to_sink_);
 }
 
-RopeTables CausalLM::rope(int64_t seq_len, const at::Tensor& position_ids) const {
+RopeTables CausalLM::rope(int64_t seq_len, const at::Tensor& position_ids, const at::Tensor& segment_ids) const {
   // freqs [.., T, D/2] in fp32, duplicated to [.., T, D] (HF's cat(freqs, freqs)).
   at::Tensor pos = position_ids.defined()
                        ? position_ids.to(inv_freq_.device(), at::kFloat).unsqueeze(1).unsqueeze(-1)  // [B,1,T,1]
                        : at::arange(seq_len, inv_freq_.options()).unsqueeze(-1);                    // [T,1]
   auto freqs = pos * inv_freq_;
   auto emb = at::cat({freqs, freqs}, -1);
-  return {emb.cos().to(compute_dtype_), emb.sin().to(compute_dtype_)};
+  return {emb.cos().to(compute_dtype_), emb.sin().to(compute_dtype_),
+          segment_ids.defined() ? packed_causal_mask(segment_ids.to(inv_freq_.device())) : at::Tensor()};
 }
 
 at::Tensor CausalLM::final_norm(const at::Tensor& hidden) const { return norm_.forward(hidden); }
@@ -94,14 +96,15 @@ at::Tensor CausalLM::head(const at::Tensor& hidden) const {
   return at::linear(x, w.scalar_type() == x.scalar_type() ? w : w.to(x.scalar_type()));
 }
 
-at::Tensor CausalLM::forward(const at::Tensor& input_ids, const at::Tensor& position_ids) const {
-  return head(hidden_states(input_ids, position_ids));
+at::Tensor CausalLM::forward(const at::Tensor& input_ids, const at::Tensor& position_ids,
+                             const at::Tensor& segment_ids) const {
+  return head(hidden_states(input_ids, position_ids, nullptr, segment_ids));
 }
 
 at::Tensor CausalLM::hidden_states(const at::Tensor& input_ids, const at::Tensor& position_ids,
-                                   UnitHooks* hooks) const {
+                                   UnitHooks* hooks, const at::Tensor& segment_ids) const {
   auto x = run_unit(hooks, 0, input_ids, [this](const at::Tensor& ids) { return embed(ids); });
-  const auto r = rope(input_ids.size(1), position_ids);
+  const auto r = rope(input_ids.size(1), position_ids, segment_ids);
   const bool checkpoint = gradient_checkpointing_ && c10::GradMode::is_enabled();
   for (size_t i = 0; i < layers_.size(); ++i) {
     const auto& l = layers_[i];

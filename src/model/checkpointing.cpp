@@ -19,6 +19,7 @@ struct LayerCheckpoint : public torch::autograd::Function<LayerCheckpoint> {
     ctx->saved_data["layer"] = reinterpret_cast<int64_t>(layer);
     ctx->saved_data["cos"] = rope->cos;
     ctx->saved_data["sin"] = rope->sin;
+    ctx->saved_data["mask"] = rope->attn_mask;
     ctx->saved_data["training"] = training;
     ctx->save_for_backward({x});
     return layer->forward(x, *rope, training);
@@ -27,7 +28,8 @@ struct LayerCheckpoint : public torch::autograd::Function<LayerCheckpoint> {
   static variable_list backward(AutogradContext* ctx, variable_list grad_out) {
     const auto x = ctx->get_saved_variables()[0];
     const auto* layer = reinterpret_cast<const DecoderLayer*>(ctx->saved_data["layer"].toInt());
-    const RopeTables rope{ctx->saved_data["cos"].toTensor(), ctx->saved_data["sin"].toTensor()};
+    const RopeTables rope{ctx->saved_data["cos"].toTensor(), ctx->saved_data["sin"].toTensor(),
+                          ctx->saved_data["mask"].toTensor()};
     auto gen = at::globalContext().defaultGenerator(x.device());
     const auto now = gen.get_state();
     gen.set_state(ctx->saved_data["rng"].toTensor());

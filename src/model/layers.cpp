@@ -2,6 +2,10 @@
 
 #include <ATen/ATen.h>
 
+#include <tuple>
+
+#include "lf/kernels/fused_ops.h"
+#include "lf/model/fused_dispatch.h"
 #include "lf/model/grad_sink.h"
 #include "lf/model/sdpa.h"
 
@@ -21,9 +25,15 @@ at::Tensor apply_rope(const at::Tensor& x, const RopeTables& rope) {
   return x * rope.cos + rotated * rope.sin;
 }
 
+// Causal over the row, or within each packed sequence when a mask is given (neat_packing).
+at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& mask) {
+  return mask.defined() ? masked_attention(q, k, v, mask) : causal_attention(q, k, v);
+}
+
 }  // namespace
 
 at::Tensor Linear::forward(const at::Tensor& x, bool training) const {
+  if (lora_ && fused_ops_for(x)) return forward_lora_accumulated(x, training);
   auto y = at::linear(x, as(weight_, x),
                       bias_.defined() ? std::optional<at::Tensor>(as(bias_, x)) : std::nullopt);
   if (lora_) {
@@ -34,12 +44,31 @@ at::Tensor Linear::forward(const at::Tensor& x, bool training) const {
   return y;
 }
 
+// LoRA's update accumulated into the base output by its second GEMM (addmm: beta 1, alpha
+// scaling), instead of h * scaling and y + h: two [N, out] passes fewer in the forward and one
+// in the backward, and one rounding instead of three.
+at::Tensor Linear::forward_lora_accumulated(const at::Tensor& x, bool training) const {
+  const int64_t out = weight_.size(0);
+  auto y = at::linear(x, as(weight_, x), bias_.defined() ? std::optional<at::Tensor>(as(bias_, x)) : std::nullopt);
+  auto h = lora_->dropout_ > 0 ? at::dropout(x, lora_->dropout_, training) : x;
+  h = at::linear(h, as(lora_->a_, x));  // [.., r]
+  auto sum = at::addmm(y.reshape({-1, out}), h.reshape({-1, h.size(-1)}), as(lora_->b_, x).t(), 1.0, lora_->scaling_);
+  if (x.dim() == 2) return sum;  // not a view: the fused RoPE may rotate q/k in place
+  auto sizes = x.sizes().vec();
+  sizes.back() = out;
+  return sum.view(sizes);
+}
+
 void Linear::named_parameters(const std::string& prefix, std::vector<NamedParam>& out) {
   out.push_back({prefix + "weight", &weight_});
   if (bias_.defined()) out.push_back({prefix + "bias", &bias_});
 }
 
+// Each forward below runs the fused kernels when fused_ops_for(x) gives them (CUDA), else the
+// ATen code after it, which is the reference the kernels are tested against (tests/kernels).
+
 at::Tensor RmsNorm::forward(const at::Tensor& x) const {
+  if (const auto* fused = fused_ops_for(x)) return fused->rms_norm(x, as(weight_, x), eps_);
   auto h = x.to(at::kFloat);
   h = h * at::rsqrt(h.pow(2).mean(-1, /*keepdim=*/true) + eps_);
   return as(weight_, x) * h.to(x.scalar_type());
@@ -47,6 +76,19 @@ at::Tensor RmsNorm::forward(const at::Tensor& x) const {
 
 at::Tensor Attention::forward(const at::Tensor& x, const RopeTables& rope, bool training) const {
   const int64_t b = x.size(0), t = x.size(1);
+  // Qwen3's q/k norms sit between the projections and RoPE, which the fused path rotates in place:
+  // it takes the ATen path (untested on CUDA with the norms in between; kept exact rather than fast).
+  if (const auto* fused = qk_norm_ ? nullptr : fused_ops_for(x)) {
+    // 2-D projections: their outputs are then not views, so RoPE may rotate them in place.
+    const auto x2 = x.reshape({b * t, x.size(2)});
+    auto q = q_proj_.forward(x2, training);  // [B*T, H*D]
+    auto k = k_proj_.forward(x2, training);  // [B*T, K*D]
+    auto v = v_proj_.forward(x2, training).view({b, t, num_kv_heads_, head_dim_}).transpose(1, 2);
+    std::tie(q, k) = fused->rope_qk(q, k, rope.cos, rope.sin, t, head_dim_);
+    auto o = attention(q.view({b, t, num_heads_, head_dim_}).transpose(1, 2),
+                       k.view({b, t, num_kv_heads_, head_dim_}).transpose(1, 2), v, rope.attn_mask);  // [B,H,T,D]
+    return o_proj_.forward(o.transpose(1, 2).reshape({b, t, num_heads_ * head_dim_}), training);
+  }
   // [B,T,H*D] -> [B,T,H,D] (-> Qwen3's q/k norms) -> [B,H,T,D]
   auto q = q_proj_.forward(x, training).view({b, t, num_heads_, head_dim_});
   auto k = k_proj_.forward(x, training).view({b, t, num_kv_heads_, head_dim_});
@@ -56,16 +98,28 @@ at::Tensor Attention::forward(const at::Tensor& x, const RopeTables& rope, bool 
   auto v = v_proj_.forward(x, training).view({b, t, num_kv_heads_, head_dim_}).transpose(1, 2);
   q = apply_rope(q, rope);
   k = apply_rope(k, rope);
-  auto o = causal_attention(q, k, v);                              // [B,H,T,D]
+  auto o = attention(q, k, v, rope.attn_mask);                     // [B,H,T,D]
   o = o.transpose(1, 2).reshape({b, t, num_heads_ * head_dim_});  // [B,T,H*D]
   return o_proj_.forward(o, training);
 }
 
 at::Tensor Mlp::forward(const at::Tensor& x, bool training) const {
+  if (const auto* fused = fused_ops_for(x)) {
+    auto gate = gate_proj_.forward(x, training);
+    auto up = up_proj_.forward(x, training);
+    return down_proj_.forward(fused->swiglu(gate, up), training);
+  }
   return down_proj_.forward(at::silu(gate_proj_.forward(x, training)) * up_proj_.forward(x, training), training);
 }
 
 at::Tensor DecoderLayer::forward(const at::Tensor& x, const RopeTables& rope, bool training) const {
+  if (const auto* fused = fused_ops_for(x)) {
+    // The residual add and the next norm in one kernel: h = x + attn, n = norm(h).
+    auto attn = self_attn_.forward(input_layernorm_.forward(x), rope, training);
+    const auto& post = post_attention_layernorm_;
+    auto [h, n] = fused->add_rms_norm(x, attn, as(post.weight_, x), post.eps_);
+    return h + mlp_.forward(n, training);
+  }
   auto h = x + self_attn_.forward(input_layernorm_.forward(x), rope, training);
   return h + mlp_.forward(post_attention_layernorm_.forward(h), training);
 }

@@ -49,6 +49,11 @@ at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::
   return at::scaled_dot_product_attention(q, repeat_kv(k, n_rep), repeat_kv(v, n_rep), {}, 0.0, true);
 }
 
+at::Tensor masked_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& mask) {
+  const int64_t n_rep = q.size(1) / k.size(1);
+  return at::scaled_dot_product_attention(q, repeat_kv(k, n_rep), repeat_kv(v, n_rep), mask, 0.0, /*is_causal=*/false);
+}
+
 std::string sdpa_backend_name(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
   const int64_t n_rep = q.size(1) / k.size(1);
   if (n_rep == 1) return backend_label(choice(q, k, v, false));

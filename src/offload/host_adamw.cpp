@@ -8,6 +8,7 @@
 
 #include "host_adamw_kernel.h"
 #include "lf/common/env.h"
+#include "lf/common/env_knobs.h"
 #include "lf/common/error.h"
 #include "lf/offload/host_adamw_isa.h"
 
@@ -108,7 +109,7 @@ HostAdamWIsa host_adamw_isa_for(const std::optional<std::string>& forced) {
 }
 
 HostAdamWIsa host_adamw_isa() {
-  static const HostAdamWIsa chosen = host_adamw_isa_for(env_string("LF_HOST_ADAM_ISA"));
+  static const HostAdamWIsa chosen = host_adamw_isa_for(knob_string("LF_HOST_ADAM_ISA"));
   return chosen;
 }
 

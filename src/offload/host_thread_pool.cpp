@@ -12,6 +12,7 @@
 #include <string>
 
 #include "lf/common/env.h"
+#include "lf/common/env_knobs.h"
 #include "lf/common/error.h"
 
 namespace lf::offload {
@@ -112,7 +113,7 @@ void HostThreadPool::parallel_for(int64_t n, int64_t grain, const RangeFn& f) {
 }
 
 int host_adam_threads_for_this_worker() {
-  if (const auto forced = env_int("LF_HOST_ADAM_THREADS")) {
+  if (const auto forced = knob_int("LF_HOST_ADAM_THREADS")) {
     LF_CHECK(*forced >= 1 && *forced <= 4096, ConfigError,
              "LF_HOST_ADAM_THREADS={}: expected a thread count in [1, 4096]", *forced);
     return static_cast<int>(*forced);

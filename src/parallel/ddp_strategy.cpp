@@ -9,7 +9,7 @@
 #include <algorithm>
 
 #include "lf/comm/ddp_reducer.h"
-#include "lf/common/env.h"
+#include "lf/common/env_knobs.h"
 #include "lf/common/error.h"
 #include "lf/common/log.h"
 #include "lf/config/train_config.h"
@@ -33,9 +33,7 @@ comm::DdpOptions ddp_options(const config::TrainConfig& c, const model::CausalLM
   o.bucket_cap_mb = c.ddp_bucket_cap_mb;
   o.first_bucket_mb = std::min(1.0, c.ddp_bucket_cap_mb);
   o.reduce_dtype = c.ddp_reduce_dtype == "bf16" ? at::kBFloat16 : at::kFloat;
-  const auto rows_env = env_string("LF_DDP_SPARSE_EMBEDDING").value_or("auto");
-  LF_CHECK(rows_env == "auto" || rows_env == "0" || rows_env == "1", ConfigError,
-           "LF_DDP_SPARSE_EMBEDDING={}: expected auto, 0 or 1", rows_env);
+  const auto rows_env = knob_string("LF_DDP_SPARSE_EMBEDDING").value_or("auto");
   const auto embedding = std::find(names.begin(), names.end(), "model.embed_tokens.weight");
   if (!sink_on || rows_env == "0" || embedding == names.end()) return o;
   const int64_t bound = c.per_device_train_batch_size * ctx.longest_row;
@@ -79,7 +77,7 @@ class DdpStrategy final : public ParallelStrategy {
       names.push_back(p.name);
     }
     // LF_DDP_GRAD_SINK=0 restores the copy path (and the dense embedding; for comparison).
-    const bool sink_on = env_string("LF_DDP_GRAD_SINK").value_or("1") != "0";
+    const bool sink_on = knob_bool("LF_DDP_GRAD_SINK").value_or(true);
     reducer_ = std::make_unique<comm::DdpReducer>(comm_, trainable, ddp_options(c, *s.model, ctx, s.world, names, sink_on));
     reducer_->broadcast_parameters(0);  // rank 0's weights everywhere before step 1
     if (sink_on) {

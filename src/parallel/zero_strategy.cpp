@@ -22,6 +22,8 @@
 #include "lf/model/unit_hooks.h"
 #include "lf/offload/host_adamw.h"
 #include "lf/optim/adamw.h"
+#include "host_pinning.h"
+#include "host_step_pipeline.h"
 #include "host_sums.h"
 #include "zero_units.h"
 
@@ -48,10 +50,12 @@ struct Unit {
   at::Tensor rs_out;     // stage 2, 3: this micro-step's reduced shard
   comm::WorkPtr reduce;
   at::Tensor frozen_shard;  // stage 3: [frozen.shard] of the frozen values, compute dtype
-  // Offload: [train.shard] of the compute-dtype values on the host (what the step writes and
-  // copies up; the master itself under fp32), and, stage 3 with the parameters on the device,
-  // that shard on the device (the gathers' input).
-  at::Tensor host_compute, dev_shard;
+  // Offload, unless the parameters are offloaded too: this rank's compute-dtype shard on the
+  // device, refreshed from the updated master after each host step (stage 3: the gathers'
+  // input; stage 2: gathered into the full parameters before the unit's next forward).
+  at::Tensor dev_shard;
+  std::vector<HostPinning> pinned;  // offload on a GPU: master, moments, gradient page-locked
+  bool refreshed = true;            // offload, stage 2: the full parameters hold this step's values
   bool grad_fresh = true;  // offload: no gradient in grad_shard yet this step (the first is copied, not added)
   std::vector<ShardPiece> pieces;
   int64_t outstanding = 0;  // uses in this micro-step whose gradient is still due
@@ -64,8 +68,9 @@ class ZeroImpl final : public ZeroStrategy, public model::GradSink, public model
   ~ZeroImpl() override;
 
   std::string describe() const override;
-  model::UnitHooks* unit_hooks() override { return opt_.stage == 3 ? this : nullptr; }
-  bool needs_every_forward() const override { return opt_.stage == 3; }
+  // Stage 3 gathers in the forward; offload's stage 2 gathers each unit's updated shard there.
+  model::UnitHooks* unit_hooks() override { return opt_.stage == 3 || offload_ ? this : nullptr; }
+  bool needs_every_forward() const override { return opt_.stage == 3 || offload_; }
   void before_micro_step(bool last) override;
   void after_backward() override;
   std::vector<double> all_reduce_sums(std::vector<double> values) override;
@@ -107,6 +112,7 @@ class ZeroImpl final : public ZeroStrategy, public model::GradSink, public model
   const Where& where(const at::Tensor& param) const;
   void log(const char* what, int64_t unit);
   at::Tensor& grad_flat(Unit& u);
+  bool direct_grads() const { return world() == 1 && opt_.stage >= 2 && !offload_; }
   void arrived(int64_t unit);
   void launch_ready();
   void launch(int64_t unit);
@@ -119,8 +125,11 @@ class ZeroImpl final : public ZeroStrategy, public model::GradSink, public model
   // Where the trainable state lives: the device, or (offload) host memory, pinned on a GPU run.
   at::TensorOptions state_options() const;
   at::Tensor gather_input(Unit& u) const;
-  void publish(Unit& u);  // offload: the updated compute-dtype shard of a unit to where forwards read it
-  void host_update(Unit& u, double lr);
+  // Offload (the pipeline's thread): a unit's host AdamW, then its compute-dtype shard up to the
+  // device where the next forward reads it (stage 3 keeps it there; stage 2 gathers it in refresh).
+  void host_update(Unit& u, double lr, double grad_scale, int64_t step);
+  void stage_up(Unit& u);
+  void refresh(int64_t unit);  // offload, stage 2 (training thread): gather the updated shard
 
   ZeroOptions opt_;
   bool offload_ = false;
@@ -142,6 +151,7 @@ class ZeroImpl final : public ZeroStrategy, public model::GradSink, public model
   bool open_ = false, syncing_ = false;
   int64_t next_to_launch_ = 0;  // units launch from the head down, in the same order on every rank
   std::deque<int64_t> pending_;  // stage 2, 3: launched reductions not yet added to the shards
+  std::unique_ptr<HostStepPipeline> pipeline_;  // offload; after units_: it stops before they go
   // Saving: the last unit whose full fp32 values were gathered.
   int64_t cached_unit_ = -1;
   at::Tensor cached_values_;
@@ -158,7 +168,10 @@ ZeroImpl::ZeroImpl(const StrategySetup& s, const ZeroOptions& o)
            "offload needs zero_stage 2 or 3 (stage 1 keeps every gradient on the device); got zero_stage {}", o.stage);
   LF_CHECK(o.offload != Offload::kParams || o.stage == 3, ConfigError,
            "offloading the parameters needs zero_stage 3 (stage {} keeps them on the device)", o.stage);
-  if (offload_) pool_ = std::make_unique<offload::HostThreadPool>(std::max(1, o.host_threads));
+  if (offload_) {
+    pool_ = std::make_unique<offload::HostThreadPool>(std::max(1, o.host_threads));
+    pipeline_ = std::make_unique<HostStepPipeline>();
+  }
   adam_.lr = s.learning_rate;
   adam_.beta1 = s.adam_beta1;
   adam_.beta2 = s.adam_beta2;
@@ -218,10 +231,12 @@ void ZeroImpl::build_unit(int64_t index, std::vector<model::NamedParam> train, s
     u.exp_avg_sq = at::zeros({u.train.shard}, so);
     u.grad_shard = at::zeros({u.train.shard}, so);
     if (offload_) {
-      u.host_compute = opt_.compute_dtype == at::kFloat ? u.master : u.master.to(so.dtype(opt_.compute_dtype));
-      if (opt_.offload == Offload::kOptimizer && opt_.stage == 3) u.dev_shard = u.host_compute.to(device_);
+      for (const auto* t : {&u.master, &u.exp_avg, &u.exp_avg_sq, &u.grad_shard})
+        u.pinned.emplace_back(*t, device_.is_cuda());
+      if (opt_.offload == Offload::kOptimizer)
+        u.dev_shard = u.master.to(device_, opt_.compute_dtype, false, /*copy=*/true);
     }
-    if (opt_.stage == 1) u.grad_flat = at::zeros({u.train.padded}, u.master.options());
+    if (opt_.stage == 1) u.grad_flat = at::zeros({u.train.padded}, u.master.options().device(device_));
     u.pieces = u.train.pieces(u.master, u.grad_shard, u.exp_avg, u.exp_avg_sq);
     for (auto& piece : u.pieces) {
       piece.decays = optim::hf_decays(piece.name);
@@ -272,7 +287,11 @@ void ZeroImpl::log(const char* what, int64_t unit) {
 // ---- gradients
 
 at::Tensor& ZeroImpl::grad_flat(Unit& u) {
-  if (!u.grad_flat.defined()) u.grad_flat = at::zeros({u.train.padded}, u.master.options());
+  // One rank at stages 2 and 3 (not offloaded): the shard is the whole and nothing is reduced,
+  // so backward adds straight into it (no buffer to zero, no pass to add it in afterwards).
+  if (!u.grad_flat.defined() && direct_grads()) u.grad_flat = u.grad_shard;
+  // Else on the device, offloaded or not: backward's gradients land here.
+  if (!u.grad_flat.defined()) u.grad_flat = at::zeros({u.train.padded}, u.master.options().device(device_));
   return u.grad_flat;
 }
 
@@ -334,7 +353,7 @@ void ZeroImpl::launch(int64_t unit) {
   if (world() == 1) {
     u.rs_out = grad_flat(u);  // the one shard is the whole: nothing to reduce
   } else {
-    u.rs_out = at::empty({u.train.shard}, u.master.options().device(device_).pinned_memory(false));
+    u.rs_out = at::empty({u.train.shard}, u.master.options().device(device_));
     u.reduce = comm_.reduce_scatter(u.rs_out, grad_flat(u));
   }
   pending_.push_back(unit);
@@ -351,7 +370,9 @@ void ZeroImpl::retire(int64_t unit) {
   u.reduce.reset();
   if (opt_.stage == 1) return;
   c10::NoGradGuard no_grad;
-  if (!offload_) {
+  if (direct_grads()) {
+    // backward added into grad_shard itself
+  } else if (!offload_) {
     u.grad_shard.add_(u.rs_out);
   } else if (u.grad_fresh) {
     // Device -> pinned host, queued behind the reduction: backward goes on meanwhile; the host
@@ -408,25 +429,40 @@ void ZeroImpl::after_backward() {
 // ---- parameters (stage 3)
 
 at::TensorOptions ZeroImpl::state_options() const {
-  auto o = at::TensorOptions().dtype(at::kFloat);
-  if (!offload_) return o.device(device_);
-  return o.device(at::kCPU).pinned_memory(device_.is_cuda());
+  // Offloaded: plain host memory, page-locked by HostPinning (not torch's pinned allocator).
+  return at::TensorOptions().dtype(at::kFloat).device(offload_ ? c10::Device(at::kCPU) : device_);
 }
 
 // The compute-dtype shard a unit's trainable parameters are gathered from: cast from the fp32
-// master; offloaded, the device copy, or (parameters offloaded) copied up from the host now.
+// master; offloaded, the device copy, or (parameters offloaded) the fp32 master copied up now
+// and cast on the device, as FSDP2's offload does (no compute-dtype copy in host memory).
 at::Tensor ZeroImpl::gather_input(Unit& u) const {
   if (!offload_) return u.master.to(opt_.compute_dtype);
   if (u.dev_shard.defined()) return u.dev_shard;
-  return u.host_compute.to(device_, /*non_blocking=*/true);
+  return u.master.to(device_, /*non_blocking=*/true).to(opt_.compute_dtype);
 }
 
 void ZeroImpl::gather(int64_t unit, bool wait) {
   auto& u = units_[unit];
+  if (offload_ && !u.train.empty() && !u.train.resident && !u.train.gather) {
+    // Its host step first (the pipeline runs units in forward order); a prefetch never waits.
+    if (!wait && !pipeline_->unit_done(unit)) return;
+    pipeline_->wait_unit(unit);
+  }
   for (auto* g : {&u.train, &u.frozen}) {
     if (g->empty()) continue;
     if (!g->resident && !g->gather) {
       log("gather_start", unit);
+      if (world() == 1 && !offload_ && g == &u.train) {
+        // One rank: the fp32 master cast straight into the storage, one pass.
+        allocate_storage(*g);
+        c10::NoGradGuard no_grad;
+        auto out = at::empty({0}, g->flat.options());
+        out.set_(g->flat.storage(), 0, {g->padded}, {1});
+        out.copy_(u.master);
+        log("gather_done", unit);
+        continue;
+      }
       start_gather(*g, comm_, g == &u.train ? gather_input(u) : u.frozen_shard);
     }
     if (wait && g->gather) {
@@ -453,7 +489,23 @@ void ZeroImpl::release(int64_t unit) {
   }
 }
 
+void ZeroImpl::refresh(int64_t unit) {
+  auto& u = units_[unit];
+  if (u.refreshed || u.train.empty()) return;
+  pipeline_->wait_unit(unit);
+  start_gather(u.train, comm_, u.dev_shard);
+  u.train.gather->wait();
+  u.train.gather.reset();
+  u.train.gather_input = at::Tensor();
+  u.refreshed = true;
+}
+
 void ZeroImpl::before_forward(int64_t unit, bool recompute) {
+  if (opt_.stage < 3) {  // offload's stage 2: the parameters stay; this step's values come up
+    refresh(unit);
+    if (unit == head_ && tied_) refresh(0);
+    return;
+  }
   gather(unit, true);
   if (unit == head_ && tied_) gather(0, true);  // the tied lm_head is the embedding
   if (opt_.prefetch && unit < head_) gather(unit + 1, false);
@@ -462,6 +514,7 @@ void ZeroImpl::before_forward(int64_t unit, bool recompute) {
 
 void ZeroImpl::after_forward(int64_t unit, bool recompute) {
   log("forward_end", unit);
+  if (opt_.stage < 3) return;
   if (recompute) return;  // its backward runs next, on these parameters
   if (unit == 0 && tied_) return;  // the head's loss uses it; released with the head
   release(unit);
@@ -470,6 +523,7 @@ void ZeroImpl::after_forward(int64_t unit, bool recompute) {
 
 void ZeroImpl::before_backward(int64_t unit) {
   log("backward_begin", unit);
+  if (opt_.stage < 3) return;
   // The embedding's backward reads no weight (its rows go to the sink); the others' do.
   if (unit == 0) return;
   gather(unit, true);
@@ -478,6 +532,7 @@ void ZeroImpl::before_backward(int64_t unit) {
 
 void ZeroImpl::after_backward(int64_t unit) {
   log("backward_end", unit);
+  if (opt_.stage < 3) return;
   release(unit);
 }
 
@@ -502,6 +557,7 @@ at::Tensor ZeroImpl::all_gather_bytes(const at::Tensor& mine) {
 }
 
 bool ZeroImpl::unscale_gradients(double scale) {
+  if (pipeline_) pipeline_->wait_all();
   c10::NoGradGuard no_grad;
   auto grads = grad_shards();
   if (offload_) grad_scale_ /= scale;  // applied by the host step, not a pass of its own
@@ -512,6 +568,7 @@ bool ZeroImpl::unscale_gradients(double scale) {
 }
 
 double ZeroImpl::clip_grad_norm(double max_norm) {
+  if (pipeline_) pipeline_->wait_all();
   c10::NoGradGuard no_grad;
   auto grads = grad_shards();
   // The squares of each shard's norm, summed over shards and ranks (the padding holds zeros).
@@ -526,8 +583,7 @@ double ZeroImpl::clip_grad_norm(double max_norm) {
   return total;
 }
 
-void ZeroImpl::host_update(Unit& u, double lr) {
-  const bool bf16_out = u.host_compute.defined() && u.host_compute.scalar_type() == at::kBFloat16;
+void ZeroImpl::host_update(Unit& u, double lr, double grad_scale, int64_t step_count) {
   for (auto& piece : u.pieces) {
     offload::HostAdamWStep step;
     step.lr = lr * piece.lr_scale;
@@ -535,42 +591,35 @@ void ZeroImpl::host_update(Unit& u, double lr) {
     step.beta2 = adam_.beta2;
     step.eps = adam_.eps;
     step.weight_decay = piece.decays ? weight_decay_ : 0.0;
-    step.step = steps_;
-    step.grad_scale = static_cast<float>(grad_scale_);
-    auto* out = bf16_out ? reinterpret_cast<uint16_t*>(u.host_compute.data_ptr<at::BFloat16>()) + piece.shard_offset
-                         : nullptr;
+    step.step = step_count;
+    step.grad_scale = static_cast<float>(grad_scale);
     offload::host_adamw_update(*pool_, piece.master.data_ptr<float>(), piece.exp_avg.data_ptr<float>(),
-                               piece.exp_avg_sq.data_ptr<float>(), piece.grad.data_ptr<float>(), out,
+                               piece.exp_avg_sq.data_ptr<float>(), piece.grad.data_ptr<float>(), nullptr,
                                piece.end - piece.begin, step);
   }
-  // A compute dtype the kernel does not write (fp16): one more pass.
-  if (u.host_compute.defined() && !bf16_out && !u.host_compute.is_same(u.master)) u.host_compute.copy_(u.master);
 }
 
-void ZeroImpl::publish(Unit& u) {
-  if (opt_.stage == 3) {
-    if (u.dev_shard.defined()) u.dev_shard.copy_(u.host_compute, /*non_blocking=*/true);
-    return;  // parameters offloaded: the next gather copies host_compute up
-  }
-  start_gather(u.train, comm_, u.host_compute.to(device_, /*non_blocking=*/true));
+// The fp32 master up (async from page-locked memory, queued before any later work of the
+// stream) and cast into the device shard there.
+void ZeroImpl::stage_up(Unit& u) {
+  if (u.dev_shard.defined()) u.dev_shard.copy_(u.master.to(device_, /*non_blocking=*/true));
 }
 
 void ZeroImpl::optimizer_step(double lr) {
   c10::NoGradGuard no_grad;
   ++steps_;
   if (offload_) {
-    // Unit by unit: the host updates one while the previous one's shard travels up.
-    for (auto& u : units_)
-      if (!u.train.empty()) {
-        host_update(u, lr);
-        publish(u);
-      }
-    for (auto& u : units_)
-      if (u.train.gather) {
-        u.train.gather->wait();
-        u.train.gather.reset();
-        u.train.gather_input = at::Tensor();
-      }
+    // Unit by unit on the pipeline's thread, in forward order: the next forward starts as soon
+    // as its first unit is updated (gather / refresh wait per unit), and each unit's copy up
+    // overlaps the host's work on the next.
+    pipeline_->wait_all();
+    for (auto& u : units_) u.refreshed = u.train.empty();
+    pipeline_->start(head_ + 1, [this, lr, scale = grad_scale_, step = steps_](int64_t unit) {
+      auto& u = units_[unit];
+      if (u.train.empty()) return;
+      host_update(u, lr, scale, step);
+      stage_up(u);
+    });
     return;
   }
   for (const bool decays : {true, false})
@@ -615,6 +664,7 @@ void ZeroImpl::zero_grad() {
 // ---- state
 
 std::vector<std::string> ZeroImpl::save_optimizer_state(const std::filesystem::path& dir) {
+  if (pipeline_) pipeline_->wait_all();
   if (steps_ == 0) return {};  // no update yet: no state
   std::vector<std::pair<std::string, at::Tensor>> state;
   for (const auto& u : units_)
@@ -628,6 +678,7 @@ std::vector<std::string> ZeroImpl::save_optimizer_state(const std::filesystem::p
 }
 
 void ZeroImpl::load_optimizer_state(const std::filesystem::path& dir, int64_t steps) {
+  if (pipeline_) pipeline_->wait_all();
   const ckpt::OptimizerStateReader reader(dir);
   if (reader.empty()) return;
   for (auto& u : units_)
@@ -639,12 +690,15 @@ void ZeroImpl::load_optimizer_state(const std::filesystem::path& dir, int64_t st
 }
 
 at::Tensor ZeroImpl::full_parameter(const std::string& name) {
+  if (pipeline_) pipeline_->wait_all();
   for (int64_t unit = 0; unit <= head_; ++unit) {
     auto& u = units_[unit];
     for (const auto& fp : u.train.params) {
       if (fp.name != name) continue;
+      // One rank holds it all (offloaded: straight from host memory, no device round trip).
+      if (world() == 1) return u.master.narrow(0, fp.offset, fp.numel).view(fp.shape);
       if (cached_unit_ != unit) {  // one gather of the unit's fp32 masters serves its parameters
-        cached_values_ = at::empty({u.train.padded}, u.master.options().device(device_).pinned_memory(false));
+        cached_values_ = at::empty({u.train.padded}, u.master.options().device(device_));
         comm_.all_gather(cached_values_, u.master.to(device_))->wait();
         cached_unit_ = unit;
       }
@@ -656,6 +710,7 @@ at::Tensor ZeroImpl::full_parameter(const std::string& name) {
 }
 
 void ZeroImpl::load_full_parameter(const std::string& name, const at::Tensor& value) {
+  if (pipeline_) pipeline_->wait_all();
   c10::NoGradGuard no_grad;
   for (auto& u : units_)
     for (const auto& fp : u.train.params) {
@@ -667,8 +722,6 @@ void ZeroImpl::load_full_parameter(const std::string& name, const at::Tensor& va
       const int64_t b = std::max(lo, fp.offset), e = std::min(lo + u.train.shard, fp.offset + fp.numel);
       if (b < e) u.master.narrow(0, b - lo, e - b).copy_(flat.narrow(0, b - fp.offset, e - b));
       if (opt_.stage < 3) fp.slot->detach().copy_(flat.view(fp.shape));
-      if (b < e && u.host_compute.defined() && !u.host_compute.is_same(u.master))
-        u.host_compute.narrow(0, b - lo, e - b).copy_(flat.narrow(0, b - fp.offset, e - b));
       if (b < e && u.dev_shard.defined()) u.dev_shard.narrow(0, b - lo, e - b).copy_(flat.narrow(0, b - fp.offset, e - b));
       return;
     }
@@ -689,10 +742,6 @@ ZeroMemory ZeroImpl::resident_bytes() const {
     if (u.frozen_shard.defined()) m.params += static_cast<int64_t>(u.frozen_shard.nbytes());
     if (offload_ && !u.train.empty()) {
       m.host += static_cast<int64_t>(u.master.nbytes() + u.exp_avg.nbytes() + u.exp_avg_sq.nbytes() + u.grad_shard.nbytes());
-      if (!u.host_compute.is_same(u.master)) {
-        m.host += static_cast<int64_t>(u.host_compute.nbytes());
-        m.params += static_cast<int64_t>(u.host_compute.nbytes());
-      }
       if (u.dev_shard.defined()) m.params += static_cast<int64_t>(u.dev_shard.nbytes());
     }
     const int64_t unit_bytes = (u.train.padded + u.frozen.padded) * static_cast<int64_t>(c10::elementSize(opt_.compute_dtype));
@@ -717,11 +766,10 @@ ZeroMemory ZeroImpl::predicted_bytes() const {
     m.largest_unit = std::max<int64_t>(
         m.largest_unit, static_cast<int64_t>(c * static_cast<double>(u.train.numel + u.frozen.numel)));
   if (offload_) {
-    // The compute-dtype shard on the host (unless it is the fp32 master), and stage 3 with the
-    // parameters on the device keeps a device copy of it.
-    const int64_t shard_copy = opt_.compute_dtype == at::kFloat ? 0 : static_cast<int64_t>(c * t / n);
-    m.host = m.grads + m.master + m.moments + shard_copy;
-    m.params += shard_copy * (opt_.offload == Offload::kOptimizer && opt_.stage == 3 ? 2 : 1);
+    // 16 bytes a parameter over N in host memory; on the device, unless the parameters are
+    // offloaded too, the compute-dtype shard (stage 3's gather input, stage 2's refresh).
+    m.host = m.grads + m.master + m.moments;
+    m.params += opt_.offload == Offload::kParams ? 0 : static_cast<int64_t>(c * t / n);
   }
   return m;
 }

@@ -11,12 +11,12 @@ namespace {
 void put(WireWriter& w, const JoinMsg& m) {
   w.str(m.job_id); w.str(m.token); w.i64(m.node_rank); w.i64(m.nproc); w.str(m.hostname);
   w.str(m.version); w.str(m.config_hash); w.i64(m.worker_store_port); w.i64(m.pid); w.i64(m.min_nodes);
-  w.i64(m.max_nodes);
+  w.i64(m.max_nodes); w.str_list(m.config_items);
 }
 void get(WireReader& r, JoinMsg& m) {
   m.job_id = r.str(); m.token = r.str(); m.node_rank = r.i64(); m.nproc = r.i64(); m.hostname = r.str();
   m.version = r.str(); m.config_hash = r.str(); m.worker_store_port = r.i64(); m.pid = r.i64(); m.min_nodes = r.i64();
-  m.max_nodes = r.i64();
+  m.max_nodes = r.i64(); m.config_items = r.str_list();
 }
 void put(WireWriter& w, const LayoutMsg& m) {
   w.i64(m.node_rank); w.i64(m.nnodes); w.i64(m.rank_base); w.i64(m.world_size); w.i64(m.nproc);
@@ -32,17 +32,17 @@ void put(WireWriter& w, const HeartbeatMsg& m) { w.i64(m.generation); }
 void get(WireReader& r, HeartbeatMsg& m) { m.generation = r.i64(); }
 void put(WireWriter& w, const FailureMsg& m) {
   w.i64(m.generation); w.i64(m.node_rank); w.i64(m.global_rank); w.i64(m.exit_code); w.i64(m.signal);
-  w.boolean(m.restartable); w.str(m.message);
+  w.boolean(m.restartable); w.str(m.message); w.i64(m.exit_as);
 }
 void get(WireReader& r, FailureMsg& m) {
   m.generation = r.i64(); m.node_rank = r.i64(); m.global_rank = r.i64(); m.exit_code = r.i64();
-  m.signal = r.i64(); m.restartable = r.boolean(); m.message = r.str();
+  m.signal = r.i64(); m.restartable = r.boolean(); m.message = r.str(); m.exit_as = r.i64();
 }
 void put(WireWriter& w, const AbortMsg& m) {
-  w.i64(m.generation); w.boolean(m.restart); w.i64(m.failed_node); w.str(m.reason);
+  w.i64(m.generation); w.boolean(m.restart); w.i64(m.failed_node); w.str(m.reason); w.i64(m.exit_as);
 }
 void get(WireReader& r, AbortMsg& m) {
-  m.generation = r.i64(); m.restart = r.boolean(); m.failed_node = r.i64(); m.reason = r.str();
+  m.generation = r.i64(); m.restart = r.boolean(); m.failed_node = r.i64(); m.reason = r.str(); m.exit_as = r.i64();
 }
 void put(WireWriter& w, const StoppedMsg& m) { w.i64(m.generation); w.i64(m.worker_store_port); }
 void get(WireReader& r, StoppedMsg& m) { m.generation = r.i64(); m.worker_store_port = r.i64(); }
@@ -73,6 +73,8 @@ void get(WireReader& r, StoreReplyMsg& m) {
   m.status = static_cast<StoreStatus>(st);
   m.value = r.str(); m.number = r.i64();
 }
+void put(WireWriter& w, const WaitingMsg& m) { w.str(m.text); }
+void get(WireReader& r, WaitingMsg& m) { m.text = r.str(); }
 
 template <size_t I>
 Message decode_alternative(WireReader& r) {
@@ -89,7 +91,7 @@ Message decode_index(size_t index, WireReader& r, std::index_sequence<I...>) {
 }
 
 constexpr const char* kNames[] = {"Join", "Layout", "Refused", "Heartbeat", "Failure", "Abort",
-                                  "Stopped", "Done", "Finished", "StoreHello", "StoreRequest", "StoreReply"};
+                                  "Stopped", "Done", "Finished", "StoreHello", "StoreRequest", "StoreReply", "Waiting"};
 static_assert(std::size(kNames) == std::variant_size_v<Message>);
 
 }  // namespace

@@ -9,10 +9,12 @@
 #include <chrono>
 #include <cstdio>
 #include <map>
+#include <set>
 #include <unordered_map>
 
 #include "lf/common/error.h"
 #include "lf/common/json_escape.h"
+#include "lf/rendezvous/config_diff.h"
 #include "lf/rendezvous/connection.h"
 #include "lf/rendezvous/kv_store.h"
 #include "lf/rendezvous/layout.h"
@@ -70,7 +72,8 @@ struct RendezvousServer::Impl : std::enable_shared_from_this<Impl> {
   asio::io_context& io;
   ServerOptions opt;
   asio::ip::tcp::acceptor acceptor;
-  asio::steady_timer join_timer, last_call_timer, heartbeat_timer, stop_timer, accept_retry_timer;
+  asio::steady_timer join_timer, last_call_timer, heartbeat_timer, stop_timer, accept_retry_timer, status_timer;
+  Clock::time_point join_deadline;
   bool accept_failing = false;  // warned once per run of failures
   KvStore store;
   std::unique_ptr<StoreService> store_service;
@@ -88,7 +91,7 @@ struct RendezvousServer::Impl : std::enable_shared_from_this<Impl> {
 
   Impl(asio::io_context& io_, ServerOptions o)
       : io(io_), opt(std::move(o)), acceptor(io_), join_timer(io_), last_call_timer(io_),
-        heartbeat_timer(io_), stop_timer(io_), accept_retry_timer(io_) {
+        heartbeat_timer(io_), stop_timer(io_), accept_retry_timer(io_), status_timer(io_) {
     store_service = std::make_unique<StoreService>(io, store);
   }
 
@@ -131,6 +134,7 @@ struct RendezvousServer::Impl : std::enable_shared_from_this<Impl> {
     accept();
     arm_join_timer();
     heartbeat_tick();
+    arm_status_timer();
   }
 
   void accept() {
@@ -289,9 +293,12 @@ struct RendezvousServer::Impl : std::enable_shared_from_this<Impl> {
         return fmt::format("lf-train version mismatch: {} runs {}, {} runs {}", describe(b), b.version, describe(a), a.version);
       if (a.nproc != b.nproc)
         return fmt::format("nproc mismatch: {} has --nproc-per-node {}, {} has {}", describe(b), b.nproc, describe(a), a.nproc);
-      if (a.config_hash != b.config_hash)
-        return fmt::format("command/config mismatch: {} runs hash {}, {} runs hash {}: every node must run the same "
-                           "command and config", describe(b), b.config_hash, describe(a), a.config_hash);
+      if (a.config_hash != b.config_hash) {
+        auto diff = describe_config_difference(b.config_items, describe(b), a.config_items, describe(a));
+        if (diff.empty())
+          diff = fmt::format("{} runs hash {}, {} runs hash {}", describe(b), b.config_hash, describe(a), a.config_hash);
+        return fmt::format("command/config mismatch: {}. Every node must run the same command and config", diff);
+      }
     }
     if (a.node_rank >= 0 && generation == 0) {
       for (uint64_t id : joiners) {
@@ -333,7 +340,8 @@ struct RendezvousServer::Impl : std::enable_shared_from_this<Impl> {
   }
 
   void arm_join_timer() {
-    join_timer.expires_after(to_ms(opt.join_timeout_s));
+    join_deadline = Clock::now() + to_ms(opt.join_timeout_s);
+    join_timer.expires_at(join_deadline);
     join_timer.async_wait([self = shared_from_this(), gen = generation](boost::system::error_code ec) {
       if (ec || self->phase != Phase::kJoining || self->generation != gen) return;
       if (self->joined_count() >= self->opt.min_nodes) return self->close_round();
@@ -389,6 +397,60 @@ struct RendezvousServer::Impl : std::enable_shared_from_this<Impl> {
     }
   }
 
+  // ---- waiting: who waits for whom ------------------------------------------------
+
+  void arm_status_timer() {
+    if (opt.status_interval_s <= 0) return;
+    status_timer.expires_after(to_ms(opt.status_interval_s));
+    status_timer.async_wait([self = shared_from_this()](boost::system::error_code ec) {
+      if (ec || self->phase == Phase::kFinished) return;
+      if (self->phase == Phase::kJoining) self->report_waiting();
+      self->arm_status_timer();
+    });
+  }
+
+  // Node 0's log and every joined agent get the same line: which nodes are in, which are
+  // missing, how long the round still waits, and what to check on the missing ones.
+  void report_waiting() {
+    const int64_t need = opt.min_nodes - joined_count();
+    if (need <= 0) return;  // elastic: the last call runs
+    std::vector<std::string> in;
+    std::set<int64_t> ranks;
+    bool rankless = false;
+    for (auto& [rank, id] : nodes) {
+      in.push_back(fmt::format("node {} on host {}", rank, peers.at(id)->join.hostname));
+      ranks.insert(rank);
+    }
+    for (uint64_t id : joiners) {
+      const JoinMsg& j = peers.at(id)->join;
+      in.push_back(j.node_rank >= 0 ? fmt::format("node {} on host {}", j.node_rank, j.hostname)
+                                    : fmt::format("host {} (rank by arrival)", j.hostname));
+      if (j.node_rank >= 0) ranks.insert(j.node_rank);
+      rankless |= j.node_rank < 0;
+    }
+    std::vector<int64_t> missing;
+    for (int64_t r = 0; r < opt.min_nodes && !rankless; ++r)
+      if (!ranks.count(r)) missing.push_back(r);
+    const std::string whom = !rankless && static_cast<int64_t>(missing.size()) == need
+                                 ? fmt::format("node{} {}", need > 1 ? "s" : "", fmt::join(missing, ", "))
+                                 : fmt::format("{} more node(s)", need);
+    const auto left = std::chrono::duration_cast<std::chrono::seconds>(join_deadline - Clock::now()).count();
+    const std::string addr = opt.advertised_addr.empty() ? std::string("node 0's address") : opt.advertised_addr;
+    const uint16_t port = acceptor.local_endpoint().port();
+    const bool loopback = addr.rfind("127.", 0) == 0 || addr == "localhost" || addr == "::1";
+    std::string text = fmt::format(
+        "rendezvous: {} of {} nodes joined ({}); waiting for {}, {} s left; check that {} lf-train with "
+        "MASTER_ADDR={} MASTER_PORT={} (and the same --nnodes{}) and can reach TCP port {} of this host{}",
+        joined_count(), opt.min_nodes, in.empty() ? std::string("none yet") : fmt::format("{}", fmt::join(in, ", ")),
+        whom, std::max<int64_t>(0, left), need > 1 ? "they run" : "it runs", addr, port,
+        opt.job_id != "none" ? ", --rdzv-id " + opt.job_id : std::string(), port,
+        loopback ? fmt::format(" (MASTER_ADDR={} is a loopback address: nodes on other hosts cannot reach it)", addr)
+                 : std::string());
+    spdlog::info("{}", text);
+    for (uint64_t id : joiners) peers.at(id)->conn->send(WaitingMsg{text});
+    for (auto& [rank, id] : nodes) peers.at(id)->conn->send(WaitingMsg{text});
+  }
+
   // ---- running: failures, stops, completion --------------------------------------
 
   void on_failure_report(const std::shared_ptr<Peer>& peer, const FailureMsg& f) {
@@ -402,13 +464,21 @@ struct RendezvousServer::Impl : std::enable_shared_from_this<Impl> {
                            ? fmt::format("worker rank {} on node {} ({}) failed: {}", f.global_rank,
                                          peer->node_rank, peer->join.hostname, f.message)
                            : fmt::format("node {} ({}): {}", peer->node_rank, peer->join.hostname, f.message);
-    node_failed(peer->node_rank, what, f.restartable);
+    node_failed(peer->node_rank, what, f.restartable, f.exit_as);
   }
 
-  void node_failed(int64_t node, const std::string& reason, bool restartable) {
+  void node_failed(int64_t node, const std::string& reason, bool restartable, int64_t exit_as = 0) {
     if (phase == Phase::kJoining || phase == Phase::kFinished) return;
     if (phase == Phase::kStopping) {
-      if (!restartable) restart_pending = false;
+      if (!restartable && restart_pending) {
+        // A failure no restart can fix (a config/data error, Ctrl-C) after a restartable one:
+        // the agents, told to restart, hear that the job ends instead.
+        restart_pending = false;
+        spdlog::error("job failure (generation {}): {} -> not restarting after all: stopping every node", generation,
+                      reason);
+        AbortMsg abort{generation, false, node, reason, exit_as};
+        for (auto& [rank, id] : nodes) peers.at(id)->conn->send(abort);
+      }
       return check_all_stopped();
     }
     bool restart = restartable && restarts_done < opt.max_restarts;
@@ -418,7 +488,7 @@ struct RendezvousServer::Impl : std::enable_shared_from_this<Impl> {
                           : std::string("stopping every node"));
     phase = Phase::kStopping;
     restart_pending = restart;
-    AbortMsg abort{generation, restart, node, reason};
+    AbortMsg abort{generation, restart, node, reason, restart ? 0 : exit_as};
     for (auto& [rank, id] : nodes) peers.at(id)->conn->send(abort);
     stop_timer.expires_after(to_ms(opt.stop_timeout_s));
     stop_timer.async_wait([self = shared_from_this(), gen = generation](boost::system::error_code ec) {
@@ -544,6 +614,7 @@ struct RendezvousServer::Impl : std::enable_shared_from_this<Impl> {
     join_timer.cancel();
     last_call_timer.cancel();
     stop_timer.cancel();
+    status_timer.cancel();
     if (on_finished) {
       auto handler = std::move(on_finished);
       asio::post(io, [handler, code, reason] { handler(code, reason); });
@@ -562,6 +633,7 @@ RendezvousServer::~RendezvousServer() {
   impl_->last_call_timer.cancel();
   impl_->stop_timer.cancel();
   impl_->accept_retry_timer.cancel();
+  impl_->status_timer.cancel();
   impl_->close_all();
 }
 

@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "lf/common/env.h"
+#include "lf/common/env_knobs.h"
 #include "lf/common/error.h"
 #include "lf/rendezvous/messages.h"
 
@@ -106,22 +107,22 @@ StoreClient::StoreClient(const std::string& host, uint16_t port, const std::stri
 }
 
 StoreClient StoreClient::from_env() {
-  auto addr = env_string("LF_RDZV_ADDR");
-  auto port = env_int("LF_RDZV_PORT");
+  auto addr = knob_string("LF_RDZV_ADDR");
+  auto port = knob_int("LF_RDZV_PORT");
   LF_CHECK(addr && port, ConfigError,
            "LF_RDZV_ADDR / LF_RDZV_PORT are not set: run this program under `lf-train launch`");
   return StoreClient(*addr, static_cast<uint16_t>(*port), env_string("TORCHELASTIC_RUN_ID").value_or("none"),
-                     env_string("LF_JOB_TOKEN").value_or(""));
+                     knob_string("LF_JOB_TOKEN").value_or(""));
 }
 
 std::unique_ptr<StoreClient> StoreClient::connect_from_env() {
-  auto addr = env_string("LF_RDZV_ADDR");
-  auto port = env_int("LF_RDZV_PORT");
+  auto addr = knob_string("LF_RDZV_ADDR");
+  auto port = knob_int("LF_RDZV_PORT");
   LF_CHECK(addr && port, ConfigError,
            "LF_RDZV_ADDR / LF_RDZV_PORT are not set: run this program under `lf-train launch`");
   return std::make_unique<StoreClient>(*addr, static_cast<uint16_t>(*port),
                                        env_string("TORCHELASTIC_RUN_ID").value_or("none"),
-                                       env_string("LF_JOB_TOKEN").value_or(""));
+                                       knob_string("LF_JOB_TOKEN").value_or(""));
 }
 
 StoreClient::~StoreClient() {

@@ -4,8 +4,11 @@
 #include <c10/core/CachingDeviceAllocator.h>
 
 #include <algorithm>
+#include <fstream>
+#include <string>
 
 #include "lf/common/log.h"
+#include "lf/common/progress_deadline.h"
 #include "phase_profile.h"
 #include "trainer_state.h"
 
@@ -13,6 +16,16 @@ namespace lf::train {
 namespace fs = std::filesystem;
 
 namespace {
+
+// This process's peak resident set (VmHWM): the host memory a run needed, pinned offload
+// buffers included once touched.
+int64_t host_peak_rss_bytes() {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("VmHWM:", 0) == 0) return std::stoll(line.substr(6)) * 1024;  // "VmHWM:  123 kB"
+  return 0;
+}
 
 // The median step after 3 warm-up steps, and the median of each phase over the same steps.
 // Per device: this rank's tokens (`rank_tokens` of this session).
@@ -30,6 +43,7 @@ json perf_report(const TrainSummary& sum, int64_t first_step, int64_t rank_token
                {"real_tokens_per_s_overall",
                 static_cast<double>(rank_tokens) / std::max(sum.runtime_s, 1e-9)},
                {"peak_memory_gib", static_cast<double>(sum.peak_memory_bytes) / (1 << 30)},
+               {"host_peak_rss_gib", static_cast<double>(host_peak_rss_bytes()) / (1 << 30)},
                {"device", device.str()}};
   if (phases.enabled()) {
     json by_phase;
@@ -66,9 +80,11 @@ void Trainer::State::finish(TrainSummary& sum, const TrainPlan& plan, const Loop
   sum.train_loss = loop.global_step > 0 ? loop.total_loss / static_cast<double>(loop.global_step) : 0.0;
   sum.tokens_seen = tokens_seen;
   sum.epoch = loop.epoch;
-  if (device.is_cuda())
-    sum.peak_memory_bytes =
-        c10::getDeviceAllocator(c10::DeviceType::CUDA)->getDeviceStats(device.index()).allocated_bytes[0].peak;
+  // The device's peak (the CUDA caching allocator's); on a CPU run the process's peak RSS.
+  sum.peak_memory_bytes =
+      device.is_cuda()
+          ? c10::getDeviceAllocator(c10::DeviceType::CUDA)->getDeviceStats(device.index()).allocated_bytes[0].peak
+          : host_peak_rss_bytes();
   spdlog::info("perf: {}", perf_report(sum, first_step, rank_tokens_seen - first_rank_tokens, phases, device).dump());
 
   // HF's speed_metrics("train", ...): samples = n x epochs, or max_steps x global batch.
@@ -91,9 +107,11 @@ void Trainer::State::finish(TrainSummary& sum, const TrainPlan& plan, const Loop
   double final_eval_s = 0;
   if (plan.eval_on) {
     const auto t0 = Clock::now();
+    progress_reporter().evaluating(loop.global_step);
     final_eval = evaluate();
     final_eval_s = seconds_since(t0);
   }
+  progress_reporter().saving(loop.global_step);
   // Under a sharded strategy every rank takes part in gathering the weights.
   if (plan.outputs || (s.write_outputs && strategy->saving_is_collective())) save_model(c.output_dir);
   if (!plan.outputs) return;

@@ -3,6 +3,7 @@
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
 #include "lf/common/env.h"
+#include "lf/common/env_knobs.h"
 
 namespace lf::train {
 
@@ -12,8 +13,7 @@ const char* phase_name(int phase) {
 }
 
 PhaseClock::PhaseClock(c10::Device device) : device_(device) {
-  const auto env = env_string("LF_PROFILE_PHASES");
-  enabled_ = env && !env->empty() && *env != "0";
+  enabled_ = knob_bool("LF_PROFILE_PHASES").value_or(false);
 }
 
 void PhaseClock::sync() const {

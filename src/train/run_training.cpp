@@ -18,15 +18,21 @@
 #include "lf/comm/process_group.h"
 #include "lf/comm/rank_agreement.h"
 #include "lf/common/env.h"
+#include "lf/common/env_knobs.h"
 #include "lf/common/error.h"
 #include "lf/common/hash.h"
 #include "lf/common/log.h"
+#include "lf/common/progress_deadline.h"
 #include "lf/common/remove_tree.h"
 #include "lf/data/chat_template.h"
 #include "lf/data/sft_dataset.h"
+#include "lf/model/config.h"
 #include "lf/model/freeze.h"
+#include "lf/model/fused_dispatch.h"
+#include "lf/model/initial_weights.h"
 #include "lf/model/loader.h"
 #include "lf/model/lora.h"
+#include "lf/offload/host_memory.h"
 #include "lf/offload/host_thread_pool.h"
 #include "lf/parallel/make_strategy.h"
 #include "lf/rendezvous/store_client.h"
@@ -179,13 +185,35 @@ fs::path resolve_resume(const config::TrainConfig& c, const comm::WorldInfo& wor
   return resume;
 }
 
+// Offload pins 16 bytes a trainable parameter over the world (master, moments, gradient) in
+// host memory: checked against the node's and the container's room before anything loads, not
+// an OOM kill after the model did. Local rank 0 checks for the node's workers together.
+void check_offload_host_memory(const config::TrainConfig& c, const comm::WorldInfo& world) {
+  if (c.offload == "none" || world.local_rank != 0) return;
+  const fs::path src(c.model_name_or_path);
+  const auto mc = model::load_model_config(fs::is_directory(src) ? src / "config.json" : src);
+  double trainable = static_cast<double>(model::num_parameters(mc));
+  if (c.finetuning_type == "lora")  // an upper bound: A and B on all seven projections of every layer
+    trainable = static_cast<double>(c.lora_rank * mc.num_layers) *
+                static_cast<double>(4 * mc.hidden_size + 2 * mc.num_heads * mc.head_dim +
+                                    4 * mc.num_kv_heads * mc.head_dim + 3 * (mc.hidden_size + mc.intermediate_size));
+  const double per_rank = 16.0 * trainable / static_cast<double>(world.world_size);
+  offload::check_host_memory(static_cast<uint64_t>(per_rank * world.local_world_size),
+                             fmt::format("offload: {}: fp32 master weights, AdamW moments and gradients of {:.2f}B "
+                                         "trainable parameters over {} rank(s), {} worker(s) on this node",
+                                         c.offload, trainable / 1e9, world.world_size, world.local_world_size));
+}
+
 // The model on this worker's device, checked against the tokenizer and data, with LoRA
 // applied when asked (its config into *lora).
 std::unique_ptr<model::CausalLM> load_model(const config::TrainConfig& c, const Tokenizer& tokenizer,
                                             const SftData& data, std::optional<model::LoraConfig>& lora) {
   model::LoadOptions lo;
   lo.device = pick_device();
-  lo.random_init = c.init_weights == "random";
+  // init_weights auto | pretrained | random against what the folder holds (lf/model/initial_weights.h).
+  const auto initial = model::choose_initial_weights(c.model_name_or_path, c.init_weights, c.seed);
+  if (!initial.note.empty() && !knob_bool("LF_CONFIG_CHECKED").value_or(false)) spdlog::warn("{}", initial.note);
+  lo.random_init = initial.random;
   lo.seed = static_cast<uint64_t>(c.seed);
   const auto mixed = compute_dtype_of(c);
   // LoRA: a frozen base in the compute dtype, fp32 adapters (LLaMA-Factory upcasts
@@ -234,6 +262,8 @@ std::unique_ptr<model::CausalLM> load_model(const config::TrainConfig& c, const 
                c.finetuning_type == "lora" ? fmt::format(" rank {}", c.lora_rank) : std::string(),
                c10::toString(lo.param_dtype), c10::toString(mixed),
                c.gradient_checkpointing ? ", gradient checkpointing" : "");
+  const auto layers = model::fused_kernels_status();  // also validates LF_FUSED_KERNELS on CPU
+  if (lo.device.is_cuda()) spdlog::info("layers: {}", layers);
   return model;
 }
 
@@ -295,8 +325,13 @@ OutputTokenizer output_tokenizer(const DataArgs& args, const Tokenizer& tokenize
 }  // namespace
 
 void train_from_config(const config::LoadedConfig& loaded) {
+  progress_reporter().loading();  // heartbeats to the agent: a liveness thread + phase-aware deadlines
   const auto& c = loaded.config;
-  for (const auto& w : loaded.warnings) spdlog::warn("{}", w);
+  // lf-train printed these once for the node before starting the workers (LF_CONFIG_CHECKED).
+  if (!knob_bool("LF_CONFIG_CHECKED").value_or(false)) {
+    for (const auto& w : loaded.warnings) spdlog::warn("{}", w);
+    for (const auto& n : loaded.notes) spdlog::info("{}", n);
+  }
   LF_CHECK(c.stage == "sft", ConfigError, "stage: {} is not supported by lf-train (sft only)", c.stage);
   LF_CHECK(c.finetuning_type == "lora" || c.finetuning_type == "full" || c.finetuning_type == "freeze", ConfigError,
            "finetuning_type: '{}' is not supported (lora, full, freeze)", c.finetuning_type);
@@ -313,9 +348,11 @@ void train_from_config(const config::LoadedConfig& loaded) {
     if (const int n = ckpt::remove_stale_temporaries(c.output_dir); n > 0)
       spdlog::info("removed {} unfinished checkpoint folder(s) (.checkpoint-N.tmp) from {}", n, c.output_dir);
   const fs::path resume = resolve_resume(c, world);
+  check_offload_host_memory(c, world);
   auto args = data_args_from(c);
   const fs::path job_cache = job_tokenized_dir(c, world);
   if (!job_cache.empty()) args.tokenized_path = job_cache.string();
+  progress_reporter().tokenizing();
   const auto tokenizer = load_tokenizer_for(args);
   auto data = load_sft_data(args, tokenizer);
   LF_CHECK(data.train.size() > 0, ConfigError, "the training dataset {} is empty after preprocessing",
@@ -324,6 +361,7 @@ void train_from_config(const config::LoadedConfig& loaded) {
                data.train.num_tokens(), data.from_cache ? " (tokenized cache)" : "");
   TrainerSetup s;
   s.config = c;
+  progress_reporter().loading();
   auto model = load_model(c, tokenizer, data, s.lora);
   s.model = model.get();
   s.train = &data.train;
@@ -341,6 +379,7 @@ void train_from_config(const config::LoadedConfig& loaded) {
   at::manual_seed(static_cast<uint64_t>(c.seed) + static_cast<uint64_t>(world.rank));
   Trainer trainer(std::move(s));
   trainer.train();
+  progress_reporter().done();
   // Every worker of this node loaded the data before the first collective: nothing reads it now.
   if (!job_cache.empty() && world.local_rank == 0) remove_tree(job_cache);
 }

@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "lf/common/log.h"
+#include "lf/common/progress_deadline.h"
 #include "trainer_state.h"
 
 namespace lf::train {
@@ -104,7 +105,9 @@ json Trainer::State::eval_metrics(double eval_loss, double seconds, double epoch
 
 void Trainer::State::evaluate_and_log(LoopState& loop, TrainSummary& sum, const ProgressDisplay& display) {
   const auto t0 = Clock::now();
+  progress_reporter().evaluating(loop.global_step);
   const double el = evaluate();
+  progress_reporter().note("eval_loss", el);
   sum.evals.push_back({loop.global_step, el});
   json e = eval_metrics(el, seconds_since(t0), loop.epoch);
   e["step"] = loop.global_step;

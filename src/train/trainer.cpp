@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "lf/common/log.h"
+#include "lf/common/progress_deadline.h"
 #include "lf/model/lora.h"
 #include "lf/parallel/make_strategy.h"
 #include "lf/train/data_order.h"
@@ -28,7 +29,8 @@ at::Tensor Trainer::State::forward_loss_sum(const Batch& b) {
   auto ids = b.input_ids.to(device);
   auto labels = b.labels.to(device);
   auto* hooks = strategy->unit_hooks();
-  auto x = m.hidden_states(ids, {}, hooks);  // [B,T,C]
+  const auto on_device = [&](const at::Tensor& t) { return t.defined() ? t.to(device) : t; };
+  auto x = m.hidden_states(ids, on_device(b.position_ids), hooks, on_device(b.segment_ids));  // [B,T,C]
   return model::run_unit(hooks, m.head_unit(), x, [&](const at::Tensor& h) {
     return lm_head_loss_sum(m.final_norm(h), m.lm_head_weight(), labels, s.loss_chunk_rows, target_rows_of(b.labels),
                             m.lm_head_grad_sink());
@@ -111,6 +113,19 @@ Trainer::~Trainer() = default;
 double Trainer::evaluate() { return state_->evaluate(); }
 void Trainer::save_model(const fs::path& dir) { state_->save_model(dir); }
 
+// The step's numbers to the agent (its Prometheus endpoint and the step deadline read them).
+void Trainer::State::report_progress(const StepRecord& r) {
+  json metrics = {{"loss", r.loss},
+                  {"learning_rate", r.lr},
+                  {"grad_norm", r.grad_norm},
+                  {"epoch", r.epoch},
+                  {"tokens_per_s", static_cast<double>(r.num_tokens) / std::max(r.seconds, 1e-9)}};
+  // The communication left after backward: measured only under LF_PROFILE_PHASES=1.
+  if (r.phase_seconds[static_cast<size_t>(Phase::kDdpFinish)] > 0)
+    metrics["comm_exposed_s"] = r.phase_seconds[static_cast<size_t>(Phase::kDdpFinish)];
+  progress_reporter().step_done(r.step, r.seconds, metrics.dump());
+}
+
 TrainPlan Trainer::State::make_plan() {
   TrainPlan p;
   p.num_examples = static_cast<int64_t>(s.train->size());
@@ -162,6 +177,7 @@ TrainSummary Trainer::train() {
   st.start = Clock::now();
   LoopState loop;
   if (!st.s.resume_from.empty()) {
+    progress_reporter().loading();
     loop = st.load_checkpoint(st.s.resume_from);
     spdlog::info("resuming from {} at step {}/{} (epoch {:.2f})", st.s.resume_from.string(), loop.global_step,
                  plan.total, loop.epoch);
@@ -170,6 +186,7 @@ TrainSummary Trainer::train() {
   st.first_tokens = st.tokens_seen;
   st.first_input_tokens = st.input_tokens_seen;
   st.first_rank_tokens = st.rank_tokens_seen;
+  progress_reporter().training_begins(loop.global_step);
   // Every epoch has steps_per_epoch steps, so the cursor of step N is (N / spe, N % spe).
   for (int64_t epoch = loop.global_step / plan.steps_per_epoch; loop.global_step < plan.total; ++epoch)
     st.run_epoch(epoch, plan, loop, sum, phases, trace, display);
@@ -201,6 +218,7 @@ void Trainer::State::run_epoch(int64_t epoch, const TrainPlan& plan, LoopState& 
                  static_cast<double>(micro_done) / static_cast<double>(plan.micro_per_epoch);
     rec.epoch = loop.epoch;
     sum.steps.push_back(rec);
+    report_progress(rec);
     log_step(rec, plan, loop, display);
     const bool last = loop.global_step == plan.total, epoch_end = k == plan.steps_per_epoch - 1;
     // HF also evaluates when training stops between two evaluations (steps: a last step that
@@ -210,7 +228,14 @@ void Trainer::State::run_epoch(int64_t epoch, const TrainPlan& plan, LoopState& 
       evaluate_and_log(loop, sum, display);
     const bool save_now = (plan.save_every > 0 && loop.global_step % plan.save_every == 0) ||
                           (c.save_strategy == "epoch" && epoch_end) || (last && c.save_strategy != "no");
-    if (save_now && s.write_outputs) save_checkpoint(loop);
+    if (save_now && s.write_outputs) {
+      // Every rank: the ones that write little wait for rank 0 at the commit; the save deadline
+      // covers that wait.
+      progress_reporter().saving(loop.global_step);
+      const auto t0 = Clock::now();
+      save_checkpoint(loop);
+      progress_reporter().note("checkpoint_s", seconds_since(t0));
+    }
   }
 }
 

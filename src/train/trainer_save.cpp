@@ -41,6 +41,20 @@ void rotate_checkpoints(const fs::path& out, const fs::path& just_written, int64
   for (size_t i = 0; i + static_cast<size_t>(limit) <= others.size(); ++i) lf::remove_tree(std::get<2>(others[i]));
 }
 
+// A save that cannot fit fails before it writes (a full disk mid-save leaves a torn temporary
+// folder and a run that fails again at the same step): the bytes a checkpoint of this run takes,
+// the trainable weights in fp32 and two fp32 moments each, every rank's share together.
+void check_room_for_checkpoint(const fs::path& out, int64_t trainable, int64_t step) {
+  const double need = 12.0 * static_cast<double>(trainable) * 1.05 + (2 << 20);  // + side files
+  std::error_code ec;
+  const auto space = fs::space(out, ec);
+  if (ec) return;  // a filesystem that does not say: the write itself reports a full disk
+  LF_CHECK(static_cast<double>(space.available) >= need, ConfigError,
+           "checkpoint-{} needs about {:.2f} GiB in {} and only {:.2f} GiB are free: free some space, move output_dir, "
+           "lower save_total_limit, or save less often (save_steps)",
+           step, need / (1 << 30), out.string(), static_cast<double>(space.available) / (1 << 30));
+}
+
 }  // namespace
 
 void Trainer::State::save_model(const fs::path& dir) {
@@ -104,6 +118,7 @@ void Trainer::State::save_checkpoint(const LoopState& loop) {
   commit.tmp = out / fmt::format(".{}.tmp", commit.tag);
   commit.rank = rank;
   commit.world = world;
+  if (rank == 0) check_room_for_checkpoint(out, strategy->num_trainable(), loop.global_step);
   fs::create_directories(commit.tmp);  // every rank: whoever comes first
   last_save_step = loop.global_step;
   const auto mine = strategy->save_optimizer_state(commit.tmp);
@@ -123,6 +138,7 @@ void Trainer::State::save_checkpoint(const LoopState& loop) {
                      {"loop", loop.loop_json()},
                      {"format_version", ckpt::kCheckpointFormat},
                      {"world_size", world},
+                     {"global_batch", c.per_device_train_batch_size * c.gradient_accumulation_steps * world},
                      // The job that wrote it: an agent restart resumes only its own job's checkpoints.
                      {"run_id", std::getenv("TORCHELASTIC_RUN_ID") ? std::getenv("TORCHELASTIC_RUN_ID") : ""}};
     // DESIGN "RNG": the generators' states (dropout masks continue as if uninterrupted).
@@ -192,6 +208,18 @@ LoopState Trainer::State::load_checkpoint(const fs::path& dir) {
   LoopState loop;
   loop.global_step = st.at("global_step").get<int64_t>();
   last_save_step = loop.global_step;
+  // As HF, a resumed step keeps its count under another global batch (the data resumes at that
+  // step of the new order, the schedule at that step of the new total): say so, once.
+  const int64_t batch = c.per_device_train_batch_size * c.gradient_accumulation_steps * world;
+  if (const int64_t saved = st.value("global_batch", int64_t{0}); saved > 0 && saved != batch)
+    spdlog::warn("{} was written with a global batch of {} examples a step ({} rank(s) then), this run's is {} "
+                 "(per_device_train_batch_size {} x gradient_accumulation_steps {} x {} rank(s)): as HF does, the "
+                 "run resumes after step {} of the new schedule's {}, at example {} of the epoch's order (it had "
+                 "trained on {} examples, this schedule counts {})",
+                 dir.string(), saved, st.value("world_size", int64_t{0}), batch, c.per_device_train_batch_size,
+                 c.gradient_accumulation_steps, world, loop.global_step, total_steps,
+                 (loop.global_step % std::max<int64_t>(1, steps_per_epoch)) * batch, loop.global_step * saved,
+                 loop.global_step * batch);
   loop.epoch = st.at("epoch").get<double>();
   const auto& saved_loop = st.at("loop");
   loop.loss_since_log = saved_loop.at("loss_since_log").get<double>();

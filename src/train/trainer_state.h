@@ -132,6 +132,7 @@ struct Trainer::State {
   // path, through the strategy's unit hooks.
   at::Tensor forward_loss_sum(const Batch& b);
   double evaluate();
+  void report_progress(const StepRecord& r);  // the step's numbers to the agent (heartbeats)
   // A micro-step of a rank with no examples under a strategy that needs every forward.
   void forward_backward_without_targets();
   void run_epoch(int64_t epoch, const TrainPlan& plan, LoopState& loop, TrainSummary& sum, class PhaseClock& phases,

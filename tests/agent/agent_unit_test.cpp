@@ -1,5 +1,13 @@
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <chrono>
+#include <functional>
+#include <thread>
 
 #include <filesystem>
 #include <fstream>
@@ -8,8 +16,11 @@
 #include "lf/agent/gpu_inventory.h"
 #include "lf/agent/line_relay.h"
 #include "lf/agent/worker_env.h"
+#include "lf/agent/worker_group.h"
+#include "lf/agent/worker_watch.h"
 #include "lf/agent/worker_process.h"
 #include "lf/common/error.h"
+#include "lf/common/heartbeat_line.h"
 
 using namespace lf::agent;
 
@@ -83,4 +94,194 @@ TEST(WorkerProcess, ResolvesCommandsLikeExecvp) {
   ::close(fd);
   EXPECT_THROW(resolve_executable(path, "/bin"), lf::ConfigError);
   ::unlink(path);
+}
+
+// ---- worker heartbeats: WorkerWatch on a driven clock, WorkerGroup on real processes ----
+
+namespace {
+
+using WatchClock = lf::agent::WorkerWatch::Clock;
+
+std::chrono::milliseconds ms(int64_t n) { return std::chrono::milliseconds(n); }
+
+}  // namespace
+
+TEST(WorkerWatch, AWorkerThatNeverWritesIsNeverHung) {
+  lf::agent::WorkerWatch w(10);
+  const auto t0 = WatchClock::now();
+  EXPECT_FALSE(w.overdue(t0 + std::chrono::hours(5)));
+  EXPECT_FALSE(w.status(t0).heard);
+}
+
+TEST(WorkerWatch, PlainTextIsLivenessHeldToTheTimeout) {
+  lf::agent::WorkerWatch w(10);
+  const auto t0 = WatchClock::now();
+  w.feed("step 1\n", t0);
+  EXPECT_FALSE(w.overdue(t0 + ms(9000)));
+  w.feed("st", t0 + ms(9000));  // any byte counts, a whole line or not
+  EXPECT_FALSE(w.overdue(t0 + ms(18000)));
+  const auto why = w.overdue(t0 + ms(19500));
+  ASSERT_TRUE(why);
+  EXPECT_NE(why->find("no heartbeat for 10.5 s"), std::string::npos) << *why;
+  EXPECT_NE(why->find("never sent a progress beat"), std::string::npos) << *why;
+  EXPECT_FALSE(w.status(t0).progress);
+  lf::agent::WorkerWatch off(0);  // liveness off
+  off.feed("x\n", t0);
+  EXPECT_FALSE(off.overdue(t0 + std::chrono::hours(1)));
+}
+
+TEST(WorkerWatch, AProgressDeadlinePassedWhileAliveIsAHangNamingPhaseAndStep) {
+  lf::agent::WorkerWatch w(30);
+  const auto t0 = WatchClock::now();
+  // Split anywhere: lines are reassembled.
+  const auto line = lf::progress_line(lf::WorkerPhase::kTraining, 7, 3, R"({"loss":2.25})");
+  w.feed(std::string_view(line).substr(0, 10), t0);
+  w.feed(std::string_view(line).substr(10), t0);
+  for (int i = 1; i <= 5; ++i) w.feed(lf::alive_line(), t0 + ms(i * 1000));
+  EXPECT_FALSE(w.overdue(t0 + ms(2900)));
+  const auto why = w.overdue(t0 + ms(5200));
+  ASSERT_TRUE(why);
+  for (const char* want : {"no progress for 5.2 s", "3.0 s it promised", "phase training, step 7",
+                           "last heartbeat 0.2 s ago", "collective"})
+    EXPECT_NE(why->find(want), std::string::npos) << want << " in " << *why;
+  const auto s = w.status(t0 + ms(5200));
+  EXPECT_TRUE(s.progress);
+  EXPECT_EQ(s.step, 7);
+  EXPECT_EQ(s.phase, lf::WorkerPhase::kTraining);
+  EXPECT_EQ(s.metrics_json, R"({"loss":2.25})");
+  EXPECT_NEAR(s.since_beat_s, 0.2, 1e-9);
+}
+
+TEST(WorkerWatch, SilenceAfterProgressNamesTheLastPhaseAndStep) {
+  lf::agent::WorkerWatch w(10);
+  const auto t0 = WatchClock::now();
+  w.feed(lf::progress_line(lf::WorkerPhase::kSaving, 40, 1800, "{}"), t0);
+  const auto why = w.overdue(t0 + ms(11000));
+  ASSERT_TRUE(why);
+  EXPECT_NE(why->find("no heartbeat for 11.0 s"), std::string::npos) << *why;
+  EXPECT_NE(why->find("phase saving, step 40, 11.0 s ago"), std::string::npos) << *why;
+}
+
+TEST(WorkerWatch, NoDeadlineMeansNoProgressCheckAndANewBeatReplacesTheOld) {
+  lf::agent::WorkerWatch w(0);
+  const auto t0 = WatchClock::now();
+  w.feed(lf::progress_line(lf::WorkerPhase::kTraining, 1, 1, "{}"), t0);
+  w.feed(lf::progress_line(lf::WorkerPhase::kDone, 9, 0, "{}"), t0 + ms(500));
+  EXPECT_FALSE(w.overdue(t0 + std::chrono::hours(1)));
+  EXPECT_EQ(w.status(t0).step, 9);
+}
+
+TEST(WorkerWatch, AMalformedProgressLineIsLivenessAndItsProblemIsToldOnce) {
+  lf::agent::WorkerWatch w(10);
+  const auto t0 = WatchClock::now();
+  w.feed("{\"kind\":\"progress\",\"phase\":\"napping\"}\n{\"kind\":\"progress\"}\n", t0);
+  EXPECT_FALSE(w.status(t0).progress);
+  auto p = w.take_problem();
+  ASSERT_TRUE(p);
+  EXPECT_NE(p->find("unknown phase 'napping'"), std::string::npos) << *p;
+  EXPECT_FALSE(w.take_problem());
+  // A runaway line is skipped to its end; the next line is read again.
+  w.feed(std::string(lf::kMaxHeartbeatLine + 10, '{'), t0);
+  w.feed("\n" + lf::progress_line(lf::WorkerPhase::kTraining, 3, 5, "{}"), t0);
+  EXPECT_TRUE(w.status(t0).progress);
+  EXPECT_EQ(w.status(t0).step, 3);
+}
+
+namespace {
+
+struct Hang {
+  pid_t pid = -1;
+  int global_rank = -1;
+  std::string why;
+};
+
+// One worker running `script` under sh with the heartbeat socket on fd 3; returns its first
+// hang report (or an empty one after `limit`).
+Hang run_until_hang(const std::string& script, double liveness_s, const std::function<void(pid_t)>& after_start,
+                    std::chrono::seconds limit = std::chrono::seconds(30)) {
+  boost::asio::io_context io;
+  lf::agent::WorkerGroupOptions o;
+  o.console = false;
+  o.stop_grace_s = 1;
+  o.liveness_timeout_s = liveness_s;
+  lf::agent::WorkerGroup group(io, o);
+  lf::agent::SpawnSpec spec;
+  spec.argv = {"/bin/sh", "-c", script};
+  spec.env = {{"PATH", "/usr/bin:/bin"}};
+  Hang hang;
+  group.start({spec}, {5}, "", [](const lf::agent::WorkerExit&) {},
+              [&](int, int global, pid_t pid, const std::string& why) {
+                hang = {pid, global, why};
+                io.stop();
+              });
+  if (after_start) after_start(group.pids().at(0));
+  boost::asio::steady_timer guard(io, limit);
+  guard.async_wait([&](boost::system::error_code) { io.stop(); });
+  io.run();
+  const pid_t pid = group.pids().at(0);
+  ::kill(pid, SIGKILL);
+  ::waitpid(pid, nullptr, 0);
+  return hang;
+}
+
+}  // namespace
+
+TEST(WorkerGroupHeartbeat, AWorkerStuckPastItsProgressDeadlineIsReportedWithItsPid) {
+  const auto line = lf::progress_line(lf::WorkerPhase::kTraining, 12, 0.5, R"({"loss":3})");
+  const std::string script = "printf '%s' '" + line + "' >&3; while :; do echo alive >&3; sleep 0.1; done";
+  const auto hang = run_until_hang(script, 30, nullptr);
+  ASSERT_GT(hang.pid, 0) << "no hang reported";
+  EXPECT_EQ(hang.global_rank, 5);
+  EXPECT_NE(hang.why.find("no progress for"), std::string::npos) << hang.why;
+  EXPECT_NE(hang.why.find("phase training, step 12"), std::string::npos) << hang.why;
+}
+
+TEST(WorkerGroupHeartbeat, AStoppedWorkerIsReportedAsSilentAndStopped) {
+  const std::string script = "while :; do echo alive >&3; sleep 0.1; done";
+  const auto hang = run_until_hang(script, 1, [](pid_t pid) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));  // it beats first
+    ::kill(pid, SIGSTOP);
+  });
+  ASSERT_GT(hang.pid, 0) << "no hang reported";
+  EXPECT_NE(hang.why.find("no heartbeat for"), std::string::npos) << hang.why;
+  EXPECT_NE(hang.why.find("process state T (stopped)"), std::string::npos) << hang.why;
+}
+
+TEST(WorkerGroupHeartbeat, AWorkerThatNeverHeartbeatsIsNeverReported) {
+  const auto hang = run_until_hang("sleep 5", 0.5, nullptr, std::chrono::seconds(3));
+  EXPECT_EQ(hang.pid, -1) << hang.why;
+}
+
+// A stopped rank and a rank waiting for it in a collective miss the same step deadline (with
+// liveness off): the stopped one is reported first, since the agent acts on the first report.
+TEST(WorkerGroupHeartbeat, WhenSeveralAreOverdueTheStoppedOneIsReportedFirst) {
+  boost::asio::io_context io;
+  lf::agent::WorkerGroupOptions o;
+  o.console = false;
+  o.liveness_timeout_s = 0;
+  lf::agent::WorkerGroup group(io, o);
+  const auto line = lf::progress_line(lf::WorkerPhase::kTraining, 3, 1.5, "{}");
+  lf::agent::SpawnSpec spec;
+  spec.argv = {"/bin/sh", "-c", "printf '%s' '" + line + "' >&3; while :; do echo alive >&3; sleep 0.1; done"};
+  spec.env = {{"PATH", "/usr/bin:/bin"}};
+  std::vector<int> reported;
+  group.start({spec, spec}, {0, 1}, "", [](const lf::agent::WorkerExit&) {},
+              [&](int, int global, pid_t, const std::string&) { reported.push_back(global); });
+  const auto pids = group.pids();
+  // Both beats are read by 500 ms; then rank 1 stops and the io thread is held past the deadline,
+  // so that both are overdue at the same check (not one 250 ms tick before the other).
+  boost::asio::steady_timer stop_one(io, std::chrono::milliseconds(500));
+  stop_one.async_wait([&](boost::system::error_code) {
+    ::kill(pids[1], SIGSTOP);
+    std::this_thread::sleep_for(std::chrono::seconds(2));
+  });
+  boost::asio::steady_timer guard(io, std::chrono::seconds(5));
+  guard.async_wait([&](boost::system::error_code) { io.stop(); });
+  io.run();
+  for (pid_t pid : pids) {
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, nullptr, 0);
+  }
+  ASSERT_EQ(reported.size(), 2u);
+  EXPECT_EQ(reported[0], 1);
 }

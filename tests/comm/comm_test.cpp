@@ -115,6 +115,96 @@ TEST(CpuComm, PeerDeathFailsPendingCollectivesInsteadOfHanging) {
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(10));
 }
 
+// Issue 19: a stopped peer gave three consecutive timeouts (one per queued collective: the
+// DDP buckets), 30 minutes in all, before the worker exited. The first timeout fails every
+// queued collective without running it, with the same (timeout) exit code.
+TEST(CpuComm, TheFirstTimeoutFailsEveryQueuedCollectiveWithoutRunningIt) {
+  std::atomic<bool> checked = false;
+  std::vector<std::string> errors;
+  const auto short_timeout = [](const CommOptions& o) {
+    auto quick = o;
+    quick.timeout_s = 1;
+    return make_cpu_communicator(quick);
+  };
+  lf::comm::testing::run_ranks(
+      2,
+      [&](int rank, Communicator& c) {
+        if (rank == 1) {  // joins the mesh, then issues nothing: a stopped (SIGSTOP) peer
+          while (!checked) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+          return;
+        }
+        std::vector<at::Tensor> ts;
+        std::vector<WorkPtr> works;
+        for (int i = 0; i < 3; ++i) {
+          ts.push_back(at::ones({1000}, at::kFloat));
+          works.push_back(c.all_reduce(ts.back()));
+        }
+        for (auto& w : works) {
+          try {
+            w->wait();
+            errors.push_back("no error");
+          } catch (const lf::TimeoutError& e) {
+            errors.push_back(e.what());
+          } catch (const std::exception& e) {
+            errors.push_back(std::string("not a TimeoutError: ") + e.what());
+          }
+        }
+        checked = true;
+      },
+      short_timeout);
+  ASSERT_EQ(errors.size(), 3u);
+  EXPECT_NE(errors[0].find("made no progress for 1000 ms"), std::string::npos) << errors[0];
+  for (int i = 1; i < 3; ++i) {
+    EXPECT_NE(errors[i].find("collective not run: an earlier collective failed"), std::string::npos) << errors[i];
+    EXPECT_EQ(errors[i].find("not a TimeoutError"), std::string::npos) << errors[i];
+  }
+}
+
+// Destroying a communicator with collectives pending (an error unwinding the trainer) cuts
+// the running one short and fails the queued ones without running them, instead of waiting
+// out one timeout each.
+TEST(CpuComm, DestroyingWithPendingCollectivesDoesNotRunThem) {
+  lf::comm::testing::LoopbackStore store;
+  std::atomic<bool> done = false;
+  std::vector<std::string> errors;
+  auto options = [&](int rank) {
+    CommOptions o;
+    o.rank = rank;
+    o.world_size = 2;
+    o.store_addr = "127.0.0.1";
+    o.store_port = store.port();
+    o.timeout_s = 5;  // a drained queue: 5 s per collective, and the messages below say so
+    return o;
+  };
+  std::thread idle_peer([&] {
+    auto c = make_cpu_communicator(options(1));
+    while (!done) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  });
+  {
+    auto c = make_cpu_communicator(options(0));
+    std::vector<at::Tensor> ts;
+    std::vector<WorkPtr> works;
+    for (int i = 0; i < 3; ++i) works.push_back(c->all_reduce(ts.emplace_back(at::ones({1000}, at::kFloat))));
+    c.reset();
+    for (auto& w : works) {
+      try {
+        w->wait();
+        errors.push_back("no error");
+      } catch (const std::exception& e) {
+        errors.push_back(e.what());
+      }
+    }
+  }
+  done = true;
+  idle_peer.join();
+  ASSERT_EQ(errors.size(), 3u);
+  for (const auto& e : errors) EXPECT_EQ(e.find("made no progress"), std::string::npos) << e;
+  for (int i = 1; i < 3; ++i)
+    EXPECT_TRUE(errors[i].find("not run") != std::string::npos || errors[i].find("before this collective ran") !=
+                                                                        std::string::npos)
+        << errors[i];
+}
+
 TEST(CpuComm, RanksIssuingDifferentCollectivesFailWithAnErrorNamingBoth) {
   // Same count, different sizes (the DDP bug this guards: one rank exchanging embedding rows
   // the other did not), then a different kind: each fails on both ranks, before any payload.

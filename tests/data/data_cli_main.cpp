@@ -4,9 +4,11 @@
 #include <iostream>
 
 #include "lf/common/error.h"
+#include "lf/common/log.h"
 #include "lf/data/commands.h"
 
 int main(int argc, char** argv) {
+  lf::init_logging("lf-train");  // as lf-train: log lines on stderr
   CLI::App app{"lf-train data commands"};
   app.require_subcommand(1);
   lf::add_tokenize_command(app);

@@ -72,5 +72,58 @@ TEST(DataCli, PreviewMarksMaskedSpans) {
   EXPECT_NE(out.find("[[/MASKED]]1. Eat a balanced diet."), std::string::npos) << out;
 }
 
+// The project's own tiny tokenizer (configs/models/tiny): no shared assets needed.
+fs::path tiny_model() { return fs::path(LF_SOURCE_DIR) / "configs" / "models" / "tiny"; }
+
+std::string tiny_config(const fs::path& dir, const std::string& records) {
+  test::write_file(dir / "data.jsonl", records);
+  test::write_file(dir / "dataset_info.json", R"({"mine": {"file_name": "data.jsonl"}})");
+  test::write_file(dir / "c.yaml", "model_name_or_path: " + tiny_model().string() + "\ndataset: mine\ndataset_dir: " +
+                                       dir.string() + "\ntemplate: qwen\ncutoff_len: 64\n");
+  return (dir / "c.yaml").string();
+}
+
+TEST(DataCli, DecodeRefusesAnIdOutsideTheVocabulary) {
+  fs::path dir = test::temp_dir("clioov");
+  test::write_file(dir / "ids.jsonl", "{\"ids\": [5, 6]}\n{\"ids\": [5, 999999]}\n");
+  int status = 0;
+  std::string err = run(std::string(LF_DATA_CLI) + " tokenize --decode --tokenizer " + tiny_model().string() + " < " +
+                            (dir / "ids.jsonl").string() + " 2>&1 >/dev/null",
+                        &status);
+  EXPECT_EQ(status, 2) << err;
+  EXPECT_NE(err.find("stdin:2: id 999999 (position 1) is not in the vocabulary"), std::string::npos) << err;
+}
+
+// preview runs the checks training runs: a malformed record past the shown ones, an empty dataset.
+TEST(DataCli, PreviewRefusesWhatTrainingRefuses) {
+  fs::path dir = test::temp_dir("clipreviewbad");
+  std::string good = "{\"instruction\": \"a\", \"output\": \"b\"}\n";
+  int status = 0;
+  std::string err = run(std::string(LF_DATA_CLI) + " preview " + tiny_config(dir, good + good + good + "{oops\n") +
+                            " --n 1 2>&1 >/dev/null",
+                        &status);
+  EXPECT_EQ(status, 2) << err;
+  EXPECT_NE(err.find("data.jsonl:4: malformed JSON record"), std::string::npos) << err;
+  err = run(std::string(LF_DATA_CLI) + " preview " + tiny_config(dir, "") + " 2>&1 >/dev/null", &status);
+  EXPECT_EQ(status, 2) << err;
+  EXPECT_NE(err.find("dataset 'mine' is empty"), std::string::npos) << err;
+}
+
+// Tokenizing a large dataset says how far it got (plain lines: stderr is not a terminal here).
+TEST(DataCli, TokenizingALargeDatasetShowsProgress) {
+  fs::path dir = test::temp_dir("cliprogress");
+  std::string records;
+  for (int i = 0; i < 6000; ++i) records += "{\"instruction\": \"count " + std::to_string(i) + "\", \"output\": \"ok\"}\n";
+  int status = 0;
+  std::string err = run(std::string(LF_DATA_CLI) + " preview " + tiny_config(dir, records) + " --n 1 2>&1 >/dev/null",
+                        &status);
+  EXPECT_EQ(status, 0) << err;
+  EXPECT_NE(err.find("tokenizing: 100% (6000 of 6000 examples"), std::string::npos) << err;
+  size_t lines = 0;
+  for (size_t at = 0; (at = err.find("tokenizing: ", at)) != std::string::npos; ++at) ++lines;
+  EXPECT_GE(lines, 5u) << err;  // a line every 10% (threads may fold two deciles into one)
+  EXPECT_NE(err.find("left)"), std::string::npos) << err;
+}
+
 }  // namespace
 }  // namespace lf

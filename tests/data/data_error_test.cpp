@@ -107,6 +107,34 @@ TEST_F(BadData, MissingDataFile) {
   EXPECT_NE(error_of({"alp"}).find("not found"), std::string::npos);
 }
 
+// An empty file is named as such (it once read "val_size 0.05 leaves no training examples out of 0").
+TEST_F(BadData, EmptyDatasetIsNamedWithItsFile) {
+  test::write_file(dir / "alp.jsonl", "\n\n");
+  std::string msg = error_of({"alp"});
+  EXPECT_NE(msg.find("dataset 'alp' is empty: " + (dir / "alp.jsonl").string() + " holds no records"),
+            std::string::npos)
+      << msg;
+}
+
+// The dataset/train/part-*.parquet layout: file_name names the folder of part files; a folder
+// holding only subfolders says which ones it found.
+TEST_F(BadData, FolderWithOnlySubfoldersNamesThem) {
+  fs::create_directories(dir / "shards" / "train");
+  fs::create_directories(dir / "shards" / "test");
+  std::string msg = error_of({"pq"});
+  EXPECT_NE(msg.find("holds no files, only the folder(s) test, train"), std::string::npos) << msg;
+  EXPECT_NE(msg.find((dir / "shards" / "test").string()), std::string::npos) << msg;
+}
+
+TEST_F(BadData, FolderOfPartFilesIsOneDataset) {
+  fs::create_directories(dir / "shards");
+  test::write_file(dir / "shards" / "part-00000.jsonl", "{\"instruction\": \"a\", \"output\": \"b\"}\n");
+  test::write_file(dir / "shards" / "part-00001.jsonl", "{\"instruction\": \"c\", \"output\": \"d\"}\n");
+  auto ex = load_examples(args, {"pq"});
+  ASSERT_EQ(ex.size(), 2u);
+  EXPECT_NE(ex[1].origin.find("part-00001.jsonl:1"), std::string::npos) << ex[1].origin;
+}
+
 TEST(BadConfig, WrongTypeNamesKeyAndLine) {
   fs::path dir = test::temp_dir("badyaml");
   test::write_file(dir / "c.yaml", "dataset: a\ncutoff_len: lots\n");

@@ -100,6 +100,49 @@ TEST(DataPipeline, PackingFillsCutoffPlusOne) {
   for (size_t i = 0; i < d.train.size(); ++i) EXPECT_EQ(d.train.input_ids(i).size(), 513u);
 }
 
+// neat_packing: the same packs as packing, plus each token's sequence (1, 2, ... in the pack,
+// 0 for padding) as LLaMA-Factory's attention_mask with indices; kept by the cache, in its key.
+TEST(DataPipeline, NeatPackingRecordsSegmentsAndCachesThem) {
+  LF_REQUIRE_ASSETS();
+  fs::path dir = test::temp_dir("neat");
+  DataArgs plain = fixture_args("alpaca_samples,sharegpt_samples");
+  plain.packing = true;
+  plain.cutoff_len = 512;
+  DataArgs neat = parse_data_args(YAML::Load("dataset: x\nneat_packing: true\n"), "test.yaml");
+  EXPECT_TRUE(neat.packing) << "neat_packing implies packing";
+  neat.dataset = plain.dataset;
+  neat.dataset_dir = plain.dataset_dir;
+  neat.model_name_or_path = plain.model_name_or_path;
+  neat.template_name = plain.template_name;
+  neat.cutoff_len = plain.cutoff_len;
+  neat.tokenized_path = (dir / "tok").string();
+  Tokenizer tok = load_tokenizer_for(plain);
+  EXPECT_NE(sft_cache_key(plain, tok), sft_cache_key(neat, tok));
+  const SftData p = load_sft_data(plain, tok), n = load_sft_data(neat, tok);
+  EXPECT_FALSE(p.train.has_segments());
+  ASSERT_TRUE(n.train.has_segments());
+  ASSERT_EQ(n.train.size(), p.train.size());
+  size_t multi = 0;
+  for (size_t i = 0; i < n.train.size(); ++i) {
+    const auto ids = n.train.input_ids(i), pids = p.train.input_ids(i), seg = n.train.segment_ids(i);
+    ASSERT_TRUE(std::equal(ids.begin(), ids.end(), pids.begin(), pids.end())) << "same packs as packing: true";
+    ASSERT_EQ(seg.size(), ids.size());
+    EXPECT_EQ(seg[0], 1);
+    for (size_t j = 1; j < seg.size(); ++j) {
+      EXPECT_TRUE(seg[j] == seg[j - 1] || seg[j] == seg[j - 1] + 1 || seg[j] == 0) << i << ":" << j;
+      if (seg[j - 1] == 0) EXPECT_EQ(seg[j], 0) << "padding (segment 0) only at the end";
+    }
+    multi += seg[seg.size() - 1] > 1 || (seg[seg.size() - 1] == 0 && *std::max_element(seg.begin(), seg.end()) > 1);
+  }
+  EXPECT_GT(multi, 0u) << "the test needs packs of several sequences";
+  const SftData cached = load_sft_data(neat, tok);
+  ASSERT_TRUE(cached.from_cache && cached.train.has_segments());
+  for (size_t i = 0; i < n.train.size(); ++i) {
+    const auto a = n.train.segment_ids(i), b = cached.train.segment_ids(i);
+    ASSERT_TRUE(std::equal(a.begin(), a.end(), b.begin(), b.end())) << i;
+  }
+}
+
 TEST(DataPipeline, JsonArraySplitterKeepsLinesAndNesting) {
   fs::path dir = test::temp_dir("split");
   test::write_file(dir / "a.json",

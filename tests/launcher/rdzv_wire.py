@@ -2,7 +2,7 @@
 speak to the server as a foreign, broken or hostile peer would."""
 import socket, struct
 
-MAGIC, VERSION = 0x5652464C, 1
+MAGIC, VERSION = 0x5652464C, 2
 JOIN, REFUSED = 1, 3
 
 
@@ -22,7 +22,8 @@ def i64(v):
 def join(job_id="none", token="", node_rank=-1, nproc=1, hostname="rawpeer", version="0.1.0", config_hash="",
          store_port=0, pid=1, min_nodes=1, max_nodes=1):
     return frame(JOIN, s(job_id) + s(token) + i64(node_rank) + i64(nproc) + s(hostname) + s(version) +
-                 s(config_hash) + i64(store_port) + i64(pid) + i64(min_nodes) + i64(max_nodes))
+                 s(config_hash) + i64(store_port) + i64(pid) + i64(min_nodes) + i64(max_nodes) +
+                 struct.pack("<I", 0))  # config_items: none
 
 
 def connect(port, timeout=10):

@@ -340,6 +340,27 @@ def test_worker_heartbeat_timeout_counts_as_failure(tmp_path, agents):
     assert wait_no_survivors(marker)
 
 
+def test_a_worker_that_never_heartbeats_is_never_taken_for_hung(tmp_path, agents):
+    a = Agent(["launch", "--master-port", str(free_port()), "--worker-heartbeat-timeout", "0.5", "--", PY, WORKER,
+               "--sleep", "2"], tmp=str(tmp_path))
+    agents.append(a)
+    assert a.wait(20) == 0, a.err
+
+
+def test_a_stalled_worker_on_node_1_is_named_in_node_0s_log(tmp_path, agents):
+    """Alive (liveness beats) but past its progress deadline: a hang. Node 1's agent reports it;
+    the job stops on both nodes, and node 0's log names node 1's rank, pid, phase and step."""
+    marker = unique_marker("stall")
+    _, n0, n1 = two_nodes(tmp_path, ["--marker", marker, "--sleep", "120", "--stall-rank", "3"])
+    agents += [n0, n1]
+    assert n1.wait(30) == EXIT_WORKER_FAILED, n1.err
+    assert n0.wait(30) == EXIT_ABORTED, n0.err
+    for text in (n0.err, n1.err):
+        assert "worker rank 3" in text and "hung (pid " in text and "node 1" in text, text
+        assert "no progress for" in text and "phase training, step 7" in text, text
+    assert wait_no_survivors(marker)
+
+
 def test_elastic_min_max_starts_with_the_nodes_present(tmp_path, agents):
     port = free_port()
     args = ["launch", "--nnodes", "1:3", "--nproc-per-node", "1", "--master-port", str(port), "--last-call", "1"]

@@ -1,19 +1,20 @@
 """`lf-train CONFIG.yaml [key=value ...]`: validated before any node waits, then every worker runs
 `lf-worker train CONFIG key=value ...` under the agent. lf-worker is stood in for by a script here
 (LF_WORKER_BIN), so this tests the launcher's side only."""
-import os, subprocess
+import os, shutil, subprocess
 
 import pytest
 
 from harness import LF_TRAIN, Agent, free_port
 
 FAKE_WORKER = os.path.join(os.path.dirname(__file__), "progs", "fake_worker.sh")
+TINY_CONFIG = os.path.join(os.path.dirname(__file__), "..", "..", "configs", "models", "tiny", "config.json")
 
 
 def write_config(tmp_path, extra="", name="cfg.yaml"):
     model = tmp_path / "model"
     model.mkdir(exist_ok=True)
-    (model / "config.json").write_text("{}")
+    shutil.copy(TINY_CONFIG, model / "config.json")  # lf-train checks the architecture before the rendezvous
     cfg = tmp_path / name
     cfg.write_text(f"model_name_or_path: {model}\ndataset: alpaca_demo\nreport_to: wandb\n{extra}")
     return cfg
@@ -90,3 +91,18 @@ def test_one_worker_per_visible_gpu_by_default(tmp_path):
     assert r.returncode == 0, r.stderr
     assert sorted(l for l in r.stdout.splitlines() if "WORKER_RANK" in l) == [
         f"[rank {i}] WORKER_RANK {i}/3" for i in range(3)]
+
+
+def test_deepspeed_file_is_read_before_any_node_waits(tmp_path):
+    """issue 19: `deepspeed: does_not_exist.json` was accepted; a train_batch_size that the world
+    size cannot give fails on the launching node, before the rendezvous, when the world is fixed."""
+    r = run([str(write_config(tmp_path, "deepspeed: does_not_exist.json\n"))])
+    assert r.returncode == 2 and "`deepspeed: does_not_exist.json`: no such file" in r.stderr, r.stderr
+    ds = tmp_path / "ds.json"
+    ds.write_text('{"train_batch_size": 6, "zero_optimization": {"stage": 2}}')
+    cfg = write_config(tmp_path, f"deepspeed: {ds}\nper_device_train_batch_size: 1\n", name="ds.yaml")
+    r = run([str(cfg)], env={"NPROC_PER_NODE": "2"})
+    assert r.returncode == 2 and "train_batch_size 6, but per_device_train_batch_size 1" in r.stderr, r.stderr
+    assert "WORKER_ARGS" not in r.stdout
+    r = run([str(cfg)], env={"NPROC_PER_NODE": "6"})  # 1 x 1 x 6 ranks = 6: it holds
+    assert r.returncode == 0, r.stderr

@@ -20,6 +20,7 @@ JoinMsg sample_join() {
   j.config_hash = "abc";
   j.worker_store_port = 12345;
   j.pid = 777;
+  j.config_items = {"seed=1", "lora_rank=8"};
   return j;
 }
 
@@ -33,8 +34,8 @@ std::vector<Message> every_message() {
   StoreReplyMsg rep;
   rep.request_id = 9; rep.status = StoreStatus::kTimeout; rep.value = "x"; rep.number = 42;
   return {sample_join(), l, RefusedMsg{"no"}, HeartbeatMsg{4},
-          FailureMsg{1, 2, 3, 4, 9, false, "boom"}, AbortMsg{1, true, 0, "why"}, StoppedMsg{1, 5},
-          DoneMsg{7}, FinishedMsg{}, StoreHelloMsg{"job", "tok"}, r, rep};
+          FailureMsg{1, 2, 3, 4, 9, false, "boom", 2}, AbortMsg{1, true, 0, "why", 2}, StoppedMsg{1, 5},
+          DoneMsg{7}, FinishedMsg{}, StoreHelloMsg{"job", "tok"}, r, rep, WaitingMsg{"1 of 2 nodes joined"}};
 }
 
 }  // namespace

@@ -34,7 +34,7 @@ def same(a, b, what):
 def base_model(tmp_path_factory):
     """A pretrained base for LoRA (weights + tokenizer): one full step of the tiny model, saved."""
     out = tmp_path_factory.mktemp("base") / "model"
-    train(out, "full", (1, 1, 4), "max_steps=1", "eval_strategy=no", "save_strategy=no")
+    train(out, "full", (1, 1, 4), "max_steps=1", "save_strategy=no")
     return out
 
 
@@ -118,3 +118,20 @@ def test_outputs_load_in_transformers_and_peft_like_the_data_parallel_run(tmp_pa
     adapter = load_file(str(tmp_path / "zero_lora" / "adapter_model.safetensors"))
     assert adapter and all(v.size > 0 for v in adapter.values())
     assert any(np.abs(v).max() > 0 for k, v in adapter.items() if "lora_B" in k), "lora_B all zero: nothing trained"
+
+
+@pytest.mark.parametrize("source, line", [
+    ("deepspeed=tests/fixtures/config/ds_z2_config.json", "ZeRO-2: rank 0 of 4"),
+    ("deepspeed=tests/fixtures/config/ds_z3_config.json", "ZeRO-3: rank 0 of 4"),
+    ("deepspeed=tests/fixtures/config/ds_z3_offload_config.json", "ZeRO-3: rank 0 of 4"),
+    ("fsdp=full_shard auto_wrap", "ZeRO-3: rank 0 of 4"),
+])
+def test_llamafactory_sharding_configs_train_as_the_stage_they_name(tmp_path, source, line):
+    """LLaMA-Factory's own DeepSpeed files and `fsdp: full_shard auto_wrap`, on 2 nodes x 2 ranks:
+    the run is the stage (and offload) the file names, and equals one process."""
+    ref = train(tmp_path / "one", "full", (1, 1, 4), "max_steps=8", "eval_strategy=no")
+    outs = []
+    got = train(tmp_path / "sharded", "full", (2, 2, 1), "max_steps=8", "eval_strategy=no", source, outputs=outs,
+                distributed_line=line)
+    assert ("optimizer offloaded" in outs[0]) == ("offload" in source), outs[0][-2000:]
+    same(got, ref, source)

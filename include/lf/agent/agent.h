@@ -19,6 +19,9 @@ struct AgentOptions {
   std::string rdzv_id = "none";
   std::string token;
   bool host_server = false;  // run the rendezvous server in this process
+  // No NODE_RANK, several nodes, MASTER_ADDR an address of this host: host the server unless
+  // one already answers there (or another agent takes the port first), else join it.
+  bool host_server_if_free = false;
   std::string log_dir;
   bool redirect = false;  // worker output to log files only
   double join_timeout_s = 300;
@@ -26,9 +29,13 @@ struct AgentOptions {
   double heartbeat_interval_s = 0.5;
   double heartbeat_timeout_s = 3;
   double stop_grace_s = 5;
-  double worker_heartbeat_timeout_s = 0;
+  // Liveness timeout of workers that heartbeat (worker_watch.h); 0: off. The launcher's
+  // --worker-heartbeat-timeout, else LF_WORKER_LIVENESS_TIMEOUT_S, else 30.
+  double worker_heartbeat_timeout_s = 30;
   std::string event_log;  // the hosted server's event log (JSON lines)
   std::string config_hash;  // fingerprint of the command/config; must agree across nodes
+  std::vector<std::string> config_items;  // "key=value" of that config: a mismatch names the keys
+  double status_interval_s = 10;  // while the rendezvous waits: a line saying for whom, this often
   std::vector<std::string> command;
 };
 

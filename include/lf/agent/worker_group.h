@@ -1,6 +1,6 @@
 #pragma once
 // The workers of one node for one generation: spawns them, relays their
-// output, watches their optional heartbeat channel, learns of their exits
+// output, watches their optional heartbeat channel (worker_watch.h), learns of their exits
 // (reap() on SIGCHLD) and stops them (SIGTERM to each process group, SIGKILL
 // after a grace period). Threading: the agent's io thread only.
 #include <boost/asio/io_context.hpp>
@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "lf/agent/worker_process.h"
+#include "lf/agent/worker_watch.h"
 
 namespace lf::agent {
 
@@ -19,7 +20,9 @@ struct WorkerGroupOptions {
   std::string log_dir;        // per-rank stdout/stderr files under it; empty: none
   bool console = true;        // false with --redirect: files only
   double stop_grace_s = 5;
-  double heartbeat_timeout_s = 0;  // 0: off; else armed by a worker's first heartbeat
+  // Liveness (worker_watch.h): a worker silent this long after its first beat has hung; 0: off.
+  // Progress deadlines come from the workers' own beats.
+  double liveness_timeout_s = 30;
 };
 
 struct WorkerExit {
@@ -30,10 +33,19 @@ struct WorkerExit {
   std::string describe() const;
 };
 
+struct WorkerStatus {
+  int local_rank = 0;
+  int global_rank = 0;
+  pid_t pid = -1;
+  bool alive = false;
+  HeartbeatStatus heartbeat;
+};
+
 class WorkerGroup {
  public:
   using ExitHandler = std::function<void(const WorkerExit&)>;
-  using HangHandler = std::function<void(int local_rank, int global_rank, double silent_s)>;
+  // Called once per hung worker; `why` names the timeout, the last phase and step, and seconds.
+  using HangHandler = std::function<void(int local_rank, int global_rank, pid_t pid, const std::string& why)>;
 
   WorkerGroup(boost::asio::io_context& io, WorkerGroupOptions options);
   ~WorkerGroup();
@@ -49,6 +61,8 @@ class WorkerGroup {
   void kill_now();
   bool any_alive() const;
   std::vector<pid_t> pids() const;
+  // Each worker's last heartbeat and payload (for logs and the metrics exporter).
+  std::vector<WorkerStatus> status() const;
 
   struct Impl;
 

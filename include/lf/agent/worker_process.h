@@ -28,6 +28,11 @@ struct SpawnedProcess {
 // The live (not zombie) children of `parent`, from /proc.
 std::vector<pid_t> live_children_of(pid_t parent);
 
+// The state letter of /proc/<pid>/stat (R, S, D, T, t, Z, ...); 0 when it cannot be read.
+char process_state(pid_t pid);
+// "T (stopped)", "D (uninterruptible wait: I/O?)", ...
+std::string describe_process_state(char state);
+
 // Resolves a command like execvp would; ConfigError naming it when not found.
 std::string resolve_executable(const std::string& command, const std::string& path_env);
 

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace lf::config {
@@ -20,7 +21,9 @@ struct TrainConfig {
   // (then a new adapter on top of them all), as LLaMA-Factory does.
   std::vector<std::string> adapter_name_or_path;
   bool create_new_adapter = false;
-  std::string init_weights = "pretrained";  // lf-train: "random" initialises from config.json alone (benchmarks)
+  // lf-train: auto (the folder's weights; random when it holds none) | pretrained | random
+  // (lf/model/initial_weights.h).
+  std::string init_weights = "auto";
   // ---- method
   std::string stage = "sft";
   std::string finetuning_type = "lora";  // lora | full | freeze
@@ -33,8 +36,8 @@ struct TrainConfig {
   double lora_dropout = 0;
   std::vector<std::string> lora_target = {"all"};
   std::vector<std::string> additional_target;  // peft's modules_to_save: trained fully beside LoRA
-  bool use_rslora = false;
-  double loraplus_lr_ratio = 0;  // LoRA+: lora_B learns at learning_rate x this (unset / 0: off)  // scaling lora_alpha / sqrt(lora_rank) (peft's rank-stabilised LoRA)
+  bool use_rslora = false;        // scaling lora_alpha / sqrt(lora_rank) (peft's rank-stabilised LoRA)
+  double loraplus_lr_ratio = 0;  // LoRA+: lora_B learns at learning_rate x this (unset / 0: off)
   // ---- data
   std::vector<std::string> dataset;
   std::vector<std::string> eval_dataset;
@@ -46,6 +49,7 @@ struct TrainConfig {
   bool train_on_prompt = false;
   bool mask_history = false;
   bool packing = false;
+  bool neat_packing = false;  // packing without attention across the packed sequences (implies packing)
   std::string tokenized_path;
   std::string mix_strategy = "concat";  // concat | interleave_under | interleave_over
   std::vector<double> interleave_probs;  // empty: round robin
@@ -94,16 +98,41 @@ struct TrainConfig {
   // lf-train: the dtype gradients travel in over the all-reduce (fp32 | bf16; bf16 halves the
   // bytes on the wire, the sum is then rounded to bf16 before the fp32 optimizer sees it).
   std::string ddp_reduce_dtype = "fp32";
-  int64_t zero_stage = 0;                 // 0: data parallel (DDP); 1, 2, 3: ZeRO stages
-  std::string offload = "none";           // none | optimizer | params (params: parameters and optimizer)
+  // ---- sharding: from lf-train's zero_stage / offload, a DeepSpeed JSON (`deepspeed:`) or HF's
+  // `fsdp:` / `fsdp_config:` (src/config/sharding.cpp; README "Sharding"). Two sources that
+  // disagree are a ConfigError naming both.
+  int64_t zero_stage = 0;         // 0: data parallel (DDP); 1, 2, 3: ZeRO stages
+  std::string offload = "none";   // none | optimizer | params (params: parameters and optimizer)
+  bool overlap_comm = true;
+  // DeepSpeed's bucket sizes count elements; these are MiB of the gradient/parameter dtype DeepSpeed
+  // would hold them in (2 bytes under bf16/fp16, 4 under fp32), so a bucket takes the memory it takes
+  // under DeepSpeed: MiB = elements x bytes / 2^20. "auto" is HF's: reduce = hidden_size^2,
+  // prefetch = 0.9 x hidden_size^2 elements (hidden_size from model_name_or_path/config.json).
+  double reduce_bucket_mb = 25;      // DeepSpeed reduce_bucket_size
+  double allgather_bucket_mb = 25;   // DeepSpeed allgather_bucket_size
+  double prefetch_bucket_mb = 25;    // DeepSpeed stage3_prefetch_bucket_size
+  bool pin_memory = true;            // offloaded state in page-locked host memory
+  // Where the stage came from, for messages: "deepspeed: ds_z3_config.json", "fsdp: full_shard",
+  // "zero_stage: 2", or "" (nothing asked: DDP).
+  std::string sharding_source;
+  // DeepSpeed's explicit train_batch_size (unset: "auto" or absent). It must equal
+  // per_device_train_batch_size x gradient_accumulation_steps x world size, which only the
+  // worker knows: it calls check_world_size (lf/config/sharding.h).
+  std::optional<int64_t> train_batch_size;
 };
 
 struct LoadedConfig {
   TrainConfig config;
   // One line per key accepted without effect here ("report_to: wandb has no effect in lf-train ...").
   std::vector<std::string> warnings;
-  // The effective key/value pairs, sorted: hashed to check that every node runs the same config.
+  // Information worth one line at start, not a warning ("fsdp_transformer_layer_cls_to_wrap: lf-train
+  // wraps its own decoder layers").
+  std::vector<std::string> notes;
+  // The effective key/value pairs, sorted, and the content of every file a key names (a DeepSpeed
+  // JSON): hashed to check that every node runs the same config.
   std::string canonical;
+  // The same pairs one by one (the rendezvous names the keys that differ between nodes).
+  std::vector<std::pair<std::string, std::string>> items;
 };
 
 // Parses YAML text (source_name is used in messages) plus `key=value` overrides.

@@ -25,6 +25,7 @@ struct DataArgs {
   bool train_on_prompt = false;
   bool mask_history = false;
   bool packing = false;
+  bool neat_packing = false;  // packing without attention across the packed sequences (implies packing)
   std::optional<int64_t> max_samples;
   double val_size = 0.0;                  // fraction (< 1) or count (>= 1)
   std::string mix_strategy = "concat";    // concat | interleave_under | interleave_over

@@ -23,6 +23,9 @@ struct SupervisedOptions {
 struct EncodedExample {
   std::vector<int32_t> input_ids;
   std::vector<int32_t> labels;
+  // neat_packing only: per token, 1 + the index of its sequence in the pack, 0 for padding
+  // (LLaMA-Factory's attention_mask "with indices"); empty otherwise.
+  std::vector<int32_t> segment_ids = {};
 };
 
 // processor_utils.infer_seqlen.
@@ -35,7 +38,8 @@ bool encode_supervised(const Example& example, const ChatTemplate& tmpl,
 
 // PackedSupervisedDatasetProcessor: drops examples longer than cutoff_len,
 // packs by greedy knapsack, pads each pack to cutoff_len + 1 with pad_id.
+// neat (neat_packing): also records each token's segment_ids.
 std::vector<EncodedExample> pack_examples(std::vector<EncodedExample> examples, int64_t cutoff_len,
-                                          int32_t pad_id);
+                                          int32_t pad_id, bool neat = false);
 
 }  // namespace lf

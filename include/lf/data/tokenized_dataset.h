@@ -6,6 +6,7 @@
 //   offsets  uint64[n + 1]   token offset of each example
 //   ids      int32[total]
 //   labels   int32[total]    (-100 where not trained)
+//   segments int32[total]    only when header flag 1 is set (neat_packing: supervised.h)
 //
 // Files are written to a temp name and renamed, so a reader never sees a
 // partial file; load() maps the file read-only (mmap) and shares it.
@@ -34,6 +35,11 @@ class TokenizedDataset {
   std::span<const int32_t> labels(size_t i) const {
     return {labels_ + offsets_[i], static_cast<size_t>(offsets_[i + 1] - offsets_[i])};
   }
+  // neat_packing: each token's sequence within its pack (1, 2, ...; 0 for padding).
+  bool has_segments() const { return segments_ != nullptr; }
+  std::span<const int32_t> segment_ids(size_t i) const {
+    return {segments_ + offsets_[i], static_cast<size_t>(offsets_[i + 1] - offsets_[i])};
+  }
 
   void save(const std::filesystem::path& file, uint64_t key) const;
   // nullopt when the file is absent or was written under another key.
@@ -45,6 +51,7 @@ class TokenizedDataset {
   const uint64_t* offsets_ = nullptr;
   const int32_t* ids_ = nullptr;
   const int32_t* labels_ = nullptr;
+  const int32_t* segments_ = nullptr;
   size_t size_ = 0;
 };
 

@@ -53,17 +53,19 @@ class CausalLM {
 
   at::Tensor embed(const at::Tensor& input_ids) const;  // [B,T] int64 -> [B,T,C]
   // position_ids [B,T] or undefined for 0..T-1. They only move RoPE: attention stays
-  // causal over the whole row (no per-sequence masking of packed rows).
-  RopeTables rope(int64_t seq_len, const at::Tensor& position_ids = {}) const;
+  // causal over the whole row unless segment_ids [B,T] (neat_packing: the sequence of each
+  // token, 0 for padding) restrict it to each packed sequence.
+  RopeTables rope(int64_t seq_len, const at::Tensor& position_ids = {}, const at::Tensor& segment_ids = {}) const;
   at::Tensor head(const at::Tensor& hidden) const;  // final norm + lm_head: [B,T,C] -> [B,T,V]
   at::Tensor final_norm(const at::Tensor& hidden) const;
   const at::Tensor& lm_head_weight() const { return config_.tie_word_embeddings ? embed_tokens_ : lm_head_; }
-  at::Tensor forward(const at::Tensor& input_ids, const at::Tensor& position_ids = {}) const;  // [B,T,V]
+  at::Tensor forward(const at::Tensor& input_ids, const at::Tensor& position_ids = {},
+                     const at::Tensor& segment_ids = {}) const;  // [B,T,V]
   // The last decoder layer's output [B,T,C] (before the final norm): feed it to
   // causal_lm_loss_fused (fused_loss.h) to never materialise [B,T,V] logits. The embedding is
   // unit 0 and layer i unit i+1 of `hooks` (unit_hooks.h; null: none).
   at::Tensor hidden_states(const at::Tensor& input_ids, const at::Tensor& position_ids = {},
-                           UnitHooks* hooks = nullptr) const;
+                           UnitHooks* hooks = nullptr, const at::Tensor& segment_ids = {}) const;
   // The head's unit index (final norm + lm_head) for a strategy's hooks.
   int64_t head_unit() const { return num_layers() + 1; }
 

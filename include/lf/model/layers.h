@@ -37,6 +37,9 @@ struct Linear {
 
   at::Tensor forward(const at::Tensor& x, bool training) const;  // [.., in] -> [.., out]
   void named_parameters(const std::string& prefix, std::vector<NamedParam>& out);
+
+ private:
+  at::Tensor forward_lora_accumulated(const at::Tensor& x, bool training) const;  // the fused path's LoRA
 };
 
 struct RmsNorm {
@@ -45,10 +48,12 @@ struct RmsNorm {
   at::Tensor forward(const at::Tensor& x) const;  // fp32 inside, result in x's dtype
 };
 
-// cos/sin tables of RoPE for the positions of one forward, already in compute dtype.
+// cos/sin tables of RoPE for the positions of one forward, already in compute dtype, and
+// the attention mask of packed rows (neat_packing; packed_attention.h).
 struct RopeTables {
   at::Tensor cos;  // [T, D] or [B, 1, T, D]
   at::Tensor sin;
+  at::Tensor attn_mask;  // [B, 1, T, T] bool (true: attend), or undefined: causal over the row
 };
 
 // Qwen3's per-head RMSNorm of queries and keys ([.., H, D] over D), before RoPE (qwen3_layers.cpp).

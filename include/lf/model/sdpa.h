@@ -12,6 +12,10 @@ namespace lf::model {
 // inputs accepts it, else repeats k/v (so the flash/efficient kernels still run).
 at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v);
 
+// Attention under an explicit boolean mask [B or 1, 1, T, T] (true: attend), e.g. the
+// block-diagonal causal mask of packed sequences (packed_attention.h); k/v repeated for GQA.
+at::Tensor masked_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& mask);
+
 // Which SDPA kernel runs for these inputs: "flash_attention", "efficient_attention",
 // "cudnn_attention", "math", ... and whether GQA went native ("+gqa") or via repeat_kv.
 std::string sdpa_backend_name(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v);

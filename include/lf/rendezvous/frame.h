@@ -12,7 +12,8 @@
 namespace lf::rdzv {
 
 constexpr uint32_t kFrameMagic = 0x5652464c;  // "LFRV" read little-endian
-constexpr uint16_t kProtocolVersion = 1;
+// 2: Join carries the config items, Failure/Abort an exit code for every node, Waiting.
+constexpr uint16_t kProtocolVersion = 2;
 constexpr size_t kFrameHeaderSize = 12;
 constexpr uint32_t kDefaultMaxPayload = 4u << 20;
 

@@ -24,6 +24,9 @@ struct JoinMsg {
   int64_t pid = 0;
   int64_t min_nodes = 1;  // the agent's NNODES: must match the server's
   int64_t max_nodes = 1;
+  // The effective config as "key=value" items (or "command=..." for `launch`): when the
+  // config hashes differ, the server names the keys that differ and both values.
+  std::vector<std::string> config_items;
 };
 
 // server -> agent: the world of this generation.
@@ -58,8 +61,9 @@ struct FailureMsg {
   int64_t global_rank = -1;  // -1: not a worker (agent interrupted, heartbeat timeout...)
   int64_t exit_code = 0;
   int64_t signal = 0;
-  bool restartable = true;  // false: the user interrupted; never restart
+  bool restartable = true;  // false: the user interrupted, or a config/data error; never restart
   std::string message;
+  int64_t exit_as = 0;  // != 0: the exit code every node ends with (kExitConfig for a config/data error)
 };
 
 // server -> agents: stop all workers of this generation; with restart, wait for the next layout.
@@ -68,6 +72,7 @@ struct AbortMsg {
   bool restart = false;
   int64_t failed_node = -1;
   std::string reason;
+  int64_t exit_as = 0;  // != 0: exit with this code (the failure's exit_as) instead of kExitAborted
 };
 
 // agent -> server: all workers of the generation are stopped (restart barrier).
@@ -111,9 +116,14 @@ struct StoreReplyMsg {
   int64_t number = 0;
 };
 
+// server -> joined agents, while a round waits for its nodes: who is waiting for whom.
+struct WaitingMsg {
+  std::string text;
+};
+
 using Message = std::variant<JoinMsg, LayoutMsg, RefusedMsg, HeartbeatMsg, FailureMsg, AbortMsg,
                              StoppedMsg, DoneMsg, FinishedMsg, StoreHelloMsg, StoreRequestMsg,
-                             StoreReplyMsg>;
+                             StoreReplyMsg, WaitingMsg>;
 
 std::string encode_message(const Message& m);  // a whole frame
 Message decode_message(const Frame& frame);

@@ -29,6 +29,8 @@ struct ServerOptions {
   double stop_timeout_s = 60;  // how long agents get to report their workers stopped
   uint32_t max_payload = 4u << 20;
   std::string event_log_path;  // JSON lines with timestamps; empty: none
+  double status_interval_s = 10;  // while a round waits for nodes: who is waiting for whom, this often
+  std::string advertised_addr;   // MASTER_ADDR as the nodes were told it (for those lines)
 };
 
 class RendezvousServer {

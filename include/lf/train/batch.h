@@ -16,6 +16,10 @@ namespace lf::train {
 struct Batch {
   at::Tensor input_ids;  // [B,T] int64 (CPU)
   at::Tensor labels;     // [B,T] int64, -100 = no target
+  // neat_packing only (else undefined): each token's sequence in its pack (0: padding) and its
+  // position within that sequence (0 for padding), for the block-diagonal causal mask and RoPE.
+  at::Tensor segment_ids;   // [B,T] int64
+  at::Tensor position_ids;  // [B,T] int64
   int64_t num_targets = 0;  // labels[:, 1:] != -100: the tokens the loss sums over
   int64_t num_tokens = 0;   // real (unpadded) input tokens
 };

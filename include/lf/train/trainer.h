@@ -106,7 +106,7 @@ struct TrainSummary {
   double runtime_s = 0;
   int64_t tokens_seen = 0;  // real tokens of every rank
   double epoch = 0;
-  int64_t peak_memory_bytes = 0;  // CUDA caching allocator's peak (0 on CPU)
+  int64_t peak_memory_bytes = 0;  // CUDA caching allocator's peak; on CPU the process's peak RSS
 };
 
 // NaN/inf training loss: stops the run; exit code kExitConfig (a learning rate or

@@ -21,6 +21,8 @@ p.add_argument("--kill-self", action="store_true", help="the failing rank dies b
 p.add_argument("--grandchild", action="store_true", help="start a long-lived child process too")
 p.add_argument("--lines", type=int, default=0, help="print this many numbered lines fast")
 p.add_argument("--heartbeat-then-hang", action="store_true")
+p.add_argument("--stall-rank", type=int, default=-1,
+               help="this global rank sends a progress beat (training, step 7, deadline 1 s), then only liveness")
 p.add_argument("--ignore-sigterm", action="store_true")
 a = p.parse_args()
 
@@ -41,6 +43,13 @@ if a.heartbeat_then_hang:
     fd = int(os.environ["LF_HEARTBEAT_FD"])
     os.write(fd, b"step 1\n")
     time.sleep(600)
+if rank == a.stall_rank:
+    fd = int(os.environ["LF_HEARTBEAT_FD"])
+    beat = {"v": 1, "kind": "progress", "phase": "training", "step": 7, "deadline_s": 1.0, "metrics": {"loss": 2.5}}
+    os.write(fd, (json.dumps(beat) + "\n").encode())
+    while True:  # alive, never progressing: a deadlocked collective
+        os.write(fd, b'{"v":1,"kind":"alive"}\n')
+        time.sleep(0.2)
 if rank == a.fail_rank and (a.fail_generation < 0 or a.fail_generation == gen):
     time.sleep(a.fail_after)
     print(f"rank {rank} failing on purpose", flush=True)

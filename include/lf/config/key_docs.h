@@ -1,0 +1,12 @@
+#pragma once
+// The config keys lf-train knows, for people: `lf-train keys` (text) and the README's
+// generated sections (Markdown: the implemented, accepted-values, refused and no-effect
+// keys, and the DeepSpeed and FSDP keys). Both derive from the declarations only.
+#include <string>
+
+namespace lf::config {
+
+std::string config_keys_markdown();
+std::string config_keys_text();
+
+}  // namespace lf::config

@@ -1,0 +1,38 @@
+#pragma once
+// The fused kernels (rms_norm.h, rope.h, swiglu.h) as autograd ops on at::Tensors, behind one
+// table that the model's dispatch (lf/model/fused_dispatch.h) calls. Built only with
+// LF_WITH_CUDA (lf_kernels); the header itself is torch-only so that the CPU build's model can
+// hold a table pointer (and tests can install the CPU-emulated build of the same ops).
+//
+// Every op computes in fp32 inside and rounds where the model's ATen code rounds; inputs are
+// in the compute dtype (weights already cast by model::cast_for_compute, so that a weight's
+// gradient flows back through the cast's autograd edge into its DDP/ZeRO route).
+// Thread-safety: as ATen ops (the current stream of the tensors' device).
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <utility>
+
+namespace lf::kernels {
+
+struct FusedOps {
+  // Whether the ops take activations like x ([.., C]): on the kernels' device, in fp32, fp16
+  // or bf16, C within the norm kernels' limit. The model runs its ATen code otherwise.
+  bool (*accepts)(const at::Tensor& x);
+  // weight * norm(x); x [.., C], weight [C] in x's dtype.
+  at::Tensor (*rms_norm)(const at::Tensor& x, const at::Tensor& weight, double eps);
+  // {h, weight * norm(h)} with h = x + delta: the residual add and the next norm in one kernel.
+  std::pair<at::Tensor, at::Tensor> (*add_rms_norm)(const at::Tensor& x, const at::Tensor& delta,
+                                                    const at::Tensor& weight, double eps);
+  // RoPE on q [B*T, H*D] and k [B*T, K*D] (contiguous, not views), in place; returns them.
+  // cos/sin [T, D] or [B, 1, T, D] in q's dtype.
+  std::pair<at::Tensor, at::Tensor> (*rope_qk)(const at::Tensor& q, const at::Tensor& k, const at::Tensor& cos,
+                                               const at::Tensor& sin, int64_t seq_len, int64_t head_dim);
+  // silu(gate) * up; the backward in one kernel, saving gate and up only.
+  at::Tensor (*swiglu)(const at::Tensor& gate, const at::Tensor& up);
+};
+
+// This build's table (lf_kernels: CUDA tensors; the tests' emulated build: CPU tensors).
+const FusedOps& fused_ops();
+
+}  // namespace lf::kernels

@@ -1,0 +1,13 @@
+#pragma once
+// Validation of a read TrainConfig, in one place: the required keys, each declared
+// key's own rule (config_schema.cpp), then the rules between keys, then the
+// values derived from others (lora_alpha). Internal to src/config.
+#include "config_reader.h"
+#include "lf/config/train_config.h"
+
+namespace lf::config {
+
+// Throws ConfigError naming the key, where it was set and what to do.
+void check_config(const Reader& r, TrainConfig& c);
+
+}  // namespace lf::config

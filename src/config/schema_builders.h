@@ -1,0 +1,231 @@
+#pragma once
+// How config_schema.cpp builds a declaration: for each C++ field type, how it is read
+// from YAML, shown as text and given a sample value; the per-key rules (positive,
+// in_range, ...); and the Implemented<T> builder that binds a key to its TrainConfig
+// field (and DataArgs member). Included by config_schema.cpp only.
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <cstdlib>
+#include <type_traits>
+
+#include "config_schema.h"
+
+namespace lf::config::schema {
+
+// ---- how each C++ field type is read, shown and given a sample value
+
+template <typename T>
+struct Type;
+template <>
+struct Type<std::string> {
+  static constexpr const char* expected = "a string";
+  static constexpr const char* doc = "text";
+};
+template <>
+struct Type<int64_t> {
+  static constexpr const char* expected = "an integer";
+  static constexpr const char* doc = "integer";
+};
+template <>
+struct Type<double> {
+  static constexpr const char* expected = "a number";
+  static constexpr const char* doc = "number";
+};
+template <>
+struct Type<bool> {
+  static constexpr const char* expected = "true or false";
+  static constexpr const char* doc = "bool";
+};
+template <typename T>
+struct Type<std::optional<T>> {
+  static constexpr const char* expected = Type<T>::expected;
+  static constexpr const char* doc = Type<T>::doc;
+};
+template <>
+struct Type<std::vector<std::string>> {
+  static constexpr const char* expected = "a list";
+  static constexpr const char* doc = "list";
+};
+template <>
+struct Type<std::vector<double>> {
+  static constexpr const char* expected = "a list of probabilities";
+  static constexpr const char* doc = "list of numbers";
+};
+
+inline std::string show_value(const std::string& v) { return v; }
+inline std::string show_value(bool v) { return v ? "true" : "false"; }
+inline std::string show_value(double v) { return fmt::format("{}", v); }
+template <typename T>
+  requires std::is_integral_v<T>
+std::string show_value(T v) {
+  return std::to_string(v);
+}
+template <typename T>
+std::string show_value(const std::optional<T>& v) {
+  return v ? show_value(*v) : "null";
+}
+template <typename T>
+std::string show_value(const std::vector<T>& v) {
+  std::vector<std::string> items;
+  for (const auto& x : v) items.push_back(show_value(x));
+  return fmt::format("{}", fmt::join(items, ","));
+}
+
+template <typename T>
+void read_value(const Reader& r, const std::string& key, T& out) {
+  r.read(key, out, Type<T>::expected);
+}
+template <typename T>
+void read_value(const Reader& r, const std::string& key, std::optional<T>& out) {
+  r.read_optional(key, out, Type<T>::expected);
+}
+inline void read_value(const Reader& r, const std::string& key, std::vector<std::string>& out) { r.read_list(key, out); }
+inline void read_value(const Reader& r, const std::string& key, std::vector<double>& out) {
+  if (!r.has(key)) return;
+  std::vector<std::string> items;
+  r.read_list(key, items);
+  out.clear();
+  for (const auto& p : items) {
+    char* end = nullptr;
+    const double v = std::strtod(p.c_str(), &end);
+    LF_CHECK(end && *end == '\0' && v >= 0, ConfigError, "{}: `{}` entry '{}' is not a probability", r.where(key), key,
+             p);
+    out.push_back(v);
+  }
+}
+
+// A value the parse accepts and that differs from the default (for the test that every
+// implemented key is read). Keys whose derived sample does not fit say `.sample(...)`.
+template <typename T>
+std::string derived_sample(const T& def, const std::vector<std::string>& choices) {
+  if constexpr (std::is_same_v<T, bool>) {
+    return def ? "false" : "true";
+  } else if constexpr (std::is_same_v<T, int64_t>) {
+    return std::to_string(def + 1);
+  } else if constexpr (std::is_same_v<T, double>) {
+    return def == 0 ? "0.5" : fmt::format("{}", def / 2);
+  } else if constexpr (std::is_same_v<T, std::string>) {
+    for (const auto& c : choices)
+      if (c != def) return c;
+    return choices.empty() ? "sample" : "";
+  } else if constexpr (std::is_same_v<T, std::optional<int64_t>>) {
+    return "3";
+  } else if constexpr (std::is_same_v<T, std::optional<double>>) {
+    return "0.5";
+  } else if constexpr (std::is_same_v<T, std::optional<std::string>>) {
+    return "sample";
+  } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
+    return "sample_a,sample_b";
+  } else {
+    return "";
+  }
+}
+
+template <typename U, typename T>
+U convert(const T& v) {
+  if constexpr (std::is_arithmetic_v<U> && std::is_arithmetic_v<T>)
+    return static_cast<U>(v);
+  else
+    return v;
+}
+
+// ---- per-key rules
+
+inline const auto positive = [](const Reader& r, const std::string& key, auto v) {
+  LF_CHECK(v > 0, ConfigError, "{}: `{}` must be > 0, got {}", r.where(key), key, v);
+};
+inline const auto non_negative = [](const Reader& r, const std::string& key, auto v) {
+  LF_CHECK(v >= 0, ConfigError, "{}: `{}` must be >= 0, got {}", r.where(key), key, v);
+};
+inline const auto not_empty = [](const Reader& r, const std::string& key, const std::vector<std::string>& v) {
+  LF_CHECK(!v.empty(), ConfigError, "{}: `{}` is empty", r.where(key), key);
+};
+// [lo, hi] or [lo, hi) when !hi_closed.
+inline auto in_range(double lo, double hi, bool hi_closed) {
+  return [=](const Reader& r, const std::string& key, double v) {
+    LF_CHECK(v >= lo && (hi_closed ? v <= hi : v < hi), ConfigError, "{}: `{}` must be in [{}, {}{}, got {}",
+             r.where(key), key, lo, hi, hi_closed ? "]" : ")", v);
+  };
+}
+
+// ---- builders
+
+template <typename T>
+class Implemented {
+ public:
+  Implemented(std::string name, T TrainConfig::*member, const char* field, std::string note) : member_(member) {
+    d_.name = std::move(name);
+    d_.policy = KeyPolicy::kImplemented;
+    d_.field = field;
+    d_.note = std::move(note);
+    d_.type = Type<T>::doc;
+    d_.read = [member, key = d_.name](const Reader& r, TrainConfig& c) { read_value(r, key, c.*member); };
+    d_.show = [member](const TrainConfig& c) { return show_value(c.*member); };
+  }
+
+  Implemented&& choices(std::vector<std::string> allowed, std::string hint = "") && {
+    static_assert(std::is_same_v<T, std::string>, "choices are for text keys");
+    d_.choices = std::move(allowed);
+    d_.choices_hint = std::move(hint);
+    return std::move(*this).check([allowed = d_.choices, hint = d_.choices_hint](
+                                      const Reader& r, const std::string& key, const std::string& v) {
+      check_choice(r, key, v, allowed, hint);
+    });
+  }
+  template <typename F>
+  Implemented&& check(F rule) && {
+    checks_.push_back([member = member_, key = d_.name, rule](const Reader& r, const TrainConfig& c) {
+      rule(r, key, c.*member);
+    });
+    return std::move(*this);
+  }
+  template <typename U>
+  Implemented&& data(U DataArgs::*to, const char* field) && {
+    d_.data_field = field;
+    d_.to_data = [from = member_, to](const TrainConfig& c, DataArgs& a) { a.*to = convert<U>(c.*from); };
+    d_.show_data = [to](const DataArgs& a) { return show_value(a.*to); };
+    return std::move(*this);
+  }
+  Implemented&& sample(std::string value, std::string context = "") && {
+    d_.sample = std::move(value);
+    d_.sample_context = std::move(context);
+    return std::move(*this);
+  }
+  Implemented&& differs(std::string why) && {
+    d_.default_differs = std::move(why);
+    return std::move(*this);
+  }
+  Implemented&& shown_default(std::string text) && {
+    d_.default_text = std::move(text);
+    return std::move(*this);
+  }
+  Implemented&& own() && {
+    d_.own = true;
+    return std::move(*this);
+  }
+
+  operator KeyDecl() && {
+    const TrainConfig defaults;  // (not TrainConfig{}.*member_: an internal error of GCC 12)
+    if (d_.sample.empty()) d_.sample = derived_sample(defaults.*member_, d_.choices);
+    if (!checks_.empty())
+      d_.check = [checks = std::move(checks_)](const Reader& r, const TrainConfig& c) {
+        for (const auto& f : checks) f(r, c);
+      };
+    return std::move(d_);
+  }
+
+ private:
+  KeyDecl d_;
+  T TrainConfig::*member_;
+  std::vector<std::function<void(const Reader&, const TrainConfig&)>> checks_;
+};
+
+template <typename T>
+Implemented<T> implemented(std::string name, T TrainConfig::*member, const char* field, std::string note = "") {
+  return Implemented<T>(std::move(name), member, field, std::move(note));
+}
+#define LF_FIELD(member) &TrainConfig::member, #member
+#define LF_DATA(member) &DataArgs::member, #member
+
+}  // namespace lf::config::schema

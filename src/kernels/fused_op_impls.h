@@ -1,0 +1,18 @@
+#pragma once
+// The ops of the FusedOps table (fused_ops.cpp), one file each: rms_norm_op.cpp, rope_op.cpp,
+// swiglu_op.cpp. Arguments as in lf/kernels/fused_ops.h.
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <utility>
+
+namespace lf::kernels {
+
+at::Tensor rms_norm_op(const at::Tensor& x, const at::Tensor& weight, double eps);
+std::pair<at::Tensor, at::Tensor> add_rms_norm_op(const at::Tensor& x, const at::Tensor& delta,
+                                                  const at::Tensor& weight, double eps);
+std::pair<at::Tensor, at::Tensor> rope_qk_op(const at::Tensor& q, const at::Tensor& k, const at::Tensor& cos,
+                                             const at::Tensor& sin, int64_t seq_len, int64_t head_dim);
+at::Tensor swiglu_op(const at::Tensor& gate, const at::Tensor& up);
+
+}  // namespace lf::kernels

@@ -1,0 +1,23 @@
+// This build's FusedOps table (lf/kernels/fused_ops.h).
+#include "lf/kernels/fused_ops.h"
+
+#include "fused_op_impls.h"
+#include "kernel_device.h"
+#include "lf/kernels/rms_norm.h"
+
+namespace lf::kernels {
+namespace {
+
+bool accepts(const at::Tensor& x) {
+  return x.defined() && on_kernel_device(x) && is_kernel_dtype(x) && x.dim() >= 1 && x.size(-1) > 0 &&
+         x.size(-1) <= kRmsNormMaxCols;
+}
+
+}  // namespace
+
+const FusedOps& fused_ops() {
+  static const FusedOps ops{&accepts, &rms_norm_op, &add_rms_norm_op, &rope_qk_op, &swiglu_op};
+  return ops;
+}
+
+}  // namespace lf::kernels

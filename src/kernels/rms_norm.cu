@@ -1,0 +1,216 @@
+// RMSNorm (+ the residual add before it) forward and backward; see lf/kernels/rms_norm.h.
+// Forward: one block per row, two passes over the row (the second re-reads what this thread
+// just read or wrote, from L1/L2). Backward: a grid of a few blocks per multiprocessor strides
+// over the rows; each thread owns the same columns in every row, so its share of dweight sums
+// in shared memory without atomics, and each block writes one fp32 row of partial sums that a
+// second kernel adds up in a fixed order (deterministic).
+#include <algorithm>
+
+#include "kernel_math.cuh"
+#include "lf/kernels/rms_norm.h"
+
+namespace lf::kernels {
+namespace {
+
+constexpr int kMaxThreads = 256;
+constexpr int kBackwardBlocksPerSm = 8;
+constexpr int kSumRows = 8;  // column_sum_kernel's block is 32 x kSumRows
+
+int threads_for(int64_t packs) {
+  return static_cast<int>(std::clamp<int64_t>((packs + 31) / 32 * 32, 32, kMaxThreads));
+}
+
+int64_t backward_blocks(int64_t rows) {
+  return std::max<int64_t>(1, std::min<int64_t>(rows, int64_t{multiprocessor_count()} * kBackwardBlocksPerSm));
+}
+
+template <typename T, int kV, bool kAdd>
+__global__ void __launch_bounds__(kMaxThreads)
+    rms_norm_forward_kernel(const T* __restrict__ x, const T* __restrict__ delta, const T* __restrict__ w, T* h,
+                            T* __restrict__ y, float* __restrict__ rstd, int64_t cols, float eps) {
+  const int64_t row = blockIdx.x;
+  const int64_t packs = cols / kV;
+  const T* xr = x + row * cols;
+  T* hr = kAdd ? h + row * cols : nullptr;
+  float ss = 0.f;
+  for (int64_t p = threadIdx.x; p < packs; p += blockDim.x) {
+    auto a = load_pack<T, kV>(xr + p * kV);
+    if constexpr (kAdd) {
+      const auto d = load_pack<T, kV>(delta + row * cols + p * kV);
+#pragma unroll
+      for (int i = 0; i < kV; ++i) a.v[i] = from_float<T>(to_float(a.v[i]) + to_float(d.v[i]));
+      store_pack<T, kV>(hr + p * kV, a);
+    }
+#pragma unroll
+    for (int i = 0; i < kV; ++i) {
+      const float f = to_float(a.v[i]);
+      ss += f * f;
+    }
+  }
+  ss = block_sum(ss);
+  const float r = rsqrtf(ss / static_cast<float>(cols) + eps);
+  if (threadIdx.x == 0) rstd[row] = r;
+  const T* src = kAdd ? hr : xr;
+  T* yr = y + row * cols;
+  for (int64_t p = threadIdx.x; p < packs; p += blockDim.x) {
+    const auto a = load_pack<T, kV>(src + p * kV);
+    const auto g = load_pack<T, kV>(w + p * kV);
+    Pack<T, kV> o;
+#pragma unroll
+    for (int i = 0; i < kV; ++i) o.v[i] = from_float<T>(to_float(g.v[i]) * round_to<T>(to_float(a.v[i]) * r));
+    store_pack<T, kV>(yr + p * kV, o);
+  }
+}
+
+// dy -> dx (and this block's dweight partial row). With n = h * rstd and dn = T(dy * w) (the
+// ATen path's rounding), dh = rstd * (dn - n * mean(dn * n)); dx = T(T(dh) + dh_residual).
+template <typename T, int kV, bool kDw, bool kDh>
+__global__ void __launch_bounds__(kMaxThreads)
+    rms_norm_backward_kernel(const T* __restrict__ dy, const T* __restrict__ h, const T* __restrict__ w,
+                             const float* __restrict__ rstd, const T* __restrict__ dres, T* __restrict__ dx,
+                             float* __restrict__ dw_partial, int64_t rows, int64_t cols) {
+  LF_DYNAMIC_SHARED(float, acc);  // [cols] when kDw; thread-owned columns
+  const int64_t packs = cols / kV;
+  if constexpr (kDw) {
+    for (int64_t p = threadIdx.x; p < packs; p += blockDim.x)
+#pragma unroll
+      for (int i = 0; i < kV; ++i) acc[p * kV + i] = 0.f;
+  }
+  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+    const float r = rstd[row];
+    const int64_t base = row * cols;
+    float dot = 0.f;
+    for (int64_t p = threadIdx.x; p < packs; p += blockDim.x) {
+      const auto g = load_pack<T, kV>(dy + base + p * kV);
+      const auto a = load_pack<T, kV>(h + base + p * kV);
+      const auto ww = load_pack<T, kV>(w + p * kV);
+#pragma unroll
+      for (int i = 0; i < kV; ++i) {
+        const float n = to_float(a.v[i]) * r;
+        const float gy = to_float(g.v[i]);
+        dot += round_to<T>(gy * to_float(ww.v[i])) * n;
+        if constexpr (kDw) acc[p * kV + i] += round_to<T>(gy * round_to<T>(n));
+      }
+    }
+    dot = block_sum(dot) / static_cast<float>(cols);
+    for (int64_t p = threadIdx.x; p < packs; p += blockDim.x) {
+      const auto g = load_pack<T, kV>(dy + base + p * kV);
+      const auto a = load_pack<T, kV>(h + base + p * kV);
+      const auto ww = load_pack<T, kV>(w + p * kV);
+      Pack<T, kV> e;
+      if constexpr (kDh) e = load_pack<T, kV>(dres + base + p * kV);
+      Pack<T, kV> o;
+#pragma unroll
+      for (int i = 0; i < kV; ++i) {
+        const float n = to_float(a.v[i]) * r;
+        const float dn = round_to<T>(to_float(g.v[i]) * to_float(ww.v[i]));
+        float v = r * (dn - n * dot);
+        if constexpr (kDh) v = round_to<T>(v) + to_float(e.v[i]);
+        o.v[i] = from_float<T>(v);
+      }
+      store_pack<T, kV>(dx + base + p * kV, o);
+    }
+  }
+  if constexpr (kDw) {
+    for (int64_t p = threadIdx.x; p < packs; p += blockDim.x)
+#pragma unroll
+      for (int i = 0; i < kV; ++i) dw_partial[blockIdx.x * cols + p * kV + i] = acc[p * kV + i];
+  }
+}
+
+// out[c] = T(sum over parts of partial[part, c]), in a fixed order. Block 32 x kSumRows.
+template <typename T>
+__global__ void __launch_bounds__(32 * kSumRows)
+    column_sum_kernel(const float* __restrict__ partial, int64_t parts, int64_t cols, T* __restrict__ out) {
+  __shared__ float tile[kSumRows][33];
+  const int64_t col = int64_t{blockIdx.x} * 32 + threadIdx.x;
+  float s = 0.f;
+  if (col < cols)
+    for (int64_t p = threadIdx.y; p < parts; p += kSumRows) s += partial[p * cols + col];
+  tile[threadIdx.y][threadIdx.x] = s;
+  __syncthreads();
+  if (threadIdx.y == 0 && col < cols) {
+    for (int j = 1; j < kSumRows; ++j) s += tile[j][threadIdx.x];
+    out[col] = from_float<T>(s);
+  }
+}
+
+void check_sizes(const char* kernel, int64_t rows, int64_t cols) {
+  if (rows < 0 || cols <= 0) fail(kernel, "rows must be >= 0 and cols > 0");
+  if (cols > kRmsNormMaxCols) fail(kernel, "cols above kRmsNormMaxCols");
+  if (rows > int64_t{0x7fffffff}) fail(kernel, "more than 2^31-1 rows");
+}
+
+template <typename T, int kV>
+void forward_typed(const RmsNormForwardArgs& a, cudaStream_t s) {
+  const auto* x = static_cast<const T*>(a.x);
+  const auto* d = static_cast<const T*>(a.delta);
+  const auto* w = static_cast<const T*>(a.weight);
+  auto* h = static_cast<T*>(a.h);
+  auto* y = static_cast<T*>(a.y);
+  const dim3 grid(static_cast<unsigned>(a.rows)), block(static_cast<unsigned>(threads_for(a.cols / kV)));
+  if (a.delta) {
+    auto* k = &rms_norm_forward_kernel<T, kV, true>;
+    LF_LAUNCH(k, grid, block, 0, s, x, d, w, h, y, a.rstd, a.cols, a.eps);
+  } else {
+    auto* k = &rms_norm_forward_kernel<T, kV, false>;
+    LF_LAUNCH(k, grid, block, 0, s, x, d, w, h, y, a.rstd, a.cols, a.eps);
+  }
+}
+
+template <typename T, int kV, bool kDw, bool kDh>
+void backward_launch(const RmsNormBackwardArgs& a, cudaStream_t s, int64_t blocks) {
+  auto* k = &rms_norm_backward_kernel<T, kV, kDw, kDh>;
+  const size_t smem = kDw ? static_cast<size_t>(a.cols) * sizeof(float) : 0;
+  LF_LAUNCH(k, dim3(static_cast<unsigned>(blocks)), dim3(static_cast<unsigned>(threads_for(a.cols / kV))), smem, s,
+            static_cast<const T*>(a.dy), static_cast<const T*>(a.h), static_cast<const T*>(a.weight), a.rstd,
+            static_cast<const T*>(a.dh), static_cast<T*>(a.dx), a.workspace, a.rows, a.cols);
+}
+
+template <typename T, int kV>
+void backward_typed(const RmsNormBackwardArgs& a, cudaStream_t s) {
+  const int64_t blocks = backward_blocks(a.rows);
+  const bool dw = a.dweight != nullptr, dh = a.dh != nullptr;
+  if (dw && dh) backward_launch<T, kV, true, true>(a, s, blocks);
+  else if (dw) backward_launch<T, kV, true, false>(a, s, blocks);
+  else if (dh) backward_launch<T, kV, false, true>(a, s, blocks);
+  else backward_launch<T, kV, false, false>(a, s, blocks);
+  if (dw) {
+    auto* k = &column_sum_kernel<T>;
+    LF_LAUNCH(k, dim3(static_cast<unsigned>((a.cols + 31) / 32)), dim3(32, kSumRows), 0, s, a.workspace, blocks,
+              a.cols, static_cast<T*>(a.dweight));
+  }
+}
+
+}  // namespace
+
+void rms_norm_forward(const RmsNormForwardArgs& a, Stream stream) {
+  check_sizes("rms_norm_forward", a.rows, a.cols);
+  if (a.rows == 0) return;
+  if (!a.x || !a.weight || !a.y || !a.rstd || (a.delta && !a.h)) fail("rms_norm_forward", "null pointer");
+  auto* s = static_cast<cudaStream_t>(stream);
+  dispatch_dtype(a.dtype, "rms_norm_forward", [&]<typename T>() {
+    constexpr int kV = 16 / sizeof(T);
+    if (a.cols % kV == 0 && all_aligned16(a.x, a.delta, a.weight, a.h, a.y)) forward_typed<T, kV>(a, s);
+    else forward_typed<T, 1>(a, s);
+  });
+  check_launch("rms_norm_forward");
+}
+
+int64_t rms_norm_backward_workspace(int64_t rows, int64_t cols) { return backward_blocks(rows) * cols; }
+
+void rms_norm_backward(const RmsNormBackwardArgs& a, Stream stream) {
+  check_sizes("rms_norm_backward", a.rows, a.cols);
+  if (a.rows == 0 && !a.dweight) return;  // with dweight: one block writes the zeros
+  if (!a.weight || (a.dweight && !a.workspace) || (a.rows > 0 && (!a.dy || !a.h || !a.rstd || !a.dx)))
+    fail("rms_norm_backward", "null pointer");
+  auto* s = static_cast<cudaStream_t>(stream);
+  dispatch_dtype(a.dtype, "rms_norm_backward", [&]<typename T>() {
+    constexpr int kV = 16 / sizeof(T);
+    if (a.cols % kV == 0 && all_aligned16(a.dy, a.h, a.weight, a.dh, a.dx)) backward_typed<T, kV>(a, s);
+    else backward_typed<T, 1>(a, s);
+  });
+  check_launch("rms_norm_backward");
+}
+
+}  // namespace lf::kernels

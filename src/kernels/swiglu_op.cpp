@@ -1,0 +1,59 @@
+// silu(gate) * up as an autograd Function over the swiglu.h launchers. Saves gate and up (the
+// ATen graph also keeps silu(gate), one more [B, T, I] tensor per layer).
+#include <ATen/ATen.h>
+#include <torch/csrc/autograd/custom_function.h>
+
+#include "fused_op_impls.h"
+#include "kernel_device.h"
+#include "lf/common/error.h"
+#include "lf/kernels/swiglu.h"
+
+namespace lf::kernels {
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+struct SwigluFn : public torch::autograd::Function<SwigluFn> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& gate, const at::Tensor& up) {
+    const auto g = gate.contiguous(), u = up.contiguous();
+    auto out = at::empty_like(g);
+    SwigluForwardArgs a;
+    a.dtype = kernel_dtype(g);
+    a.n = g.numel();
+    a.gate = g.const_data_ptr();
+    a.up = u.const_data_ptr();
+    a.out = out.mutable_data_ptr();
+    run_on_device(g, [&](Stream s) { swiglu_forward(a, s); });
+    ctx->save_for_backward({g, u});
+    return out;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grad) {
+    const auto s = ctx->get_saved_variables();
+    const auto d = grad[0].contiguous();
+    auto dg = at::empty_like(s[0]), du = at::empty_like(s[1]);
+    SwigluBackwardArgs a;
+    a.dtype = kernel_dtype(s[0]);
+    a.n = s[0].numel();
+    a.gate = s[0].const_data_ptr();
+    a.up = s[1].const_data_ptr();
+    a.dout = d.const_data_ptr();
+    a.dgate = dg.mutable_data_ptr();
+    a.dup = du.mutable_data_ptr();
+    run_on_device(d, [&](Stream st) { swiglu_backward(a, st); });
+    return {dg, du};
+  }
+};
+
+}  // namespace
+
+at::Tensor swiglu_op(const at::Tensor& gate, const at::Tensor& up) {
+  LF_CHECK(gate.sizes() == up.sizes() && gate.scalar_type() == up.scalar_type() && gate.device() == up.device() &&
+               on_kernel_device(gate) && is_kernel_dtype(gate),
+           BackendError, "fused swiglu: expected gate and up of one shape and float dtype on the kernels' device, got {} and {}",
+           describe(gate), describe(up));
+  return SwigluFn::apply(gate, up);
+}
+
+}  // namespace lf::kernels

@@ -1,0 +1,66 @@
+// The fused-kernel dispatch (lf/model/fused_dispatch.h) on CPU: CPU tensors always take the
+// layers' ATen code, bit for bit; LF_FUSED_KERNELS is validated.
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include "lf/common/error.h"
+#include "lf/kernels/fused_ops.h"
+#include "lf/model/fused_dispatch.h"
+#include "lf/model/layers.h"
+
+namespace lf::model {
+namespace {
+
+TEST(FusedDispatch, CpuTensorsTakeTheAtenPath) {
+  EXPECT_EQ(fused_ops_for(at::ones({2, 8})), nullptr);
+  EXPECT_EQ(fused_ops_for(at::ones({2, 8}, at::kBFloat16)), nullptr);
+}
+
+TEST(FusedDispatch, EnvKnobIsValidated) {
+  EXPECT_TRUE(fused_kernels_requested(std::nullopt));
+  EXPECT_TRUE(fused_kernels_requested("1"));
+  EXPECT_FALSE(fused_kernels_requested("0"));
+  try {
+    fused_kernels_requested("off");
+    FAIL() << "no error";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("LF_FUSED_KERNELS=off: expected 1"), std::string::npos) << e.what();
+  }
+}
+
+// A table that takes nothing: the layers must run exactly their ATen code (same bits as with
+// no table at all), so the dispatch consults accepts() before every fused call.
+bool never(const at::Tensor&) { return false; }
+[[noreturn]] at::Tensor no_norm(const at::Tensor&, const at::Tensor&, double) { throw std::logic_error("called"); }
+
+TEST(FusedDispatch, ATableThatDeclinesLeavesTheLayerBitIdentical) {
+  at::manual_seed(0);
+  const int64_t c = 32, h = 4, kv = 2, d = 8, inter = 48;
+  DecoderLayer l;
+  l.input_layernorm_ = {1 + 0.1 * at::randn({c}), 1e-6};
+  l.post_attention_layernorm_ = {1 + 0.1 * at::randn({c}), 1e-6};
+  auto lin = [](int64_t in, int64_t out) { return Linear{at::randn({out, in}) * 0.1, at::randn({out}) * 0.1, nullptr}; };
+  l.self_attn_.q_proj_ = lin(c, h * d);
+  l.self_attn_.k_proj_ = lin(c, kv * d);
+  l.self_attn_.v_proj_ = lin(c, kv * d);
+  l.self_attn_.o_proj_ = lin(h * d, c);
+  l.self_attn_.num_heads_ = h;
+  l.self_attn_.num_kv_heads_ = kv;
+  l.self_attn_.head_dim_ = d;
+  l.mlp_.gate_proj_ = lin(c, inter);
+  l.mlp_.up_proj_ = lin(c, inter);
+  l.mlp_.down_proj_ = lin(inter, c);
+  const auto x = at::randn({2, 5, c}).to(at::kBFloat16);
+  auto freqs = at::arange(5, at::kFloat).unsqueeze(-1) * at::rand({d / 2});
+  auto emb = at::cat({freqs, freqs}, -1);
+  const RopeTables rope{emb.cos().to(at::kBFloat16), emb.sin().to(at::kBFloat16), {}};
+  const auto ref = l.forward(x, rope, false);
+  const kernels::FusedOps declining{&never, &no_norm, nullptr, nullptr, nullptr};
+  set_fused_ops(&declining);
+  const auto out = l.forward(x, rope, false);
+  set_fused_ops(nullptr);
+  EXPECT_TRUE(at::equal(out, ref));
+}
+
+}  // namespace
+}  // namespace lf::model

@@ -1,0 +1,148 @@
+"""Through the real lf-train -> agent -> lf-worker path: a configuration or data error exits 2 on
+every node at once and is never restarted, whatever --max-restarts says; warnings are printed
+once; a model folder's weights are trained (or said to be ignored); a truncated weight file
+fails instead of exiting 0; 2 nodes x 2 workers on CPU are bit-reproducible."""
+import hashlib, json, os, shutil, subprocess, sys
+
+import pytest
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "launcher"))
+from harness import free_port  # noqa: E402
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+LF_TRAIN = os.environ["LF_TRAIN_BIN"]
+TINY = os.path.join(ROOT, "configs", "models", "tiny")
+QUICK = ["logging_steps=1", "eval_strategy=no", "val_size=0", "plot_loss=false", "save_strategy=no",
+         "per_device_train_batch_size=2"]
+
+
+def start(args, nodes=1, node_rank=0, nproc=1, port=None, restarts=0, threads=1):
+    env = dict(os.environ, NNODES=str(nodes), NODE_RANK=str(node_rank), NPROC_PER_NODE=str(nproc),
+               MASTER_PORT=str(port or free_port()), OMP_NUM_THREADS=str(threads), MAX_RESTARTS=str(restarts))
+    return subprocess.Popen([LF_TRAIN, "configs/tiny_cpu.yaml", *args], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+
+
+def run(args, **kw):
+    p = start(args, **kw)
+    out = p.communicate(timeout=300)[0]
+    return p.returncode, out
+
+
+def dataset_dir(tmp_path, files, info):
+    d = tmp_path / "data"
+    d.mkdir()
+    for name, text in files.items():
+        (d / name).write_text(text)
+    (d / "dataset_info.json").write_text(json.dumps(info))
+    return d
+
+
+GOOD = '{"instruction": "say hi", "output": "hi"}\n'
+
+
+def bad_input(tmp_path, case):
+    """(overrides, text the message must hold) for one deterministic failure."""
+    info = {"mine": {"file_name": "mine.jsonl"}}
+    if case == "malformed_json_line":
+        d = dataset_dir(tmp_path, {"mine.jsonl": GOOD * 3 + '{"instruction": "x", "output": }\n'}, info)
+        return [f"dataset_dir={d}", "dataset=mine"], "mine.jsonl:4: malformed JSON record"
+    if case == "unknown_dataset":
+        return ["dataset=no_such_set"], "no_such_set"
+    if case == "missing_dataset_file":
+        d = dataset_dir(tmp_path, {}, info)
+        return [f"dataset_dir={d}", "dataset=mine"], "not found"
+    if case == "empty_dataset":
+        d = dataset_dir(tmp_path, {"mine.jsonl": "\n"}, info)
+        return [f"dataset_dir={d}", "dataset=mine"], "dataset 'mine' is empty"
+    if case == "missing_tokenizer":
+        m = tmp_path / "model"
+        m.mkdir()
+        shutil.copy(os.path.join(TINY, "config.json"), m)
+        return [f"model_name_or_path={m}"], "tokenizer"
+    raise AssertionError(case)
+
+
+@pytest.mark.parametrize("case", ["malformed_json_line", "unknown_dataset", "missing_dataset_file", "empty_dataset",
+                                  "missing_tokenizer"])
+def test_a_deterministic_input_error_exits_2_and_is_never_restarted(tmp_path, case):
+    overrides, expected = bad_input(tmp_path, case)
+    rc, out = run([f"output_dir={tmp_path / 'out'}", "max_steps=5", *QUICK, *overrides], restarts=3)
+    assert rc == 2, out[-3000:]
+    assert expected in out, out[-3000:]
+    assert "restarting" not in out and "(generation 1)" not in out, out[-3000:]
+    assert "(a configuration or data error: not restarted)" in out, out[-3000:]
+
+
+def test_a_data_error_on_two_nodes_exits_2_on_both_without_a_restart(tmp_path):
+    overrides, expected = bad_input(tmp_path, "malformed_json_line")
+    port = free_port()
+    args = [f"output_dir={tmp_path / 'out'}", "max_steps=5", *QUICK, *overrides]
+    nodes = [start(args, nodes=2, node_rank=r, port=port, restarts=3) for r in range(2)]
+    outs = [n.communicate(timeout=120)[0] for n in nodes]
+    for n, out in zip(nodes, outs):
+        assert n.returncode == 2, out[-3000:]
+        assert "exited with code 2" in out, out[-3000:]
+        assert "restarting" not in out, out[-3000:]
+
+
+def test_config_warnings_are_printed_once_per_node(tmp_path):
+    rc, out = run([f"output_dir={tmp_path / 'out'}", "max_steps=2", *QUICK, "report_to=wandb"], nproc=2)
+    assert rc == 0, out[-3000:]
+    assert out.count("`report_to: wandb` has no effect") == 1, out[-3000:]
+    assert out.count("holds no weights (config.json only)") == 1, out[-3000:]
+
+
+def test_a_folder_with_weights_is_fine_tuned_and_a_truncated_one_fails(tmp_path):
+    first = tmp_path / "first"
+    rc, out = run([f"output_dir={first}", "max_steps=3", *QUICK, "save_strategy=steps", "save_steps=1000"])
+    assert rc == 0 and (first / "model.safetensors").exists(), out[-3000:]
+    # The tiny config pointed at that folder: its weights are trained, from where the first run ended.
+    rc, out = run([f"output_dir={tmp_path / 'second'}", f"model_name_or_path={first}", "max_steps=1", *QUICK])
+    assert rc == 0, out[-3000:]
+    assert "holds no weights" not in out and "are ignored" not in out, out[-3000:]
+    rc, out = run([f"output_dir={tmp_path / 'third'}", f"model_name_or_path={first}", "init_weights=random",
+                   "max_steps=1", *QUICK])
+    assert rc == 0 and out.count(f"the weights in {first} (model.safetensors") == 1, out[-3000:]
+    data = (first / "model.safetensors").read_bytes()
+    (first / "model.safetensors").write_bytes(data[: len(data) // 2])
+    rc, out = run([f"output_dir={tmp_path / 'fourth'}", f"model_name_or_path={first}", "max_steps=1", *QUICK])
+    assert rc == 2 and "corrupt or truncated safetensors file" in out, out[-3000:]
+
+
+def weights_digest(out):
+    return hashlib.sha256((out / "model.safetensors").read_bytes()).hexdigest()
+
+
+def test_two_nodes_of_two_workers_are_bit_identical_run_after_run(tmp_path):
+    """Two threads per worker (the agent sets OMP_NUM_THREADS=1 only when the user did not set
+    it): the embedding's gradient rows from every rank were added with index_put_(accumulate),
+    whose CPU kernel adds duplicate ids on several threads with atomics, so two identical runs
+    gave different weights (~1e-7 apart)."""
+    digests = []
+    for attempt in range(2):
+        out = tmp_path / f"run{attempt}"
+        port = free_port()
+        args = [f"output_dir={out}", "max_steps=12", *QUICK, "per_device_train_batch_size=1",
+                "gradient_accumulation_steps=2"]
+        nodes = [start(args, nodes=2, node_rank=r, nproc=2, port=port, threads=2) for r in range(2)]
+        outs = [n.communicate(timeout=300)[0] for n in nodes]
+        for n, text in zip(nodes, outs):
+            assert n.returncode == 0, text[-3000:]
+        digests.append(weights_digest(out))
+    assert digests[0] == digests[1], "two identical 2-node x 2-worker runs gave different weights"
+
+
+def test_a_parquet_dataset_in_the_multi_node_guides_layout_trains(tmp_path):
+    """dataset/train/part-0000N.parquet with file_name: dataset/train (a folder of part files),
+    as LLaMA-Factory reads it; Parquet is part of the default build (pyarrow's Arrow C++)."""
+    d = tmp_path / "data"
+    shutil.copytree(os.path.join(ROOT, "tests", "fixtures", "data", "alpaca_parquet"), d / "dataset" / "train")
+    (d / "dataset_info.json").write_text(json.dumps({"parts": {"file_name": "dataset/train", "columns": {
+        "prompt": "instruction", "query": "input", "response": "output", "system": "system", "history": "history"}}}))
+    rc, out = run([f"output_dir={tmp_path / 'out'}", f"dataset_dir={d}", "dataset=parts", "max_steps=2", *QUICK])
+    if "built without Parquet support" in out:
+        pytest.skip("this lf-train was built without Parquet (no pyarrow in the build's LF_PYTHON venv)")
+    assert rc == 0, out[-3000:]
+    assert "data: " in out and " train / 0 eval examples" in out, out[-3000:]
+
