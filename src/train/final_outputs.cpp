@@ -121,7 +121,9 @@ void Trainer::State::finish(TrainSummary& sum, const TrainPlan& plan, const Loop
   if (c.plot_loss) plot_losses(log_history, out, c.output_dir, plan.eval_on);
   json all = metrics;
   if (plan.eval_on) {
-    const json ev = eval_metrics(final_eval, std::max(final_eval_s, 1e-9), loop.epoch);
+    json ev = eval_metrics(final_eval, std::max(final_eval_s, 1e-9), loop.epoch);
+    // HF's log() adds the count to the metrics dict evaluate() then returns (and LLaMA-Factory saves).
+    if (c.include_num_input_tokens_seen != "no") ev["num_input_tokens_seen"] = num_input_tokens_seen();
     write_json_file(out / "eval_results.json", ev, 4);
     for (auto& [k, v] : ev.items()) all[k] = v;
     // Not a trainer_log.jsonl line: LLaMA-Factory's LogCallback stops writing when training ends
