@@ -136,3 +136,26 @@ def test_mistral_sliding_window_shorter_than_cutoff_len_is_refused(tmp_path):
     _, text = run_yaml(tmp_path, model, "cutoff_len=128", expect_ok=False)
     assert "sliding window of 64 tokens" in text and "set cutoff_len <= 64" in text, text[-2000:]
     run_yaml(tmp_path, model, "cutoff_len=64", "overwrite_output_dir=true")
+
+
+def test_freeze_yaml_trains_only_the_chosen_modules(tmp_path):
+    """finetuning_type: freeze from a LLaMA-Factory YAML, end to end: two runs at different learning
+    rates from the same seed save whole models that agree on every frozen tensor and differ on the
+    trainable ones (the last layer's mlp), as LLaMA-Factory's _setup_freeze_tuning chooses."""
+    from safetensors.numpy import load_file
+    n_layers = json.load(open(os.path.join(ROOT, "configs", "models", "tiny", "config.json")))["num_hidden_layers"]
+    runs = []
+    for lr in ("0.001", "0.01"):
+        d = tmp_path / lr
+        d.mkdir()
+        out, _ = run_yaml(d, os.path.join(ROOT, "configs", "models", "tiny"), "finetuning_type=freeze",
+                          "freeze_trainable_layers=1", "freeze_trainable_modules=mlp", f"learning_rate={lr}")
+        assert not (out / "adapter_config.json").exists()
+        runs.append(load_file(str(out / "model.safetensors")))
+    a, b = runs
+    assert set(a) == set(b) and len(a) > 10, sorted(a)
+    trainable = {n for n in a if n.startswith(f"model.layers.{n_layers - 1}.mlp.")}
+    assert len(trainable) == 3, sorted(a)
+    for n in a:
+        moved = not (a[n] == b[n]).all()
+        assert moved == (n in trainable), n
