@@ -23,6 +23,16 @@ void check_between_keys(const Reader& r, const TrainConfig& c) {
            "{}: `eval_strategy: {}` but there is nothing to evaluate on: set `val_size` (a fraction, e.g. 0.1, or a "
            "number of examples) or `eval_dataset`, or `eval_strategy: no`",
            r.where("eval_strategy"), c.eval_strategy);
+  // LoRA's options need LoRA (LLaMA-Factory's rules).
+  LF_CHECK(c.adapter_name_or_path.empty() || c.finetuning_type == "lora", ConfigError,
+           "{}: `adapter_name_or_path` is only valid for the LoRA method (LLaMA-Factory's rule); finetuning_type is {}",
+           r.where("adapter_name_or_path"), c.finetuning_type);
+  LF_CHECK(c.additional_target.empty() || c.finetuning_type == "lora", ConfigError,
+           "{}: `additional_target` names modules to train beside LoRA; finetuning_type is {}",
+           r.where("additional_target"), c.finetuning_type);
+  LF_CHECK(c.loraplus_lr_ratio == 0 || c.finetuning_type == "lora", ConfigError,
+           "{}: `loraplus_lr_ratio` is LoRA's (lora_B learns faster); finetuning_type is {}",
+           r.where("loraplus_lr_ratio"), c.finetuning_type);
   // LLaMA-Factory's DataArguments refuse the pair: which examples would be evaluated?
   LF_CHECK(c.eval_dataset.empty() || c.val_size <= 1e-6, ConfigError,
            "{}: `val_size: {}` and `eval_dataset` ({}) are both set: choose one, as LLaMA-Factory requires",

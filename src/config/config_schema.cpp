@@ -70,7 +70,21 @@ std::vector<KeyDecl> model_and_method_keys() {
       implemented("stage", LF_FIELD(stage), "supervised fine-tuning")
           .choices({"sft"}, "Other stages (pt, rm, ppo, dpo, kto) are not implemented")
           .data(LF_DATA(stage)),
-      implemented("finetuning_type", LF_FIELD(finetuning_type)).choices({"lora", "full"}),
+      implemented("finetuning_type", LF_FIELD(finetuning_type)).choices({"lora", "full", "freeze"}),
+      implemented("freeze_trainable_layers", LF_FIELD(freeze_trainable_layers),
+                  "freeze: the last N decoder layers train (N < 0: the first -N)"),
+      implemented("freeze_trainable_modules", LF_FIELD(freeze_trainable_modules),
+                  "freeze: the modules of those layers that train (self_attn, mlp, q_proj, ... or all)")
+          .check(not_empty)
+          .sample("mlp"),
+      implemented("freeze_extra_modules", LF_FIELD(freeze_extra_modules),
+                  "freeze: modules outside the layers that train too (embed_tokens, norm, lm_head)")
+          .sample("norm"),
+      implemented("adapter_name_or_path", LF_FIELD(adapter_name_or_path),
+                  "PEFT adapter folders: merged into the base in turn, the last one trained further unless "
+                  "create_new_adapter (LoRA only)"),
+      implemented("create_new_adapter", LF_FIELD(create_new_adapter),
+                  "with adapter_name_or_path: merge them all and train a new adapter"),
       implemented("lora_rank", LF_FIELD(lora_rank)).check(positive),
       implemented("lora_alpha", LF_FIELD(lora_alpha), "unset: 2 × lora_rank (LLaMA-Factory's rule)")
           .differs("None: 2 × lora_rank, resolved after reading")
@@ -79,6 +93,14 @@ std::vector<KeyDecl> model_and_method_keys() {
       implemented("lora_target", LF_FIELD(lora_target), "`all` or module names (q_proj, v_proj, ...)")
           .check(not_empty)
           .sample("q_proj,v_proj"),
+      implemented("use_rslora", LF_FIELD(use_rslora), "scaling lora_alpha / sqrt(lora_rank) (rank-stabilised LoRA)"),
+      implemented("loraplus_lr_ratio", LF_FIELD(loraplus_lr_ratio),
+                  "LoRA+: lora_B matrices (and 1-D trainables) learn at learning_rate × this")
+          .check(non_negative)
+          .differs("None: off (0)"),
+      implemented("additional_target", LF_FIELD(additional_target),
+                  "modules trained fully beside LoRA (embed_tokens, lm_head, norm), saved as peft's modules_to_save")
+          .sample("norm"),
   };
 }
 
@@ -187,6 +209,16 @@ std::vector<KeyDecl> eval_and_output_keys() {
     r.read("do_train", v, "true or false");
     LF_CHECK(v, ConfigError, "{}: `do_train: false` asks for no training; lf-train only trains", r.where("do_train"));
   };
+  // HF's TrainingArguments turn true / false into all / no.
+  KeyDecl tokens_seen = implemented("include_num_input_tokens_seen", LF_FIELD(include_num_input_tokens_seen),
+                                    "the input tokens counted over every rank: all (or true), non_padding, no")
+                            .choices({"no", "all", "non_padding"});
+  tokens_seen.read = [](const Reader& r, TrainConfig& c) {
+    r.read("include_num_input_tokens_seen", c.include_num_input_tokens_seen, "no, all, non_padding, true or false");
+    std::string& v = c.include_num_input_tokens_seen;
+    if (v == "true" || v == "True") v = "all";
+    if (v == "false" || v == "False") v = "no";
+  };
   return {
       implemented("eval_strategy", LF_FIELD(eval_strategy)).choices({"no", "steps", "epoch"}).sample("steps", "val_size: 0.1"),
       implemented("eval_steps", LF_FIELD(eval_steps), "unset: logging_steps (HF); < 1: a fraction of the steps"),
@@ -206,6 +238,7 @@ std::vector<KeyDecl> eval_and_output_keys() {
                   "reaches their services from here)")
           .sample("tensorboard")
           .differs("'none': the empty list"),
+      std::move(tokens_seen),
       std::move(do_train),
   };
 }
@@ -243,16 +276,10 @@ std::vector<KeyDecl> refused_keys() {
       refused("quantization_bit", "quantized (QLoRA) training is not supported: remove quantization_bit"),
       refused("quantization_method", "quantized training is not supported"),
       refused("double_quantization", "quantized training is not supported"),
-      refused("adapter_name_or_path",
-              "continuing from an existing adapter is not supported yet (`lf-train export` reads it to merge one)"),
       refused("use_dora", "DoRA is not supported (plain LoRA only)"),
-      refused("use_rslora", "rank-stabilised LoRA scaling is not supported"),
       refused("pissa_init", "PiSSA initialisation is not supported"),
       refused("pissa_convert", "PiSSA is not supported"),
-      refused("loraplus_lr_ratio", "LoRA+ learning rates are not supported"),
-      refused("loraplus_lr_embedding", "LoRA+ learning rates are not supported"),
-      refused("additional_target", "extra trainable modules beside LoRA are not supported"),
-      refused("create_new_adapter", "stacking adapters is not supported"),
+      refused("loraplus_lr_embedding", "LoRA+ on embedding adapters is not supported (no LoRA embedding adapters)"),
       refused("use_galore", "GaLore is not supported"),
       refused("use_apollo", "APOLLO is not supported"),
       refused("use_badam", "BAdam is not supported"),

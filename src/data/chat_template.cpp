@@ -23,7 +23,8 @@ TemplateSpec gen(const char* name, Slots user, Slots assistant, Slots system, Sl
                  Slots observation, Slots prefix, const char* default_system,
                  std::vector<std::string> stop_words, const char* tool_format, const char* tools_format,
                  const char* thought_open, const char* thought_close, const char* call_open,
-                 const char* call_close, bool efficient_eos, bool replace_eos, TemplateKind kind) {
+                 const char* call_close, bool efficient_eos, bool replace_eos, bool replace_jinja_template,
+                 TemplateKind kind) {
   TemplateSpec t;
   t.name = name;
   t.format_user = std::move(user);
@@ -42,6 +43,7 @@ TemplateSpec gen(const char* name, Slots user, Slots assistant, Slots system, Sl
   t.tool_call_close = call_close;
   t.efficient_eos = efficient_eos;
   t.replace_eos = replace_eos;
+  t.replace_jinja_template = replace_jinja_template;
   t.kind = kind;
   return t;
 }

@@ -57,6 +57,9 @@ CausalLM::CausalLM(ModelConfig config, const at::TensorOptions& o)
     a.k_proj_ = make_linear(h, kv, c.qkv_bias, o);
     a.v_proj_ = make_linear(h, kv, c.qkv_bias, o);
     a.o_proj_ = make_linear(q, h, c.o_bias, o);
+    if (c.qk_norm)
+      a.qk_norm_ = std::make_unique<QkNorm>(
+          QkNorm{{at::empty({c.head_dim}, o), c.rms_norm_eps}, {at::empty({c.head_dim}, o), c.rms_norm_eps}});
     a.num_heads_ = c.num_heads;
     a.num_kv_heads_ = c.num_kv_heads;
     a.head_dim_ = c.head_dim;

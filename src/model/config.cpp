@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "families.h"
 #include "lf/common/error.h"
 
 namespace lf::model {
@@ -56,24 +57,18 @@ ModelConfig parse_model_config(const std::string& json_text, const std::string& 
   LF_CHECK(j.is_object(), ConfigError, "{}: expected a JSON object", source);
   ModelConfig c;
   c.raw_json = json_text;
+  const ModelFamily* family = nullptr;
   try {
     std::string arch;
     if (j.contains("architectures") && j["architectures"].is_array() && !j["architectures"].empty())
       arch = j["architectures"][0].get<std::string>();
     c.model_type = get_or<std::string>(j, "model_type", "");
-    if (arch == "LlamaForCausalLM" || (arch.empty() && c.model_type == "llama")) {
-      c.arch = Architecture::kLlama;
-      c.architecture_name = "LlamaForCausalLM";
-      c.model_type = "llama";
-    } else if (arch == "Qwen2ForCausalLM" || (arch.empty() && c.model_type == "qwen2")) {
-      c.arch = Architecture::kQwen2;
-      c.architecture_name = "Qwen2ForCausalLM";
-      c.model_type = "qwen2";
-    } else {
-      LF_THROW(ConfigError,
-               "{}: unknown architecture '{}' (model_type '{}'); supported: LlamaForCausalLM, Qwen2ForCausalLM",
-               source, arch, c.model_type);
-    }
+    family = find_model_family(arch, c.model_type);
+    LF_CHECK(family, ConfigError, "{}: unknown architecture '{}' (model_type '{}'); supported: {}", source, arch,
+             c.model_type, supported_architectures());
+    c.arch = family->arch;
+    c.architecture_name = family->architecture;
+    c.model_type = family->model_type;
     c.vocab_size = require<int64_t>(j, "vocab_size", source);
     c.hidden_size = require<int64_t>(j, "hidden_size", source);
     c.intermediate_size = require<int64_t>(j, "intermediate_size", source);
@@ -89,14 +84,7 @@ ModelConfig parse_model_config(const std::string& json_text, const std::string& 
     c.torch_dtype = get_or<std::string>(j, "torch_dtype", get_or<std::string>(j, "dtype", "float32"));
     const std::string act = get_or<std::string>(j, "hidden_act", "silu");
     LF_CHECK(act == "silu", ConfigError, "{}: hidden_act '{}' is not supported (silu only)", source, act);
-    if (c.arch == Architecture::kQwen2) {
-      c.qkv_bias = true;
-      LF_CHECK(!get_or<bool>(j, "use_sliding_window", false), ConfigError,
-               "{}: use_sliding_window=true is not supported", source);
-    } else {
-      c.qkv_bias = c.o_bias = get_or<bool>(j, "attention_bias", false);
-      c.mlp_bias = get_or<bool>(j, "mlp_bias", false);
-    }
+    family->read(j, c, source);  // the family's own keys (biases, q/k norms, sliding window)
     parse_rope(j, c, source);
   } catch (const nlohmann::json::exception& e) {
     LF_THROW(ConfigError, "{}: bad value: {}", source, e.what());
@@ -132,6 +120,7 @@ int64_t num_parameters(const ModelConfig& c) {
   if (c.qkv_bias) layer += q + 2 * kv;
   if (c.o_bias) layer += h;
   if (c.mlp_bias) layer += 2 * c.intermediate_size + h;
+  if (c.qk_norm) layer += 2 * c.head_dim;
   int64_t n = c.num_layers * layer + c.vocab_size * h + h;
   if (!c.tie_word_embeddings) n += c.vocab_size * h;
   return n;

@@ -76,7 +76,9 @@ at::Tensor RmsNorm::forward(const at::Tensor& x) const {
 
 at::Tensor Attention::forward(const at::Tensor& x, const RopeTables& rope, bool training) const {
   const int64_t b = x.size(0), t = x.size(1);
-  if (const auto* fused = fused_ops_for(x)) {
+  // Qwen3's q/k norms sit between the projections and RoPE, which the fused path rotates in place:
+  // it takes the ATen path (untested on CUDA with the norms in between; kept exact rather than fast).
+  if (const auto* fused = qk_norm_ ? nullptr : fused_ops_for(x)) {
     // 2-D projections: their outputs are then not views, so RoPE may rotate them in place.
     const auto x2 = x.reshape({b * t, x.size(2)});
     auto q = q_proj_.forward(x2, training);  // [B*T, H*D]
@@ -87,9 +89,12 @@ at::Tensor Attention::forward(const at::Tensor& x, const RopeTables& rope, bool 
                        k.view({b, t, num_kv_heads_, head_dim_}).transpose(1, 2), v, rope.attn_mask);  // [B,H,T,D]
     return o_proj_.forward(o.transpose(1, 2).reshape({b, t, num_heads_ * head_dim_}), training);
   }
-  // [B,T,H*D] -> [B,H,T,D]
-  auto q = q_proj_.forward(x, training).view({b, t, num_heads_, head_dim_}).transpose(1, 2);
-  auto k = k_proj_.forward(x, training).view({b, t, num_kv_heads_, head_dim_}).transpose(1, 2);
+  // [B,T,H*D] -> [B,T,H,D] (-> Qwen3's q/k norms) -> [B,H,T,D]
+  auto q = q_proj_.forward(x, training).view({b, t, num_heads_, head_dim_});
+  auto k = k_proj_.forward(x, training).view({b, t, num_kv_heads_, head_dim_});
+  if (qk_norm_) q = qk_norm_->queries(q), k = qk_norm_->keys(k);
+  q = q.transpose(1, 2);
+  k = k.transpose(1, 2);
   auto v = v_proj_.forward(x, training).view({b, t, num_kv_heads_, head_dim_}).transpose(1, 2);
   q = apply_rope(q, rope);
   k = apply_rope(k, rope);
@@ -124,6 +129,7 @@ void DecoderLayer::named_parameters(const std::string& prefix, std::vector<Named
   for (auto& [name, lin] : linears()) {
     const bool attn = name.size() == 6 && name[1] == '_';  // q_proj k_proj v_proj o_proj
     lin->named_parameters(prefix + (attn ? "self_attn." : "mlp.") + name + ".", out);
+    if (name == "o_proj" && self_attn_.qk_norm_) self_attn_.qk_norm_->named_parameters(prefix + "self_attn.", out);
   }
   out.push_back({prefix + "post_attention_layernorm.weight", &post_attention_layernorm_.weight_});
 }

@@ -1,13 +1,15 @@
 #include "lf/model/lora.h"
 
 #include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
 #include <c10/core/GradMode.h>
 #include <fmt/ranges.h>
 
 #include <cmath>
 #include <fstream>
-#include <mutex>
 #include <nlohmann/json.hpp>
+#include <map>
+#include <regex>
 #include <set>
 
 #include "lf/common/error.h"
@@ -28,6 +30,54 @@ std::string module_path(int64_t layer, const std::string& name) {
   return fmt::format("model.layers.{}.{}.{}", layer, attn ? "self_attn" : "mlp", name);
 }
 
+// torch.nn.init.kaiming_uniform_(t, a=math.sqrt(5)) on a [out, in] weight: the bound computed as
+// torch computes it (gain, std, sqrt(3) * std), so that it is the same double to the last bit.
+void kaiming_uniform_sqrt5(const at::Tensor& t, at::Generator& gen) {
+  const double a = std::sqrt(5.0);
+  const double gain = std::sqrt(2.0 / (1 + std::pow(a, 2)));
+  const double std_dev = gain / std::sqrt(static_cast<double>(t.size(1)));
+  const double bound = std::sqrt(3.0) * std_dev;
+  t.uniform_(-bound, bound, gen);
+}
+
+// peft's rule for a list of target names: a module is targeted when its full name is one of them
+// or ends with "." + one of them ("q_proj", "self_attn.o_proj", "model.layers.3.mlp.down_proj").
+bool peft_name_matches(const std::string& full, const std::string& t) {
+  return full == t || (full.size() > t.size() && full.ends_with(t) && full[full.size() - t.size() - 1] == '.');
+}
+
+// peft's modules_to_save (LLaMA-Factory's additional_target): every parameter of a module whose
+// name ends with one of the names (a plain suffix, as peft matches: "norm" is every RMSNorm)
+// trains fully beside the adapters, in fp32 (LLaMA-Factory upcasts what trains).
+template <typename Targeted>
+void mark_modules_to_save(CausalLM& model, const LoraConfig& c, const Targeted& lora_targeted) {
+  std::set<std::string> used;
+  for (auto& p : model.named_parameters()) {
+    bool save = false;
+    // The module holding p, and each module above it (a saved module saves all of its parameters).
+    for (std::string m = p.name.substr(0, p.name.rfind('.')); !m.empty() && !save;
+         m = m.find('.') == std::string::npos ? std::string() : m.substr(0, m.rfind('.')))
+      for (const auto& t : c.modules_to_save)
+        if (m.ends_with(t)) save = true, used.insert(t);
+    if (!save) continue;
+    const std::string module = p.name.substr(0, p.name.rfind('.'));
+    LF_CHECK(!model.config().tie_word_embeddings || (module != "model.embed_tokens" && module != "lm_head"),
+             ConfigError,
+             "additional_target: {} is tied to the {} (tie_word_embeddings), and peft would train a copy of one "
+             "and not the other; not supported", module, module == "lm_head" ? "embedding" : "lm_head");
+    LF_CHECK(!lora_targeted(module), ConfigError,
+             "additional_target and lora_target both name {}: a module gets an adapter or trains fully, not both",
+             module);
+    *p.tensor = p.tensor->to(at::kFloat).detach().set_requires_grad(true);
+  }
+  for (const auto& t : c.modules_to_save) {
+    LF_CHECK(!(t == "lm_head" && model.config().tie_word_embeddings), ConfigError,
+             "additional_target: lm_head is the embedding here (tie_word_embeddings); not supported");
+    LF_CHECK(used.count(t), ConfigError, "additional_target '{}' names no module of {} (e.g. embed_tokens, lm_head, norm)",
+             t, model.config().architecture_name);
+  }
+}
+
 }  // namespace
 
 std::vector<std::string> parse_lora_target(const std::string& text) {
@@ -45,52 +95,82 @@ std::vector<std::string> parse_lora_target(const std::string& text) {
   return out;
 }
 
-std::vector<std::string> apply_lora(CausalLM& model, const LoraConfig& c) {
+std::vector<std::string> apply_lora(CausalLM& model, const LoraConfig& c, at::Generator* shared_gen) {
   LF_CHECK(c.rank > 0, ConfigError, "lora_rank must be positive, got {}", c.rank);
   LF_CHECK(c.dropout >= 0 && c.dropout < 1, ConfigError, "lora_dropout must be in [0, 1), got {}", c.dropout);
-  std::vector<std::string> targets;
-  if (c.target.size() == 1 && c.target[0] == "all") {
-    targets = kAllLinear;
-  } else {
+  LF_CHECK(!c.target.empty(), ConfigError, "lora_target is empty");
+  const bool all = c.target.size() == 1 && c.target[0] == "all";
+  std::set<std::string> matched;  // the targets that named a module
+  auto targeted = [&](const std::string& full) {
+    bool any = false;
+    for (const auto& t : c.target)
+      if (peft_name_matches(full, t)) matched.insert(t), any = true;
+    return any;
+  };
+  std::vector<std::string> short_names;  // of the targeted modules, in model order
+  for (int64_t i = 0; i < model.num_layers() && !all; ++i)
+    for (auto& [name, lin] : model.layers()[i].linears()) (void)targeted(module_path(i, name));
+  if (!all)
     for (const auto& t : c.target) {
-      LF_CHECK(std::find(kAllLinear.begin(), kAllLinear.end(), t) != kAllLinear.end(), ConfigError,
-               "lora_target '{}' names no module of {} (its linear layers: {}; or 'all')", t,
-               model.config().architecture_name, fmt::join(kAllLinear, ", "));
-      targets.push_back(t);
+      LF_CHECK(t != "lm_head" && t != "embed_tokens" && !t.ends_with(".lm_head") && !t.ends_with(".embed_tokens"),
+               ConfigError,
+               "lora_target '{}': LoRA on the embedding or lm_head is not supported (to train it fully beside LoRA, "
+               "name it in additional_target)", t);
+      LF_CHECK(matched.count(t), ConfigError,
+               "lora_target '{}' names no module of {} (its linear layers: {}, also as self_attn.q_proj or "
+               "model.layers.N.mlp.down_proj; or 'all')",
+               t, model.config().architecture_name, fmt::join(kAllLinear, ", "));
     }
-  }
-  LF_CHECK(!targets.empty(), ConfigError, "lora_target is empty");
   for (auto& p : model.named_parameters()) p.tensor->set_requires_grad(false);
+  auto lora_on = [&](const std::string& module) {
+    if (!all) return targeted(module);
+    for (const auto& n : kAllLinear)
+      if (module.starts_with("model.layers.") && module.ends_with("." + n)) return true;
+    return false;
+  };
+  mark_modules_to_save(model, c, lora_on);
 
   const auto device = model.layers().front().input_layernorm_.weight_.device();
-  auto gen = at::globalContext().defaultGenerator(device);
-  {
-    std::lock_guard<std::mutex> lock(gen.mutex());
-    gen.set_current_seed(c.seed);
-  }
-  const double scaling = c.effective_alpha() / static_cast<double>(c.rank);
+  // peft's draws under LLaMA-Factory (transformers.set_seed(seed), then get_peft_model): torch's
+  // CPU generator seeded with `seed` (loading a checkpoint draws nothing from it), then per targeted
+  // module in model order nn.Linear's own init of A [r,in] and of B [out,r], then peft's
+  // kaiming_uniform_(A, a=sqrt(5)) and B = 0 -- on the CPU whatever the device, as peft does.
+  at::Generator own = shared_gen ? at::Generator() : at::detail::createCPUGenerator(c.seed);
+  at::Generator& gen = shared_gen ? *shared_gen : own;
+  // peft: alpha / r, rsLoRA alpha / sqrt(r).
+  const double scaling = c.effective_alpha() / (c.use_rslora ? std::sqrt(static_cast<double>(c.rank))
+                                                             : static_cast<double>(c.rank));
   c10::NoGradGuard no_grad;
-  for (auto& layer : model.layers()) {
-    for (auto& [name, lin] : layer.linears()) {
-      if (std::find(targets.begin(), targets.end(), name) == targets.end()) continue;
+  for (int64_t i = 0; i < model.num_layers(); ++i) {
+    for (auto& [name, lin] : model.layers()[i].linears()) {
+      if (!all && !targeted(module_path(i, name))) continue;
+      if (std::find(short_names.begin(), short_names.end(), name) == short_names.end()) short_names.push_back(name);
       const int64_t out = lin->weight_.size(0), in = lin->weight_.size(1);
-      auto o = at::TensorOptions().dtype(at::kFloat).device(device);
+      auto cpu = at::TensorOptions().dtype(at::kFloat);
+      auto a = at::empty({c.rank, in}, cpu);
+      kaiming_uniform_sqrt5(a, gen);                                // nn.Linear(in, r)
+      kaiming_uniform_sqrt5(at::empty({out, c.rank}, cpu), gen);  // nn.Linear(r, out), zeroed below
+      kaiming_uniform_sqrt5(a, gen);                                // peft's reset_lora_parameters
       auto w = std::make_unique<LoraWeights>();
-      // peft: kaiming_uniform_(a=sqrt(5)) -> U(-1/sqrt(in), 1/sqrt(in)); B = 0.
-      const double bound = 1.0 / std::sqrt(static_cast<double>(in));
-      w->a_ = at::empty({c.rank, in}, o).uniform_(-bound, bound, gen).set_requires_grad(true);
-      w->b_ = at::zeros({out, c.rank}, o).set_requires_grad(true);
+      w->a_ = a.to(device).set_requires_grad(true);
+      w->b_ = at::zeros({out, c.rank}, cpu.device(device)).set_requires_grad(true);
       w->scaling_ = scaling;
       w->dropout_ = c.dropout;
       lin->lora_ = std::move(w);
     }
   }
-  return targets;
+  return short_names;
 }
 
 std::vector<NamedParam> trainable_parameters(CausalLM& model, bool lora) {
   if (lora) return lora_parameters(model);
   auto params = model.named_parameters();
+  if (model.partly_frozen()) {  // finetuning_type freeze: the parameters apply_freeze left trainable
+    std::vector<NamedParam> out;
+    for (auto& p : params)
+      if (p.tensor->requires_grad()) out.push_back(p);
+    return out;
+  }
   for (auto& p : params) p.tensor->set_requires_grad(true);
   return params;
 }
@@ -104,6 +184,11 @@ std::vector<NamedParam> lora_parameters(CausalLM& model) {
         out.push_back({base + ".lora_A.weight", &lin->lora_->a_});
         out.push_back({base + ".lora_B.weight", &lin->lora_->b_});
       }
+  // peft's modules_to_save: the base parameters apply_lora left trainable, as peft saves them
+  // (after the adapters, in model order). apply_lora froze every other base parameter.
+  if (!out.empty())
+    for (auto& p : model.named_parameters())
+      if (p.tensor->requires_grad()) out.push_back({kPeftPrefix + p.name, p.tensor});
   return out;
 }
 
@@ -123,36 +208,68 @@ void save_lora_adapter(CausalLM& model, const LoraConfig& c, const fs::path& dir
                          return value_of ? value_of(p) : *p.tensor;
                        }});
     const auto dot = p.name.rfind(".lora_");
+    if (dot == std::string::npos) continue;  // a module to save
     const auto name_start = p.name.rfind('.', dot - 1) + 1;
     modules.insert(p.name.substr(name_start, dot - name_start));
   }
   save_lazy_tensor_file(dir / "adapter_model.safetensors", tensors);
-  nlohmann::ordered_json j = {
+  // peft saves the names it was given; LLaMA-Factory gives it the short names of every linear
+  // layer for "all" (a set: sorted here).
+  const bool all = c.target.size() == 1 && c.target[0] == "all";
+  std::vector<std::string> targets = all ? std::vector<std::string>(modules.begin(), modules.end()) : c.target;
+  std::ofstream(dir / "adapter_config.json") << peft_adapter_config(c, base_model, targets) << "\n";
+}
+
+std::string peft_adapter_config(const LoraConfig& c, const std::string& base_model,
+                                const std::vector<std::string>& target_modules) {
+  // LLaMA-Factory's lora_alpha is an int (rank x 2 when unset): 16, not 16.0.
+  const double alpha = c.effective_alpha();
+  const nlohmann::json alpha_json = alpha == std::floor(alpha) && std::fabs(alpha) < 1e15
+                                        ? nlohmann::json(static_cast<int64_t>(alpha))
+                                        : nlohmann::json(alpha);
+  // Every field peft's LoraConfig writes, with its defaults (json: sorted keys, as peft's dump).
+  const nlohmann::json j = {
+      {"alora_invocation_tokens", nullptr},
       {"alpha_pattern", nlohmann::json::object()},
+      {"arrow_config", nullptr},
       {"auto_mapping", nullptr},
       {"base_model_name_or_path", base_model},
       {"bias", "none"},
+      {"corda_config", nullptr},
+      {"ensure_weight_tying", false},
+      {"eva_config", nullptr},
+      {"exclude_modules", nullptr},
       {"fan_in_fan_out", false},
       {"inference_mode", true},
       {"init_lora_weights", true},
+      {"layer_replication", nullptr},
       {"layers_pattern", nullptr},
       {"layers_to_transform", nullptr},
-      {"lora_alpha", c.effective_alpha()},
+      {"loftq_config", nlohmann::json::object()},
+      {"lora_alpha", alpha_json},
+      {"lora_bias", false},
       {"lora_dropout", c.dropout},
-      {"modules_to_save", nullptr},
+      {"megatron_config", nullptr},
+      {"megatron_core", "megatron.core"},
+      {"modules_to_save", c.modules_to_save.empty() ? nlohmann::json() : nlohmann::json(c.modules_to_save)},
       {"peft_type", "LORA"},
+      {"peft_version", kPeftFormatVersion},
+      {"qalora_group_size", 16},
       {"r", c.rank},
       {"rank_pattern", nlohmann::json::object()},
       {"revision", nullptr},
-      {"target_modules", std::vector<std::string>(modules.begin(), modules.end())},
+      {"target_modules", target_modules},
+      {"target_parameters", nullptr},
       {"task_type", "CAUSAL_LM"},
+      {"trainable_token_indices", nullptr},
       {"use_dora", false},
-      {"use_rslora", false},
+      {"use_qalora", false},
+      {"use_rslora", c.use_rslora},
   };
-  std::ofstream(dir / "adapter_config.json") << j.dump(2) << "\n";
+  return j.dump(2);
 }
 
-LoraConfig load_lora_adapter(CausalLM& model, const fs::path& dir) {
+LoraConfig load_lora_adapter(CausalLM& model, const fs::path& dir, at::Generator* gen) {
   const fs::path cfg_path = dir / "adapter_config.json";
   std::ifstream in(cfg_path);
   LF_CHECK(in.good(), ConfigError, "adapter folder {} has no adapter_config.json", dir.string());
@@ -160,17 +277,41 @@ LoraConfig load_lora_adapter(CausalLM& model, const fs::path& dir) {
   try {
     auto j = nlohmann::json::parse(in);
     LF_CHECK(j.value("peft_type", "LORA") == "LORA", ConfigError, "{}: peft_type is not LORA", cfg_path.string());
-    LF_CHECK(!j.value("use_dora", false) && !j.value("use_rslora", false), ConfigError,
-             "{}: DoRA / rsLoRA adapters are not supported", cfg_path.string());
+    LF_CHECK(!j.value("use_dora", false), ConfigError, "{}: DoRA adapters are not supported", cfg_path.string());
+    if (j.contains("modules_to_save") && j["modules_to_save"].is_array())
+      c.modules_to_save = j["modules_to_save"].get<std::vector<std::string>>();
+    for (const char* key : {"layers_to_transform", "layer_replication", "trainable_token_indices",
+                            "target_parameters"})
+      LF_CHECK(!j.contains(key) || j[key].is_null() || j[key].empty(), ConfigError,
+               "{}: `{}` is set; lf-train loads plain LoRA adapters only", cfg_path.string(), key);
+    for (const char* key : {"rank_pattern", "alpha_pattern"})
+      LF_CHECK(!j.contains(key) || j[key].is_null() || j[key].empty(), ConfigError,
+               "{}: `{}` is set (per-module ranks); lf-train loads one rank for every module", cfg_path.string(), key);
+    LF_CHECK(j.value("bias", std::string("none")) == "none" && !j.value("lora_bias", false), ConfigError,
+             "{}: trained biases (`bias` / `lora_bias`) are not supported", cfg_path.string());
     c.rank = j.at("r").get<int64_t>();
     c.alpha = j.value("lora_alpha", 8.0);
     c.dropout = j.value("lora_dropout", 0.0);
+    c.use_rslora = j.value("use_rslora", false);
     const auto& t = j.at("target_modules");
-    c.target = t.is_string() ? parse_lora_target(t.get<std::string>()) : t.get<std::vector<std::string>>();
+    if (t.is_string()) {
+      // peft: a string is a regular expression every module's full name must match entirely.
+      const std::regex re(t.get<std::string>());
+      c.target.clear();
+      for (int64_t i = 0; i < model.num_layers(); ++i)
+        for (auto& [name, lin] : model.layers()[i].linears())
+          if (std::regex_match(module_path(i, name), re)) c.target.push_back(module_path(i, name));
+      LF_CHECK(!c.target.empty(), ConfigError, "{}: target_modules '{}' matches no module", cfg_path.string(),
+               t.get<std::string>());
+    } else {
+      c.target = t.get<std::vector<std::string>>();
+    }
   } catch (const nlohmann::json::exception& e) {
     LF_THROW(ConfigError, "{}: {}", cfg_path.string(), e.what());
+  } catch (const std::regex_error& e) {
+    LF_THROW(ConfigError, "{}: target_modules is not a regular expression: {}", cfg_path.string(), e.what());
   }
-  apply_lora(model, c);
+  apply_lora(model, c, gen);
   SafetensorsFile file(dir / "adapter_model.safetensors");
   auto params = lora_parameters(model);
   std::set<std::string> expected;
@@ -189,6 +330,40 @@ LoraConfig load_lora_adapter(CausalLM& model, const fs::path& dir) {
     p.tensor->copy_(read_tensor(*info, file.data(*info)));
   }
   return c;
+}
+
+void merge_lora_adapter(CausalLM& model, const fs::path& dir, at::Generator* gen) {
+  // The dtype every base parameter had (a saved module comes back to it).
+  std::map<std::string, at::ScalarType> dtype;
+  for (auto& p : model.named_parameters()) dtype[p.name] = p.tensor->scalar_type();
+  load_lora_adapter(model, dir, gen);
+  c10::NoGradGuard no_grad;
+  for (auto& layer : model.layers())
+    for (auto& [name, lin] : layer.linears()) {
+      if (!lin->lora_) continue;
+      // peft's get_delta_weight: B @ A x scaling in the adapter's fp32, added into the weight.
+      const auto& w = *lin->lora_;
+      lin->weight_.add_(at::matmul(w.b_, w.a_).mul_(w.scaling_).to(lin->weight_.device()));
+      lin->lora_.reset();
+    }
+  for (auto& p : model.named_parameters()) {
+    if (p.tensor->requires_grad()) *p.tensor = p.tensor->detach().to(dtype.at(p.name));
+    p.tensor->set_requires_grad(false);
+  }
+}
+
+LoraConfig prepare_lora(CausalLM& model, const LoraConfig& config, const std::vector<fs::path>& adapters,
+                        bool create_new_adapter) {
+  auto gen = at::detail::createCPUGenerator(config.seed);
+  const size_t merged = adapters.empty() || create_new_adapter ? adapters.size() : adapters.size() - 1;
+  for (size_t i = 0; i < merged; ++i) merge_lora_adapter(model, adapters[i], &gen);
+  if (merged < adapters.size()) {
+    LoraConfig resumed = load_lora_adapter(model, adapters.back(), &gen);
+    resumed.seed = config.seed;
+    return resumed;
+  }
+  apply_lora(model, config, &gen);
+  return config;
 }
 
 }  // namespace lf::model

@@ -11,6 +11,11 @@
 
 namespace lf::optim {
 
+double loraplus_lr_scale(const std::string& hf_name, int64_t ndim, double ratio) {
+  if (ratio <= 0) return 1.0;
+  return hf_name.find("lora_B") != std::string::npos || ndim == 1 ? ratio : 1.0;
+}
+
 bool hf_decays(const std::string& hf_name) {
   std::string n = hf_name;
   std::transform(n.begin(), n.end(), n.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
@@ -94,7 +99,7 @@ void AdamW::step() {
       m.push_back(exp_avg_[i]);
       v.push_back(exp_avg_sq_[i]);
     }
-    adamw_update(p, gr, m, v, step_, options_.lr, g.weight_decay, options_);
+    adamw_update(p, gr, m, v, step_, options_.lr * g.lr_scale, g.weight_decay, options_);
   }
 }
 

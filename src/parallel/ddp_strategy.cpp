@@ -16,6 +16,7 @@
 #include "lf/model/causal_lm.h"
 #include "lf/model/grad_sink.h"
 #include "lf/parallel/make_strategy.h"
+#include "host_sums.h"
 #include "replicated_optimizer.h"
 
 namespace lf::parallel {
@@ -96,10 +97,8 @@ class DdpStrategy final : public ParallelStrategy {
   void before_micro_step(bool last) override { reducer_->prepare_backward(last); }
   void after_backward() override { reducer_->finish_backward(); }
 
-  double all_reduce_sum(double v) override {
-    auto t = at::full({1}, v, at::TensorOptions(at::kDouble).device(device()));
-    comm_.all_reduce(t, comm::ReduceOp::kSum)->wait();
-    return t.item<double>();
+  std::vector<double> all_reduce_sums(std::vector<double> values) override {
+    return sum_over_ranks(comm_, std::move(values), device());
   }
   at::Tensor all_gather_bytes(const at::Tensor& mine) override {
     auto in = mine.to(device());

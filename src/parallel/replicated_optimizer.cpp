@@ -15,21 +15,28 @@ namespace fs = std::filesystem;
 
 ReplicatedOptimizer::ReplicatedOptimizer(const StrategySetup& s) {
   LF_CHECK(!s.trainable.empty(), ConfigError, "the model has no trainable parameters");
-  optim::ParamGroup decay{{}, s.weight_decay}, no_decay{{}, 0.0};
-  // The optimizer's flat order, decay group first (the checkpoint's order too).
+  // The optimizer's flat order: decay groups first, each at lr x 1 then lr x the LoRA+ ratio
+  // (none without LoRA+: HF's two groups).
+  std::vector<optim::ParamGroup> groups;
+  const double ratio = s.loraplus_lr_ratio == 1.0 ? 0.0 : s.loraplus_lr_ratio;  // x 1: no groups of its own
   for (const bool decays : {true, false})
-    for (const auto& p : s.trainable)
-      if (optim::hf_decays(p.name) == decays) {
-        named_.emplace_back(p.name, *p.tensor);
-        (decays ? decay : no_decay).params.push_back(*p.tensor);
-      }
+    for (const double scale : ratio > 0 ? std::vector<double>{1.0, ratio} : std::vector<double>{1.0}) {
+      optim::ParamGroup g{{}, decays ? s.weight_decay : 0.0, scale};
+      for (const auto& p : s.trainable)
+        if (optim::hf_decays(p.name) == decays &&
+            (ratio <= 0 || (optim::loraplus_lr_scale(p.name, p.tensor->dim(), ratio) != 1.0) == (scale != 1.0))) {
+          named_.emplace_back(p.name, *p.tensor);
+          g.params.push_back(*p.tensor);
+        }
+      if (ratio <= 0 || !g.params.empty()) groups.push_back(std::move(g));
+    }
   for (auto& [name, t] : named_) tensors_.push_back(t);
   optim::AdamWOptions o;
   o.lr = s.learning_rate;
   o.beta1 = s.adam_beta1;
   o.beta2 = s.adam_beta2;
   o.eps = s.adam_epsilon;
-  opt_ = std::make_unique<optim::AdamW>(std::vector<optim::ParamGroup>{decay, no_decay}, o);
+  opt_ = std::make_unique<optim::AdamW>(std::move(groups), o);
 }
 
 bool ReplicatedOptimizer::unscale(double scale) const {

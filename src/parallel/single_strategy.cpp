@@ -14,7 +14,7 @@ class SingleStrategy final : public ParallelStrategy {
   std::string describe() const override { return "one process"; }
   void before_micro_step(bool) override {}
   void after_backward() override {}
-  double all_reduce_sum(double value) override { return value; }
+  std::vector<double> all_reduce_sums(std::vector<double> values) override { return values; }
   at::Tensor all_gather_bytes(const at::Tensor& mine) override { return mine.cpu().unsqueeze(0); }
   bool unscale_gradients(double scale) override { return opt_.unscale(scale); }
   double clip_grad_norm(double max_norm) override { return opt_.clip(max_norm); }

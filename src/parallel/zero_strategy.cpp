@@ -24,6 +24,7 @@
 #include "lf/optim/adamw.h"
 #include "host_pinning.h"
 #include "host_step_pipeline.h"
+#include "host_sums.h"
 #include "zero_units.h"
 
 namespace lf::parallel {
@@ -72,7 +73,7 @@ class ZeroImpl final : public ZeroStrategy, public model::GradSink, public model
   bool needs_every_forward() const override { return opt_.stage == 3 || offload_; }
   void before_micro_step(bool last) override;
   void after_backward() override;
-  double all_reduce_sum(double value) override;
+  std::vector<double> all_reduce_sums(std::vector<double> values) override;
   at::Tensor all_gather_bytes(const at::Tensor& mine) override;
   bool unscale_gradients(double scale) override;
   double clip_grad_norm(double max_norm) override;
@@ -137,6 +138,7 @@ class ZeroImpl final : public ZeroStrategy, public model::GradSink, public model
   comm::Communicator& comm_;
   c10::Device device_;
   double weight_decay_;
+  double loraplus_ = 0;  // LoRA+ ratio (0: off)
   optim::AdamWOptions adam_;
   bool tied_ = false;
   int64_t head_ = 0;
@@ -159,7 +161,7 @@ class ZeroImpl final : public ZeroStrategy, public model::GradSink, public model
 
 ZeroImpl::ZeroImpl(const StrategySetup& s, const ZeroOptions& o)
     : ZeroStrategy(s.rank, s.world), opt_(o), comm_(*s.communicator), device_(s.trainable.front().tensor->device()),
-      weight_decay_(s.weight_decay) {
+      weight_decay_(s.weight_decay), loraplus_(s.loraplus_lr_ratio == 1.0 ? 0.0 : s.loraplus_lr_ratio) {
   LF_CHECK(o.stage >= 1 && o.stage <= 3, ConfigError, "zero_stage {}: expected 1, 2 or 3", o.stage);
   offload_ = o.offload != Offload::kNone;
   LF_CHECK(!offload_ || o.stage >= 2, ConfigError,
@@ -178,7 +180,12 @@ ZeroImpl::ZeroImpl(const StrategySetup& s, const ZeroOptions& o)
   tied_ = m.config().tie_word_embeddings;
   head_ = m.head_unit();
   std::map<std::string, bool> trainable;
-  for (const auto& p : s.trainable) trainable[p.name] = true;
+  for (const auto& p : s.trainable) {
+    LF_CHECK(!s.lora || p.name.find(".lora_") != std::string::npos, ConfigError,
+             "ZeRO with modules trained fully beside LoRA (additional_target: {}) is not supported yet; use "
+             "zero_stage 0 (data parallel)", p.name);
+    trainable[p.name] = true;
+  }
   std::vector<std::vector<model::NamedParam>> train(head_ + 1), frozen(head_ + 1);
   auto all = m.named_parameters();
   for (auto& p : model::lora_parameters(m)) all.push_back(p);
@@ -231,7 +238,11 @@ void ZeroImpl::build_unit(int64_t index, std::vector<model::NamedParam> train, s
     }
     if (opt_.stage == 1) u.grad_flat = at::zeros({u.train.padded}, u.master.options().device(device_));
     u.pieces = u.train.pieces(u.master, u.grad_shard, u.exp_avg, u.exp_avg_sq);
-    for (auto& piece : u.pieces) piece.decays = optim::hf_decays(piece.name);
+    for (auto& piece : u.pieces) {
+      piece.decays = optim::hf_decays(piece.name);
+      for (const auto& p : train)
+        if (p.name == piece.name) piece.lr_scale = optim::loraplus_lr_scale(p.name, p.tensor->dim(), loraplus_);
+    }
     for (size_t i = 0; i < u.train.params.size(); ++i) {
       const auto& slot = *u.train.params[i].slot;
       where_[slot.unsafeGetTensorImpl()] = {index, i};
@@ -534,10 +545,8 @@ std::vector<at::Tensor> ZeroImpl::grad_shards() const {
   return out;
 }
 
-double ZeroImpl::all_reduce_sum(double v) {
-  auto t = at::full({1}, v, at::TensorOptions(at::kDouble).device(device()));
-  comm_.all_reduce(t, comm::ReduceOp::kSum)->wait();
-  return t.item<double>();
+std::vector<double> ZeroImpl::all_reduce_sums(std::vector<double> values) {
+  return sum_over_ranks(comm_, std::move(values), device());
 }
 
 at::Tensor ZeroImpl::all_gather_bytes(const at::Tensor& mine) {
@@ -577,7 +586,7 @@ double ZeroImpl::clip_grad_norm(double max_norm) {
 void ZeroImpl::host_update(Unit& u, double lr, double grad_scale, int64_t step_count) {
   for (auto& piece : u.pieces) {
     offload::HostAdamWStep step;
-    step.lr = lr;
+    step.lr = lr * piece.lr_scale;
     step.beta1 = adam_.beta1;
     step.beta2 = adam_.beta2;
     step.eps = adam_.eps;
@@ -613,18 +622,19 @@ void ZeroImpl::optimizer_step(double lr) {
     });
     return;
   }
-  for (const bool decays : {true, false}) {
-    std::vector<at::Tensor> p, g, m, v;
-    for (auto& u : units_)
-      for (auto& piece : u.pieces)
-        if (piece.decays == decays) {
-          p.push_back(piece.master);
-          g.push_back(piece.grad);
-          m.push_back(piece.exp_avg);
-          v.push_back(piece.exp_avg_sq);
-        }
-    if (!p.empty()) optim::adamw_update(p, g, m, v, steps_, lr, decays ? weight_decay_ : 0.0, adam_);
-  }
+  for (const bool decays : {true, false})
+    for (const double scale : loraplus_ > 0 ? std::vector<double>{1.0, loraplus_} : std::vector<double>{1.0}) {
+      std::vector<at::Tensor> p, g, m, v;
+      for (auto& u : units_)
+        for (auto& piece : u.pieces)
+          if (piece.decays == decays && (loraplus_ <= 0 || (piece.lr_scale != 1.0) == (scale != 1.0))) {
+            p.push_back(piece.master);
+            g.push_back(piece.grad);
+            m.push_back(piece.exp_avg);
+            v.push_back(piece.exp_avg_sq);
+          }
+      if (!p.empty()) optim::adamw_update(p, g, m, v, steps_, lr * scale, decays ? weight_decay_ : 0.0, adam_);
+    }
   if (opt_.stage == 3) return;  // the next forward gathers from the new master shards
   // Stages 1, 2: every rank's new parameters into every rank's full copy.
   for (auto& u : units_)

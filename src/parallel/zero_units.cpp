@@ -18,7 +18,7 @@ std::vector<ShardPiece> FlatGroup::pieces(const at::Tensor& master, const at::Te
     const int64_t b = std::max(lo, p.offset), e = std::min(hi, p.offset + p.numel);
     if (b >= e) continue;
     auto view = [&](const at::Tensor& t) { return t.narrow(0, b - lo, e - b); };
-    out.push_back({p.name, b - p.offset, e - p.offset, b - lo, p.decays, view(master), view(grad), view(m), view(v)});
+    out.push_back({p.name, b - p.offset, e - p.offset, b - lo, p.decays, 1.0, view(master), view(grad), view(m), view(v)});
   }
   return out;
 }

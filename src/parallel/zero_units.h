@@ -33,6 +33,7 @@ struct ShardPiece {
   int64_t begin = 0, end = 0;
   int64_t shard_offset = 0;  // where it starts in the shard
   bool decays = true;
+  double lr_scale = 1.0;  // LoRA+
   at::Tensor master, grad, exp_avg, exp_avg_sq;  // [end - begin] fp32
 };
 

@@ -28,7 +28,8 @@ int64_t host_peak_rss_bytes() {
 }
 
 // The median step after 3 warm-up steps, and the median of each phase over the same steps.
-json perf_report(const TrainSummary& sum, int64_t first_step, int64_t first_tokens, const PhaseClock& phases,
+// Per device: this rank's tokens (`rank_tokens` of this session).
+json perf_report(const TrainSummary& sum, int64_t first_step, int64_t rank_tokens, const PhaseClock& phases,
                  const c10::Device& device) {
   std::vector<const StepRecord*> steady;
   for (const auto& r : sum.steps)
@@ -40,7 +41,7 @@ json perf_report(const TrainSummary& sum, int64_t first_step, int64_t first_toke
                {"median_step_s", med->seconds},
                {"tokens_per_s", med->seconds > 0 ? static_cast<double>(med->padded_tokens) / med->seconds : 0.0},
                {"real_tokens_per_s_overall",
-                static_cast<double>(sum.tokens_seen - first_tokens) / std::max(sum.runtime_s, 1e-9)},
+                static_cast<double>(rank_tokens) / std::max(sum.runtime_s, 1e-9)},
                {"peak_memory_gib", static_cast<double>(sum.peak_memory_bytes) / (1 << 30)},
                {"host_peak_rss_gib", static_cast<double>(host_peak_rss_bytes()) / (1 << 30)},
                {"device", device.str()}};
@@ -84,7 +85,7 @@ void Trainer::State::finish(TrainSummary& sum, const TrainPlan& plan, const Loop
       device.is_cuda()
           ? c10::getDeviceAllocator(c10::DeviceType::CUDA)->getDeviceStats(device.index()).allocated_bytes[0].peak
           : host_peak_rss_bytes();
-  spdlog::info("perf: {}", perf_report(sum, first_step, first_tokens, phases, device).dump());
+  spdlog::info("perf: {}", perf_report(sum, first_step, rank_tokens_seen - first_rank_tokens, phases, device).dump());
 
   // HF's speed_metrics("train", ...): samples = n x epochs, or max_steps x global batch.
   const double samples = c.max_steps > 0 ? static_cast<double>(plan.total * plan.layout.global_batch())
@@ -96,6 +97,7 @@ void Trainer::State::finish(TrainSummary& sum, const TrainPlan& plan, const Loop
                   {"train_runtime", round_to(sum.runtime_s, 4)},
                   {"train_samples_per_second", round_to(samples / runtime, 3)},
                   {"train_steps_per_second", round_to(static_cast<double>(plan.total) / runtime, 3)}};
+  if (c.include_num_input_tokens_seen != "no") metrics["num_input_tokens_seen"] = num_input_tokens_seen();
   json final_log = metrics;
   final_log["step"] = loop.global_step;
   log_event(final_log, json::object(), loop.global_step);
@@ -119,12 +121,13 @@ void Trainer::State::finish(TrainSummary& sum, const TrainPlan& plan, const Loop
   if (c.plot_loss) plot_losses(log_history, out, c.output_dir, plan.eval_on);
   json all = metrics;
   if (plan.eval_on) {
-    const json ev = eval_metrics(final_eval, std::max(final_eval_s, 1e-9), loop.epoch);
+    json ev = eval_metrics(final_eval, std::max(final_eval_s, 1e-9), loop.epoch);
+    // HF's log() adds the count to the metrics dict evaluate() then returns (and LLaMA-Factory saves).
+    if (c.include_num_input_tokens_seen != "no") ev["num_input_tokens_seen"] = num_input_tokens_seen();
     write_json_file(out / "eval_results.json", ev, 4);
     for (auto& [k, v] : ev.items()) all[k] = v;
-    json ev_log = ev;
-    ev_log["step"] = loop.global_step;
-    log_event(ev_log, json::object(), loop.global_step);
+    // Not a trainer_log.jsonl line: LLaMA-Factory's LogCallback stops writing when training ends
+    // (on_train_end), so its final evaluation is in eval_results.json / all_results.json only.
   }
   write_json_file(out / "all_results.json", all, 4);
   spdlog::info("training done: {} steps in {:.1f}s, train_loss {:.4f}; outputs in {}", loop.global_step,

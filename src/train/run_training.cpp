@@ -24,8 +24,10 @@
 #include "lf/common/log.h"
 #include "lf/common/progress_deadline.h"
 #include "lf/common/remove_tree.h"
+#include "lf/data/chat_template.h"
 #include "lf/data/sft_dataset.h"
 #include "lf/model/config.h"
+#include "lf/model/freeze.h"
 #include "lf/model/fused_dispatch.h"
 #include "lf/model/initial_weights.h"
 #include "lf/model/loader.h"
@@ -220,6 +222,12 @@ std::unique_ptr<model::CausalLM> load_model(const config::TrainConfig& c, const 
   auto model = model::load_causal_lm(c.model_name_or_path, lo);
   model->set_compute_dtype(mixed);
   const int64_t vocab = model->config().vocab_size;
+  // Mistral's sliding window: full causal attention is the same function on rows no longer than it.
+  const int64_t window = model->config().sliding_window;
+  LF_CHECK(window == 0 || c.cutoff_len <= window, ConfigError,
+           "{} attends over a sliding window of {} tokens, and lf-train's attention is full causal: rows of up to "
+           "cutoff_len {} tokens would be trained differently; set cutoff_len <= {}",
+           c.model_name_or_path, window, c.cutoff_len, window);
   LF_CHECK(tokenizer.vocab_size() <= vocab, ConfigError,
            "the tokenizer at {} has {} tokens but the model's vocab_size is {}: token ids would index outside the "
            "embedding (use the tokenizer that belongs to this model)",
@@ -232,9 +240,22 @@ std::unique_ptr<model::CausalLM> load_model(const config::TrainConfig& c, const 
     lc.alpha = c.lora_alpha > 0 ? c.lora_alpha : -1;
     lc.dropout = c.lora_dropout;
     lc.target = c.lora_target;
+    lc.use_rslora = c.use_rslora;
+    lc.modules_to_save = c.additional_target;
     lc.seed = static_cast<uint64_t>(c.seed);
-    model::apply_lora(*model, lc);
-    lora = lc;
+    std::vector<fs::path> adapters(c.adapter_name_or_path.begin(), c.adapter_name_or_path.end());
+    LF_CHECK(adapters.empty() || c.zero_stage < 3 || adapters.size() == 1, ConfigError,
+             "zero_stage 3 takes one adapter in adapter_name_or_path (LLaMA-Factory's rule: no merging under ZeRO-3)");
+    lora = model::prepare_lora(*model, lc, adapters, c.create_new_adapter);
+    if (!adapters.empty())
+      spdlog::info("adapters: {} merged{}", c.create_new_adapter ? adapters.size() : adapters.size() - 1,
+                   c.create_new_adapter ? ", a new one trained" : fmt::format(", {} trained on", adapters.back().string()));
+  } else if (c.finetuning_type == "freeze") {
+    model::FreezeConfig fc;
+    fc.trainable_layers = c.freeze_trainable_layers;
+    fc.trainable_modules = c.freeze_trainable_modules;
+    fc.extra_modules = c.freeze_extra_modules;
+    model::apply_freeze(*model, fc);
   }
   spdlog::info("model: {} ({} layers, vocab {}) on {}, {}{}, weights {}, compute {}{}", c.model_name_or_path,
                model->num_layers(), vocab, lo.device.str(), c.finetuning_type,
@@ -270,6 +291,7 @@ JobStrategy make_job_strategy(const config::TrainConfig& c, const comm::WorldInf
   ss.adam_beta1 = c.adam_beta1;
   ss.adam_beta2 = c.adam_beta2;
   ss.adam_epsilon = c.adam_epsilon;
+  ss.loraplus_lr_ratio = c.loraplus_lr_ratio;
   ss.rank = world.rank;
   ss.world = world.world_size;
   ss.communicator = j.communicator.get();
@@ -284,6 +306,22 @@ JobStrategy make_job_strategy(const config::TrainConfig& c, const comm::WorldInf
   return j;
 }
 
+// The tokenizer LLaMA-Factory saves with the outputs: its template's special tokens
+// (get_template_and_fix_tokenizer) and chat template (fix_jinja_template: its own Jinja when the
+// template says so or the tokenizer has none, else the tokenizer's kept).
+OutputTokenizer output_tokenizer(const DataArgs& args, const Tokenizer& tokenizer, const fs::path& model_dir) {
+  const ChatTemplate tmpl = resolve_template(args, tokenizer);
+  OutputTokenizer t;
+  t.bos_id = tmpl.bos_id();
+  t.eos_id = tmpl.eos_id();
+  t.pad_id = tmpl.pad_id();
+  t.eos_token = tokenizer.id_to_token(t.eos_id);
+  t.pad_token = tokenizer.id_to_token(t.pad_id);
+  const bool has_own = tokenizer.has_chat_template() || fs::exists(model_dir / "chat_template.jinja");
+  if (tmpl.spec().replace_jinja_template || !has_own) t.chat_template = llamafactory_jinja_template(tmpl);
+  return t;
+}
+
 }  // namespace
 
 void train_from_config(const config::LoadedConfig& loaded) {
@@ -295,8 +333,11 @@ void train_from_config(const config::LoadedConfig& loaded) {
     for (const auto& n : loaded.notes) spdlog::info("{}", n);
   }
   LF_CHECK(c.stage == "sft", ConfigError, "stage: {} is not supported by lf-train (sft only)", c.stage);
-  LF_CHECK(c.finetuning_type == "lora" || c.finetuning_type == "full", ConfigError,
-           "finetuning_type: '{}' is not supported (lora, full)", c.finetuning_type);
+  LF_CHECK(c.finetuning_type == "lora" || c.finetuning_type == "full" || c.finetuning_type == "freeze", ConfigError,
+           "finetuning_type: '{}' is not supported (lora, full, freeze)", c.finetuning_type);
+  LF_CHECK(c.finetuning_type != "freeze" || c.zero_stage < 3, ConfigError,
+           "finetuning_type freeze under zero_stage 3 is not supported yet (the frozen part is sharded and the saved "
+           "model needs it); use zero_stage 0, 1 or 2");
   LF_CHECK(!(c.bf16 && c.fp16), ConfigError, "bf16 and fp16 are both true; choose one");
   LF_CHECK(!c.model_name_or_path.empty(), ConfigError, "model_name_or_path is not set");
   LF_CHECK(!c.dataset.empty(), ConfigError, "dataset is not set (names from {}/dataset_info.json)", c.dataset_dir);
@@ -328,6 +369,7 @@ void train_from_config(const config::LoadedConfig& loaded) {
   s.pad_id = data.pad_id;  // LLaMA-Factory: the tokenizer's pad token, else eos
   const fs::path src(c.model_name_or_path);
   s.model_dir = fs::is_directory(src) ? src : src.parent_path();
+  s.output_tokenizer = output_tokenizer(args, tokenizer, s.model_dir);
   s.resume_from = resume;
   const auto job = make_job_strategy(c, world, *model, s.lora.has_value(), data);
   s.strategy = job.strategy.get();

@@ -29,9 +29,20 @@ void ProgressDisplay::bar(int64_t step, int64_t total, double loss, double lr, d
 }
 
 void Trainer::State::log_event(json entry, const json& lf_extra, int64_t step) {
+  const double elapsed = seconds_since(start);
+  const int64_t nits = num_input_tokens_seen();
+  // HF's Trainer.log: with include_num_input_tokens_seen every entry carries the count, and the
+  // logging_steps lines this session's token speed.
+  if (c.include_num_input_tokens_seen != "no") {
+    entry["num_input_tokens_seen"] = nits;
+    if (entry.contains("loss")) {
+      entry["train_runtime"] = round_to(elapsed, 4);
+      if (elapsed > 0)
+        entry["train_tokens_per_second"] = round_to(static_cast<double>(nits - first_num_input_tokens()) / elapsed, 3);
+    }
+  }
   log_history.push_back(entry);
   if (!log_writer) return;
-  const double elapsed = seconds_since(start);
   const double remaining = step > first_step ? elapsed / static_cast<double>(step - first_step) *
                                                   static_cast<double>(total_steps - step)
                                             : 0.0;
@@ -45,7 +56,12 @@ void Trainer::State::log_event(json entry, const json& lf_extra, int64_t step) {
   line["percentage"] = total_steps > 0 ? round_to(100.0 * static_cast<double>(step) / total_steps, 2) : 100.0;
   line["elapsed_time"] = format_timedelta(elapsed);
   line["remaining_time"] = format_timedelta(remaining);
-  if (tokens_seen > 0) {
+  if (nits > 0) {
+    // LLaMA-Factory's LogCallback: HF's count over the time since training (this session) began.
+    line["throughput"] = round_to(static_cast<double>(nits) / std::max(elapsed, 1e-9), 2);
+    line["total_tokens"] = nits;
+  } else if (c.include_num_input_tokens_seen == "no" && tokens_seen > 0) {
+    // lf-train's own (LLaMA-Factory writes none without the count): every rank's real tokens.
     line["throughput"] = round_to(static_cast<double>(tokens_seen - first_tokens) / std::max(elapsed, 1e-9), 2);
     line["total_tokens"] = tokens_seen;
   }
@@ -101,6 +117,8 @@ void Trainer::State::evaluate_and_log(LoopState& loop, TrainSummary& sum, const 
   spdlog::info("step {}/{} eval_loss {:.4f}", loop.global_step, total_steps, el);
 }
 
+// HF's TrainerState as save_state() writes it; its stateful_callbacks are the TrainerControl flags
+// of the last checkpoint save (all false when none was saved: HF stores them only then).
 json Trainer::State::trainer_state(int64_t global_step, double epoch) const {
   const int64_t logging = resolve_interval(c.logging_steps, total_steps);
   json j;
@@ -108,7 +126,9 @@ json Trainer::State::trainer_state(int64_t global_step, double epoch) const {
   j["best_metric"] = nullptr;
   j["best_model_checkpoint"] = nullptr;
   j["epoch"] = epoch;
-  j["eval_steps"] = c.eval_steps ? resolve_interval(*c.eval_steps, total_steps) : logging;
+  // HF: eval_steps unset is logging_steps under eval_strategy steps, else TrainerState's 500.
+  j["eval_steps"] = c.eval_steps ? resolve_interval(*c.eval_steps, total_steps)
+                                 : c.eval_strategy == "steps" ? logging : int64_t{500};
   j["global_step"] = global_step;
   j["is_hyper_param_search"] = false;
   j["is_local_process_zero"] = rank == 0;
@@ -116,7 +136,7 @@ json Trainer::State::trainer_state(int64_t global_step, double epoch) const {
   j["log_history"] = log_history;
   j["logging_steps"] = logging;
   j["max_steps"] = total_steps;
-  j["num_input_tokens_seen"] = tokens_seen;
+  j["num_input_tokens_seen"] = num_input_tokens_seen();
   // HF: with max_steps, the epochs those steps reach; else the configured ones, rounded up.
   j["num_train_epochs"] = c.max_steps > 0 ? (total_steps + steps_per_epoch - 1) / std::max<int64_t>(1, steps_per_epoch)
                                           : static_cast<int64_t>(std::ceil(c.num_train_epochs));
@@ -126,8 +146,8 @@ json Trainer::State::trainer_state(int64_t global_step, double epoch) const {
                                 {{"should_epoch_stop", false},
                                  {"should_evaluate", false},
                                  {"should_log", false},
-                                 {"should_save", true},
-                                 {"should_training_stop", global_step >= total_steps}}},
+                                 {"should_save", last_save_step >= 0},
+                                 {"should_training_stop", last_save_step >= total_steps}}},
                                {"attributes", json::object()}}}};
   j["total_flos"] = flos;
   j["train_batch_size"] = c.per_device_train_batch_size;

@@ -85,7 +85,6 @@ StepRecord Trainer::State::run_step(const std::vector<int64_t>& perm, int64_t st
     loss_acc += loss_sum.detach().to(at::kDouble);
     rec.num_tokens += b.num_tokens;
     rec.padded_tokens += b.input_ids.numel();
-    flos += 6.0 * static_cast<double>(b.input_ids.numel()) * static_cast<double>(non_embedding_params);
   }
   {
     RECORD_USER_SCOPE("lf::ddp_finish");
@@ -96,8 +95,13 @@ StepRecord Trainer::State::run_step(const std::vector<int64_t>& perm, int64_t st
   optimizer_span.emplace(at::RecordScope::USER_SCOPE);
   optimizer_span->before("lf::optimizer");
   micro_done += n_micro;
-  double step_loss = loss_acc.item<double>() / denom;  // the step's one host sync
-  if (world > 1) step_loss = strategy->all_reduce_sum(step_loss);
+  // The step's one host sync: the loss and the counters of every rank, in one reduction.
+  std::vector<double> sums = {loss_acc.item<double>() / denom, static_cast<double>(rec.num_tokens),
+                              static_cast<double>(rec.padded_tokens)};
+  if (world > 1) sums = strategy->all_reduce_sums(std::move(sums));
+  const double step_loss = sums[0];
+  rec.step_tokens = static_cast<int64_t>(sums[1]);
+  rec.step_padded_tokens = static_cast<int64_t>(sums[2]);
   LF_CHECK(std::isfinite(step_loss), NonFiniteLossError,
            "the training loss is {} at step {} of {} (epoch {:.2f}, lr {:.3g}); lower learning_rate, check the data, or "
            "use bf16 instead of fp16",

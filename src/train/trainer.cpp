@@ -90,6 +90,7 @@ Trainer::Trainer(TrainerSetup setup) {
     ss.adam_beta1 = c.adam_beta1;
     ss.adam_beta2 = c.adam_beta2;
     ss.adam_epsilon = c.adam_epsilon;
+    ss.loraplus_lr_ratio = c.loraplus_lr_ratio;
     st.own_strategy = parallel::make_single_strategy(std::move(ss));
     st.strategy = st.own_strategy.get();
   }
@@ -101,7 +102,10 @@ Trainer::Trainer(TrainerSetup setup) {
   // lm_head counts (a tied one is the embedding itself, not listed apart).
   for (auto& p : st.m.named_parameters())
     if (p.name != "model.embed_tokens.weight") st.non_embedding_params += p.tensor->numel();
-  for (auto& p : model::lora_parameters(st.m)) st.non_embedding_params += p.tensor->numel();
+  // peft's wrappers hold a copy of each module to save beside the original: HF counts both, except
+  // an embedding's (nn.Embedding).
+  for (auto& p : model::lora_parameters(st.m))
+    if (!p.name.ends_with("embed_tokens.weight")) st.non_embedding_params += p.tensor->numel();
 }
 
 Trainer::~Trainer() = default;
@@ -182,6 +186,8 @@ TrainSummary Trainer::train() {
   }
   st.first_step = loop.global_step;
   st.first_tokens = st.tokens_seen;
+  st.first_input_tokens = st.input_tokens_seen;
+  st.first_rank_tokens = st.rank_tokens_seen;
   progress_reporter().training_begins(loop.global_step);
   // Every epoch has steps_per_epoch steps, so the cursor of step N is (N / spe, N % spe).
   for (int64_t epoch = loop.global_step / plan.steps_per_epoch; loop.global_step < plan.total; ++epoch)
@@ -204,7 +210,12 @@ void Trainer::State::run_epoch(int64_t epoch, const TrainPlan& plan, LoopState& 
     auto rec = run_step(perm, k, loop, plan, micro_done, phases, display);
     rec.step = ++loop.global_step;
     trace.step_ended(loop.global_step);
-    tokens_seen += rec.num_tokens;
+    tokens_seen += rec.step_tokens;
+    input_tokens_seen += rec.step_padded_tokens;
+    rank_tokens_seen += rec.num_tokens;
+    // HF adds 6 x input_ids.numel() x params per micro-batch on each rank and sums the ranks:
+    // counted from the step's integer total, so one process and N ranks give the same double.
+    flos += 6.0 * static_cast<double>(rec.step_padded_tokens) * static_cast<double>(non_embedding_params);
     loop.epoch = static_cast<double>(epoch) +
                  static_cast<double>(micro_done) / static_cast<double>(plan.micro_per_epoch);
     rec.epoch = loop.epoch;

@@ -16,6 +16,7 @@
 #include "lf/model/lora.h"
 #include "lf/model/safetensors.h"
 #include "lf/model/tensor_io.h"
+#include "output_metadata.h"
 #include "trainer_state.h"
 
 namespace lf::train {
@@ -60,7 +61,10 @@ void Trainer::State::save_model(const fs::path& dir) {
   // The strategy gives each trainable parameter's full value (fp32 master weights); under a
   // sharded one every rank takes part in the gathers and rank 0 writes.
   const bool write = rank == 0;
-  const auto value_of = [this](const model::NamedParam& p) { return strategy->full_parameter(p.name); };
+  // A partly frozen model (finetuning_type freeze) saves its frozen parameters as they are.
+  const auto value_of = [this](const model::NamedParam& p) {
+    return s.lora || !m.partly_frozen() || p.tensor->requires_grad() ? strategy->full_parameter(p.name) : *p.tensor;
+  };
   if (write) fs::create_directories(dir);
   if (s.lora) {
     model::save_lora_adapter(m, *s.lora, dir, c.model_name_or_path, value_of, write);
@@ -73,14 +77,10 @@ void Trainer::State::save_model(const fs::path& dir) {
     model::save_causal_lm(m, dir, o);
   }
   if (!write) return;
-  // Tokenizer side files next to the weights (LLaMA-Factory saves the tokenizer too).
-  if (!s.model_dir.empty() && fs::is_directory(s.model_dir)) {
-    std::vector<std::string> files;
-    for (const char* const* f = model::kModelSideFiles; *f; ++f) files.emplace_back(*f);
-    files.insert(files.end(), {"encoder.json", "vocab.bpe"});
-    for (const auto& f : files)
-      if (fs::exists(s.model_dir / f) && !fs::exists(dir / f)) fs::copy_file(s.model_dir / f, dir / f);
-  }
+  // The tokenizer next to the weights, as HF Trainer saves it under LLaMA-Factory (output_metadata.h).
+  const OutputTokenizer* tok = s.output_tokenizer ? &*s.output_tokenizer : nullptr;
+  save_tokenizer_files(s.model_dir, dir, tok);
+  if (!s.lora && tok) align_model_metadata(dir, *tok);
 }
 
 TensorList Trainer::State::rng_states_to_save() {
@@ -120,6 +120,7 @@ void Trainer::State::save_checkpoint(const LoopState& loop) {
   commit.world = world;
   if (rank == 0) check_room_for_checkpoint(out, strategy->num_trainable(), loop.global_step);
   fs::create_directories(commit.tmp);  // every rank: whoever comes first
+  last_save_step = loop.global_step;
   const auto mine = strategy->save_optimizer_state(commit.tmp);
   if (rank == 0 || strategy->saving_is_collective()) save_model(commit.tmp);
   if (rank == 0) {
@@ -132,6 +133,7 @@ void Trainer::State::save_checkpoint(const LoopState& loop) {
                      {"epoch", loop.epoch},
                      {"seed", c.seed},
                      {"tokens_seen", tokens_seen},
+                     {"input_tokens_seen", input_tokens_seen},
                      {"total_flos", flos},
                      {"loop", loop.loop_json()},
                      {"format_version", ckpt::kCheckpointFormat},
@@ -183,6 +185,7 @@ LoopState Trainer::State::load_checkpoint(const fs::path& dir) {
   sched_step = st.at("scheduler_step").get<int64_t>();
   scaler.set_state(st.at("loss_scale").get<double>(), st.at("growth_tracker").get<int64_t>());
   tokens_seen = st.value("tokens_seen", int64_t{0});
+  input_tokens_seen = st.value("input_tokens_seen", int64_t{0});
   flos = st.value("total_flos", 0.0);
   if (fs::exists(dir / "trainer_state.json")) {
     std::ifstream ts(dir / "trainer_state.json");
@@ -204,6 +207,7 @@ LoopState Trainer::State::load_checkpoint(const fs::path& dir) {
   }
   LoopState loop;
   loop.global_step = st.at("global_step").get<int64_t>();
+  last_save_step = loop.global_step;
   // As HF, a resumed step keeps its count under another global batch (the data resumes at that
   // step of the new order, the schedule at that step of the new total): say so, once.
   const int64_t batch = c.per_device_train_batch_size * c.gradient_accumulation_steps * world;

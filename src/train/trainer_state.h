@@ -103,11 +103,27 @@ struct Trainer::State {
   Clock::time_point start;
   int64_t total_steps = 0;
   int64_t steps_per_epoch = 1;
-  int64_t tokens_seen = 0;
+  // Counters of the whole job (every rank's micro-batches, summed with the step's loss):
+  int64_t tokens_seen = 0;        // real (non-padding) tokens
+  int64_t input_tokens_seen = 0;  // input_ids elements, padding included (HF's "all")
+  double flos = 0;                // HF's total_flos: 6 x input_ids elements x non-embedding parameters
+  int64_t rank_tokens_seen = 0;   // this rank's real tokens: the perf line's per-device speed
   // Where this process started (a resumed run): speeds and ETAs count only its own work.
   int64_t first_step = 0;
-  int64_t first_tokens = 0;
-  double flos = 0;
+  int64_t first_tokens = 0, first_input_tokens = 0, first_rank_tokens = 0;
+  // The last checkpoint's step (-1: none): HF's TrainerControl flags in trainer_state.json are
+  // those of the last save (its stateful_callbacks are stored only then).
+  int64_t last_save_step = -1;
+
+  // HF's state.num_input_tokens_seen under include_num_input_tokens_seen (no: 0).
+  int64_t num_input_tokens_seen() const {
+    const auto& mode = c.include_num_input_tokens_seen;
+    return mode == "all" ? input_tokens_seen : mode == "non_padding" ? tokens_seen : 0;
+  }
+  int64_t first_num_input_tokens() const {
+    const auto& mode = c.include_num_input_tokens_seen;
+    return mode == "all" ? first_input_tokens : mode == "non_padding" ? first_tokens : 0;
+  }
 
   explicit State(TrainerSetup setup)
       : s(std::move(setup)), m(*s.model), device(s.model->lm_head_weight().device()) {}

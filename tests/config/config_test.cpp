@@ -219,3 +219,21 @@ TEST(Config, EvaluationWithNothingToEvaluateOnIsRefusedLikeLlamaFactory) {
   EXPECT_EQ(error_of(kMinimal + "eval_strategy: steps\neval_dataset: alpaca_en_demo\n"), "");
   EXPECT_EQ(error_of(kMinimal + "val_size: 0\n"), "");  // no evaluation asked for
 }
+
+// Issue 18's keys (LLaMA-Factory's meaning): rsLoRA, LoRA+, HF's token counter.
+TEST(Config, LoraOptionsAndTheTokenCounter) {
+  auto c = parse_train_config(kMinimal + "use_rslora: true\nloraplus_lr_ratio: 16\ninclude_num_input_tokens_seen: true\n",
+                              {}, "cfg.yaml").config;
+  EXPECT_TRUE(c.use_rslora);
+  EXPECT_DOUBLE_EQ(c.loraplus_lr_ratio, 16);
+  EXPECT_EQ(c.include_num_input_tokens_seen, "all");  // HF maps true to "all"
+  EXPECT_EQ(parse_train_config(kMinimal, {}, "cfg.yaml").config.include_num_input_tokens_seen, "no");
+  EXPECT_EQ(parse_train_config(kMinimal + "include_num_input_tokens_seen: non_padding\n", {}, "cfg.yaml")
+                .config.include_num_input_tokens_seen, "non_padding");
+  auto e = error_of(kMinimal + "include_num_input_tokens_seen: some\n");
+  EXPECT_NE(e.find("include_num_input_tokens_seen: some"), std::string::npos) << e;
+  e = error_of(kMinimal + "finetuning_type: full\nloraplus_lr_ratio: 16\n");
+  EXPECT_NE(e.find("`loraplus_lr_ratio` is LoRA's"), std::string::npos) << e;
+  e = error_of(kMinimal + "loraplus_lr_ratio: -1\n");
+  EXPECT_NE(e.find("must be >= 0"), std::string::npos) << e;
+}

@@ -105,8 +105,47 @@ TEST(ModelErrors, CorruptHeader) {
 TEST(ModelErrors, UnknownArchitecture) {
   test::TempDir tmp;
   std::ofstream(tmp.path() / "config.json")
-      << R"({"architectures": ["MistralForCausalLM"], "model_type": "mistral", "vocab_size": 8})";
-  expect_config_error([&] { load_causal_lm(tmp.path().string(), LoadOptions{}); }, "MistralForCausalLM");
+      << R"({"architectures": ["GemmaForCausalLM"], "model_type": "gemma", "vocab_size": 8})";
+  expect_config_error([&] { load_causal_lm(tmp.path().string(), LoadOptions{}); },
+                      "unknown architecture 'GemmaForCausalLM' (model_type 'gemma'); supported: LlamaForCausalLM, "
+                      "Qwen2ForCausalLM, Qwen3ForCausalLM, MistralForCausalLM");
+}
+
+TEST(ModelErrors, SlidingWindowLayersAreRefused) {
+  auto text = [](const std::string& extra) {
+    return R"({"architectures": ["Qwen3ForCausalLM"], "vocab_size": 8, "hidden_size": 8, "intermediate_size": 8,
+               "num_hidden_layers": 1, "num_attention_heads": 2, "head_dim": 4)" + extra + "}";
+  };
+  EXPECT_EQ(parse_model_config(text(""), "q3").head_dim, 4);
+  EXPECT_TRUE(parse_model_config(text(""), "q3").qk_norm);
+  expect_config_error([&] { parse_model_config(text(R"(, "use_sliding_window": true)"), "q3"); },
+                      "use_sliding_window=true is not supported");
+  expect_config_error([&] { parse_model_config(text(R"(, "layer_types": ["sliding_attention"])"), "q3"); },
+                      "layer_types holds");
+}
+
+TEST(ModelErrors, LoraOnTheHeadOrEmbeddingIsRefusedWithTheWayOut) {
+  auto model = load_causal_lm(fixture("qwen2_tiny").string(), LoadOptions{});
+  LoraConfig c;
+  c.target = parse_lora_target("q_proj,lm_head");
+  expect_config_error([&] { apply_lora(*model, c); }, "name it in additional_target");
+}
+
+// peft's name rule: a full module name or a dotted suffix; only those modules get adapters.
+TEST(ModelErrors, LoraTargetsByPeftNames) {
+  auto model = load_causal_lm(fixture("qwen2_tiny").string(), LoadOptions{});
+  LoraConfig c;
+  c.target = parse_lora_target("self_attn.o_proj, model.layers.1.mlp.up_proj");
+  apply_lora(*model, c);
+  std::vector<std::string> names;
+  for (const auto& p : lora_parameters(*model)) names.push_back(p.name);
+  const std::string pre = "base_model.model.model.layers.";
+  EXPECT_EQ(names, (std::vector<std::string>{pre + "0.self_attn.o_proj.lora_A.weight", pre + "0.self_attn.o_proj.lora_B.weight",
+                                              pre + "1.self_attn.o_proj.lora_A.weight", pre + "1.self_attn.o_proj.lora_B.weight",
+                                              pre + "1.mlp.up_proj.lora_A.weight", pre + "1.mlp.up_proj.lora_B.weight"}));
+  auto other = load_causal_lm(fixture("qwen2_tiny").string(), LoadOptions{});
+  c.target = parse_lora_target("proj");  // no dotted suffix of any name
+  expect_config_error([&] { apply_lora(*other, c); }, "lora_target 'proj' names no module");
 }
 
 TEST(ModelErrors, LoraTargetNamingNoModule) {

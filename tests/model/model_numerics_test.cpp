@@ -53,6 +53,16 @@ void check_full(const std::string& arch, bool checkpointing = false, int64_t fus
 }
 
 TEST(ModelNumerics, Qwen2LogitsAndEveryGradient) { check_full("qwen2"); }
+// scripts/fixtures/model_family_fixtures.py (the reference venv's transformers): per-head q/k norms
+// and head_dim 16 != hidden / heads; Mistral with head_dim 12 and an (unreached) sliding window.
+TEST(ModelNumerics, Qwen3LogitsAndEveryGradient) {
+  check_full("qwen3");
+  check_full("qwen3", true, 5);  // checkpointed, chunked head
+}
+TEST(ModelNumerics, MistralLogitsAndEveryGradient) {
+  check_full("mistral");
+  check_full("mistral", true, 5);
+}
 TEST(ModelNumerics, LlamaLlama3RopeLogitsAndEveryGradient) { check_full("llama"); }
 TEST(ModelNumerics, FusedChunkedHeadLossGivesTheSameGradients) {
   check_full("qwen2", false, 5);  // tied head: its grad adds to the embedding's

@@ -226,3 +226,38 @@ def test_embedding_rows_only_when_they_are_fewer_bytes_than_the_dense_gradient(t
     assert " 1 embedding(s) exchange" in outs["forced"][0] and "all-reduced densely" not in outs["forced"][0]
     worst = max(abs(a - b) for a, b in zip(results["auto"][0], results["forced"][0]))
     assert worst <= TOL, worst
+
+
+@pytest.mark.parametrize("tokens", ["no", "all", "non_padding"])
+def test_counters_are_the_jobs_not_rank_zeros(tmp_path, tokens):
+    """total_flos, num_input_tokens_seen and trainer_log's total_tokens count every rank's
+    micro-batches (summed with the step's loss, no extra collective): 2 ranks x accumulation 2 run
+    the micro-batches 1 rank x accumulation 4 runs, so every counter in trainer_log.jsonl,
+    trainer_state.json (and its log history), train_results.json and all_results.json is equal.
+    Before, 2 ranks counted rank 0's only (about half). include_num_input_tokens_seen as HF reads
+    it: no (0; lf-train's own total_tokens are real tokens), all (input_ids elements), non_padding."""
+    args = ("max_steps=6", "eval_steps=3", f"include_num_input_tokens_seen={tokens}", "save_steps=4")
+
+    def counters(out):
+        log = [json.loads(l) for l in open(out / "trainer_log.jsonl")]
+        state = json.load(open(out / "trainer_state.json"))
+        ckpt = json.load(open(out / "checkpoint-4" / "trainer_state.json"))
+        results = [json.load(open(out / f)) for f in ("train_results.json", "all_results.json")]
+        return {"trainer_log": [(l.get("total_tokens"), "throughput" in l) for l in log],
+                "state": (state["total_flos"], state["num_input_tokens_seen"]),
+                "checkpoint": (ckpt["total_flos"], ckpt["num_input_tokens_seen"]),
+                "log_history": [e.get("num_input_tokens_seen") for e in state["log_history"]],
+                "results": [(r["total_flos"], r.get("num_input_tokens_seen")) for r in results]}
+
+    train(tmp_path / "one", "full", (1, 1, 2), *args, "gradient_accumulation_steps=4")
+    train(tmp_path / "two", "full", (1, 2, 2), *args, "gradient_accumulation_steps=2")
+    one, two = counters(tmp_path / "one"), counters(tmp_path / "two")
+    assert one == two
+    assert one["state"][0] > 0 and all(t > 0 and thr for t, thr in one["trainer_log"]), one
+    totals = [t for t, _ in one["trainer_log"]]
+    assert totals == sorted(totals) and totals[0] < totals[-1], totals
+    if tokens == "no":  # HF tracks nothing; LLaMA-Factory's log lines then have no token fields (lf-train's do)
+        assert one["state"][1] == 0 and set(one["log_history"]) == {None}, one
+    else:
+        assert one["state"][1] == totals[-1] and one["results"][0][1] == totals[-1], one
+        assert None not in one["log_history"], one

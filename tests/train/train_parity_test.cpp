@@ -3,6 +3,7 @@
 // that clips, weight decay with biases, warmup + cosine, fp32 on CPU); see
 // scripts/fixtures/train_hf_reference.py.
 #include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -58,7 +59,7 @@ void expect_weights_match(const std::vector<model::NamedParam>& params, const st
 
 // Two ranks as threads, through the ParallelStrategy seam: a strategy of the test's own (the
 // interface is all the trainer sees) whose after_backward sums the two models' gradients and
-// whose all_reduce_sum adds the two ranks' scalars, the rest a single-process strategy's.
+// whose all_reduce_sums adds the two ranks' scalars, the rest a single-process strategy's.
 class ThreadPairStrategy final : public parallel::ParallelStrategy {
  public:
   ThreadPairStrategy(int rank, std::unique_ptr<parallel::ParallelStrategy> local, std::function<void()> sum_grads,
@@ -68,7 +69,10 @@ class ThreadPairStrategy final : public parallel::ParallelStrategy {
   std::string describe() const override { return "two threads"; }
   void before_micro_step(bool) override {}
   void after_backward() override { sum_grads_(); }
-  double all_reduce_sum(double v) override { return sum_scalar_(v); }
+  std::vector<double> all_reduce_sums(std::vector<double> v) override {
+    for (auto& x : v) x = sum_scalar_(x);
+    return v;
+  }
   at::Tensor all_gather_bytes(const at::Tensor& mine) override { return local_->all_gather_bytes(mine); }
   bool unscale_gradients(double scale) override { return local_->unscale_gradients(scale); }
   double clip_grad_norm(double max_norm) override { return local_->clip_grad_norm(max_norm); }
@@ -138,6 +142,90 @@ TEST(TrainParity, LoraMatchesPeftUnderHfTrainer) {
   const auto base = model::load_tensor_file(fixtures() / "qwen2_tiny" / "model.safetensors");
   for (const auto& p : m->named_parameters())
     EXPECT_TRUE(at::equal(p.tensor->detach(), base.at(p.name))) << p.name;
+}
+
+// LLaMA-Factory's own adapters (scripts/fixtures/lf_lora_init_reference.py: its loader, peft's
+// get_peft_model after set_seed): apply_lora from the same seed draws the same A, to the bit, on the
+// modules peft targets for the same lora_target (and saves the same modules_to_save for
+// additional_target); with B and the saved modules set as the fixture's, the logits are peft's (its
+// scaling, rsLoRA's included). adapter_name_or_path: an adapter merged into the base, then a new
+// one drawn after it (the same generator), or the adapter itself trained on.
+TEST(TrainParity, LoraInitIsLlamaFactorysFromTheSameSeed) {
+  const auto cases = read_json(fixtures() / "lf_lora_init" / "cases.json");
+  ASSERT_GE(cases.size(), 4u);
+  for (const auto& [name, cs] : cases.items()) {
+    SCOPED_TRACE(name);
+    auto m = model::load_causal_lm((fixtures() / "qwen2_tiny").string(), {});
+    model::LoraConfig lc;
+    lc.rank = cs["lora_rank"];
+    lc.alpha = cs["lora_alpha"].get<double>();
+    lc.target = model::parse_lora_target(cs["lora_target"]);
+    lc.use_rslora = cs.value("use_rslora", false);
+    if (cs.contains("additional_target")) lc.modules_to_save = model::parse_lora_target(cs["additional_target"]);
+    lc.seed = cs["seed"];
+    if (cs.contains("adapter_name_or_path"))  // merged, or trained on, as LLaMA-Factory does
+      model::prepare_lora(*m, lc, {fixtures() / "lf_lora_init" / cs["adapter_name_or_path"].get<std::string>()},
+                          cs.value("create_new_adapter", false));
+    else
+      model::apply_lora(*m, lc);
+    auto want = model::load_tensor_file(fixtures() / "lf_lora_init" / (name + ".safetensors"));
+    const auto input_ids = want.at("input_ids"), logits = want.at("logits");
+    want.erase("input_ids");
+    want.erase("logits");
+    const auto got = model::lora_parameters(*m);
+    ASSERT_EQ(got.size(), want.size());
+    c10::NoGradGuard no_grad;
+    for (const auto& p : got) {
+      auto it = want.find(p.name);
+      ASSERT_NE(it, want.end()) << p.name << ": a module peft does not target";
+      if (p.name.find("lora_A") != std::string::npos)
+        EXPECT_TRUE(at::equal(*p.tensor, it->second)) << p.name << ": not LLaMA-Factory's initial value";
+      else
+        p.tensor->copy_(it->second);
+    }
+    m->set_training(false);
+    const double diff = (m->forward(input_ids) - logits).abs().max().item<double>();
+    EXPECT_LT(diff, 1e-5) << "logits differ from peft's";
+  }
+}
+
+// LoRA+ (loraplus_lr_ratio): LLaMA-Factory's own optimizer groups under HF Trainer
+// (scripts/fixtures/train_hf_loraplus_reference.py), from the LoRA reference's initial adapter.
+TEST(TrainParity, LoraPlusMatchesLlamaFactorysOptimizer) {
+  const auto data = fixture_dataset();
+  auto c = fixture_config("lora");
+  const auto ref = read_json(fixtures() / "expected_loraplus.json");
+  c.loraplus_lr_ratio = ref["settings"]["loraplus_lr_ratio"];
+  auto m = model::load_causal_lm(c.model_name_or_path, {});
+  auto lc = model::load_lora_adapter(*m, fixtures() / "lora_init");
+  const auto sum = run(c, *m, lc, data);
+  expect_steps_match(sum, ref["lora"]);
+  // Not the plain LoRA run: the ratio is felt.
+  const auto plain = read_json(fixtures() / "expected.json")["lora"];
+  EXPECT_GT(std::fabs(sum.steps.back().loss - plain.back()["loss"].get<double>()), 1e-4);
+}
+
+// The same seed, the same run: the LoRA reference run (peft + HF Trainer, scripts/fixtures/
+// train_hf_reference.py) drew its adapter after torch.manual_seed(7); lf-train's apply_lora with
+// seed 7 draws that adapter, and the run that follows is the reference's, step by step.
+TEST(TrainParity, LoraFromTheSeedIsTheSameRunAsPeft) {
+  const auto data = fixture_dataset();
+  auto c = fixture_config("lora");
+  const auto s = read_json(fixtures() / "expected.json")["settings"]["lora"];
+  auto m = model::load_causal_lm(c.model_name_or_path, {});
+  model::LoraConfig lc;
+  lc.rank = s["lora_rank"];
+  lc.alpha = s["lora_alpha"].get<double>();
+  lc.seed = 7;
+  model::apply_lora(*m, lc);
+  const auto init = model::load_tensor_file(fixtures() / "lora_init" / "adapter_model.safetensors");
+  for (const auto& p : model::lora_parameters(*m))
+    ASSERT_TRUE(at::equal(*p.tensor, init.at(p.name))) << p.name << ": not peft's initial value for seed 7";
+  const auto sum = run(c, *m, lc, data);
+  const auto want = read_json(fixtures() / "expected.json")["lora"];
+  expect_steps_match(sum, want);
+  for (size_t i = 0; i < want.size(); ++i)
+    EXPECT_NEAR(sum.steps[i].loss, want[i]["loss"].get<double>(), 1e-6) << "step " << i + 1;
 }
 
 }  // namespace

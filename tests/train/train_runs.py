@@ -41,8 +41,13 @@ def train(out, mode, layout, *extra, env_extra=None, outputs=None, distributed_l
     log = [json.loads(l) for l in open(os.path.join(out, "trainer_log.jsonl"))]
     losses = [e["loss"] for e in log if "loss" in e]
     evals = [e["eval_loss"] for e in log if "eval_loss" in e]
+    # The final evaluation is in all_results.json only (LLaMA-Factory's trainer_log ends with training,
+    # its last line the end-of-training summary); it saw the same weights as the one at the last step.
+    assert "eval_loss" not in log[-1] and "loss" not in log[-1], log[-1]
     if evals:
-        assert json.load(open(os.path.join(out, "all_results.json")))["eval_loss"] == evals[-1]
+        final = json.load(open(os.path.join(out, "all_results.json")))["eval_loss"]
+        assert final == evals[-1]
+        evals.append(final)
     losses += evals  # training losses, then the eval losses at steps 10 and 20 and the final one
     weights = load_file(os.path.join(out, "adapter_model.safetensors" if mode == "lora" else "model.safetensors"))
     return losses, weights

@@ -3,16 +3,22 @@
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
 #include <gtest/gtest.h>
+
+#include <algorithm>
 #include <torch/csrc/autograd/autograd.h>
 
 #include <unistd.h>
 
 #include <fstream>
+#include <map>
 #include <set>
 
 #include "lf/common/remove_tree.h"
+#include "lf/model/freeze.h"
 #include "lf/model/loader.h"
+#include "lf/model/lora.h"
 #include "lf/model/loss.h"
+#include "lf/model/tensor_io.h"
 #include "lf/train/batch.h"
 #include "lf/train/data_order.h"
 #include "lf/train/lm_loss.h"
@@ -249,6 +255,74 @@ TEST(Trainer, TotalFlosCountsAnUntiedLmHead) {
   lf::remove_tree(out);
 }
 
+// finetuning_type freeze: the parameters LLaMA-Factory's _setup_freeze_tuning trains
+// (scripts/fixtures/lf_freeze_reference.py), for each case; then a run moves those only, and the saved
+// model holds every parameter (the frozen ones as loaded).
+TEST(Freeze, TrainsWhatLlamaFactoryTrains) {
+  const auto cases = testing::read_json(testing::fixtures() / "lf_freeze.json");
+  ASSERT_GE(cases.size(), 4u);
+  auto list = [](const nlohmann::json& cfg, const char* key, std::vector<std::string> fallback) {
+    return cfg.contains(key) ? model::parse_lora_target(cfg[key].get<std::string>()) : fallback;
+  };
+  for (const auto& [name, cs] : cases.items()) {
+    SCOPED_TRACE(name);
+    auto m = model::load_causal_lm((testing::fixtures() / "qwen2_tiny").string(), {});
+    model::FreezeConfig fc;
+    fc.trainable_layers = cs["config"].value("freeze_trainable_layers", int64_t{2});
+    fc.trainable_modules = list(cs["config"], "freeze_trainable_modules", {"all"});
+    fc.extra_modules = list(cs["config"], "freeze_extra_modules", {});
+    std::vector<std::string> got;
+    for (const auto& p : model::apply_freeze(*m, fc)) got.push_back(p.name);
+    // The same set: HF lists a layer's norms after its mlp (module order), lf-train in file order.
+    auto want = cs["trainable"].get<std::vector<std::string>>();
+    std::sort(got.begin(), got.end());
+    std::sort(want.begin(), want.end());
+    EXPECT_EQ(got, want);
+  }
+  model::FreezeConfig bad;
+  bad.trainable_modules = {"attn"};
+  auto m = model::load_causal_lm((testing::fixtures() / "qwen2_tiny").string(), {});
+  try {
+    model::apply_freeze(*m, bad);
+    ADD_FAILURE() << "no error";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("module 'attn' is not found; choose from input_layernorm, mlp"), std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(Freeze, ARunMovesOnlyTheTrainablePartAndSavesTheWholeModel) {
+  const auto data = fixture_dataset();
+  const fs::path out = fs::temp_directory_path() / ("lf_train_freeze_" + std::to_string(::getpid()));
+  lf::remove_tree(out);
+  auto c = fixture_config("full");
+  c.finetuning_type = "freeze";
+  c.max_steps = 3;
+  c.output_dir = out.string();
+  auto m = model::load_causal_lm(c.model_name_or_path, {});
+  model::FreezeConfig fc;
+  fc.trainable_layers = 1;
+  fc.extra_modules = {"norm"};
+  const auto trainable = model::apply_freeze(*m, fc);
+  std::map<std::string, at::Tensor> before;
+  for (auto& p : m->named_parameters()) before[p.name] = p.tensor->detach().clone();
+  auto s = setup_for(c, *m, data);
+  s.write_outputs = true;
+  Trainer(std::move(s)).train();
+  std::set<std::string> train_names;
+  for (const auto& p : trainable) train_names.insert(p.name);
+  EXPECT_TRUE(train_names.count("model.layers.1.self_attn.q_proj.weight"));
+  EXPECT_TRUE(train_names.count("model.layers.0.input_layernorm.weight"));  // "norm": every norm
+  const auto saved = model::load_tensor_file(out / "model.safetensors");
+  for (auto& p : m->named_parameters()) {
+    SCOPED_TRACE(p.name);
+    EXPECT_EQ(at::equal(*p.tensor, before[p.name]), !train_names.count(p.name));
+    ASSERT_TRUE(saved.count(p.name));
+    EXPECT_TRUE(at::equal(saved.at(p.name), *p.tensor));
+  }
+  lf::remove_tree(out);
+}
+
 TEST(Trainer, OutputsAsHfAndLlamaFactory) {
   const auto data = fixture_dataset();
   const auto eval = first_examples(data, 5);
@@ -286,7 +360,11 @@ TEST(Trainer, OutputsAsHfAndLlamaFactory) {
   EXPECT_DOUBLE_EQ(first["loss"].get<double>(), (sum.steps[0].loss + sum.steps[1].loss) / 2);
   int evals = 0;
   for (const auto& l : lines) evals += l.contains("eval_loss");
-  EXPECT_EQ(evals, 3);  // eval_steps 5 and 10, and the final evaluation
+  // eval_steps 5 and 10; the final evaluation is no line of it (LLaMA-Factory's log ends with training).
+  EXPECT_EQ(evals, 2);
+  const auto& last = lines.back();  // the end-of-training line: no loss, no eval_loss
+  EXPECT_EQ(last["current_steps"], 10);
+  EXPECT_FALSE(last.contains("loss") || last.contains("eval_loss")) << last.dump();
 
   const auto state = testing::read_json(out / "trainer_state.json");
   EXPECT_EQ(state["global_step"], 10);

@@ -17,16 +17,27 @@ namespace lf::config {
 struct TrainConfig {
   // ---- model
   std::string model_name_or_path;
+  // LoRA: adapters merged into the base in turn, the last one trained on unless create_new_adapter
+  // (then a new adapter on top of them all), as LLaMA-Factory does.
+  std::vector<std::string> adapter_name_or_path;
+  bool create_new_adapter = false;
   // lf-train: auto (the folder's weights; random when it holds none) | pretrained | random
   // (lf/model/initial_weights.h).
   std::string init_weights = "auto";
   // ---- method
   std::string stage = "sft";
-  std::string finetuning_type = "lora";  // lora | full
+  std::string finetuning_type = "lora";  // lora | full | freeze
+  // freeze (LLaMA-Factory's _setup_freeze_tuning, model/freeze.h):
+  int64_t freeze_trainable_layers = 2;                      // the last N layers (N < 0: the first -N)
+  std::vector<std::string> freeze_trainable_modules = {"all"};
+  std::vector<std::string> freeze_extra_modules;
   int64_t lora_rank = 8;
   double lora_alpha = 0;  // 0 in the YAML means unset: resolved to 2 x lora_rank
   double lora_dropout = 0;
   std::vector<std::string> lora_target = {"all"};
+  std::vector<std::string> additional_target;  // peft's modules_to_save: trained fully beside LoRA
+  bool use_rslora = false;        // scaling lora_alpha / sqrt(lora_rank) (peft's rank-stabilised LoRA)
+  double loraplus_lr_ratio = 0;  // LoRA+: lora_B learns at learning_rate x this (unset / 0: off)
   // ---- data
   std::vector<std::string> dataset;
   std::vector<std::string> eval_dataset;
@@ -77,6 +88,8 @@ struct TrainConfig {
   double save_steps = 500;
   std::optional<int64_t> save_total_limit;
   bool plot_loss = false;
+  // HF's include_num_input_tokens_seen: no | all (true: input_ids elements) | non_padding (false: no).
+  std::string include_num_input_tokens_seen = "no";
   std::string output_dir = "trainer_output";
   bool overwrite_output_dir = false;
   std::string resume_from_checkpoint;

@@ -42,6 +42,7 @@ struct TemplateSpec {
   std::string tool_call_open = "<tool_call>", tool_call_close = "</tool_call>";
   bool efficient_eos = false;
   bool replace_eos = false;
+  bool replace_jinja_template = false;  // LLaMA-Factory writes its own Jinja template over the tokenizer's
   TemplateKind kind = TemplateKind::kPlain;
 };
 
@@ -72,6 +73,7 @@ class ChatTemplate {
   const TemplateSpec& spec() const { return spec_; }
   int32_t eos_id() const { return eos_id_; }
   int32_t pad_id() const { return pad_id_; }
+  std::optional<int32_t> bos_id() const { return bos_id_; }
   const Tokenizer& tokenizer() const { return tokenizer_; }
 
   static std::vector<std::string> names();
@@ -90,5 +92,11 @@ class ChatTemplate {
   int32_t pad_id_ = -1;
   std::optional<int32_t> bos_id_;
 };
+
+// The Jinja chat template LLaMA-Factory's fix_jinja_template gives the tokenizer it saves
+// (Template._get_jinja_template, or Llama2Template's), for `tmpl` and its tokenizer's fixed
+// special tokens. nullopt where LLaMA-Factory cannot build one (a slot holding a token id: it
+// then keeps the tokenizer's own). jinja_template.cpp.
+std::optional<std::string> llamafactory_jinja_template(const ChatTemplate& tmpl);
 
 }  // namespace lf

@@ -47,6 +47,9 @@ class CausalLM {
     return !config_.tie_word_embeddings || embed_rows_to_sink_ ? grad_route(lm_head_weight()) : nullptr;
   }
   bool gradient_checkpointing() const { return gradient_checkpointing_; }
+  // finetuning_type freeze (freeze.h): only the base parameters requiring grad train.
+  void set_partly_frozen(bool on) { partly_frozen_ = on; }
+  bool partly_frozen() const { return partly_frozen_; }
 
   at::Tensor embed(const at::Tensor& input_ids) const;  // [B,T] int64 -> [B,T,C]
   // position_ids [B,T] or undefined for 0..T-1. They only move RoPE: attention stays
@@ -78,6 +81,7 @@ class CausalLM {
   c10::ScalarType compute_dtype_;
   bool training_ = false;
   bool gradient_checkpointing_ = false;
+  bool partly_frozen_ = false;
   mutable bool embed_rows_to_sink_ = false;  // the last embed() gave its rows to its route
   at::Tensor embed_tokens_;  // [V,C]
   std::vector<DecoderLayer> layers_;

@@ -1,7 +1,9 @@
 #pragma once
 // A decoder-only model's shape, read from a Hugging Face config.json. Torch-free.
 //
-// Understood: LlamaForCausalLM / model_type "llama" and Qwen2ForCausalLM / "qwen2";
+// Understood (src/model/families.cpp, a file per family beyond Llama / Qwen2): LlamaForCausalLM /
+// model_type "llama", Qwen2ForCausalLM / "qwen2", Qwen3ForCausalLM / "qwen3" (per-head q/k
+// RMSNorm) and MistralForCausalLM / "mistral" (sliding window kept, checked by the trainer);
 // rope as transformers 4 writes it (rope_theta + rope_scaling) and as transformers 5
 // does (rope_parameters); rope_type "default" and "llama3". Anything that would change
 // the function computed (other rope types, sliding-window attention, other
@@ -12,7 +14,7 @@
 
 namespace lf::model {
 
-enum class Architecture { kLlama, kQwen2 };
+enum class Architecture { kLlama, kQwen2, kQwen3, kMistral };
 
 struct RopeConfig {
   double theta = 10000.0;
@@ -26,8 +28,8 @@ struct RopeConfig {
 
 struct ModelConfig {
   Architecture arch = Architecture::kLlama;
-  std::string architecture_name;  // "LlamaForCausalLM" | "Qwen2ForCausalLM"
-  std::string model_type;         // "llama" | "qwen2"
+  std::string architecture_name;  // "LlamaForCausalLM" | "Qwen2ForCausalLM" | ...
+  std::string model_type;         // "llama" | "qwen2" | "qwen3" | "mistral"
   int64_t vocab_size = 0;
   int64_t hidden_size = 0;
   int64_t intermediate_size = 0;
@@ -42,6 +44,10 @@ struct ModelConfig {
   bool qkv_bias = false;  // Qwen2: always; Llama: attention_bias
   bool o_bias = false;    // Llama: attention_bias
   bool mlp_bias = false;  // Llama: mlp_bias
+  bool qk_norm = false;   // Qwen3: RMSNorm over head_dim of every query and key head before RoPE
+  // Mistral: attention sees the last sliding_window tokens only; lf-train's attention is full
+  // causal, so it trains only rows no longer than the window (the trainer refuses a longer cutoff_len).
+  int64_t sliding_window = 0;  // 0: none
   RopeConfig rope;
   std::string torch_dtype = "float32";  // as written in the file ("dtype" in transformers 5)
   std::string raw_json;                 // the file as read, rewritten on save

@@ -56,8 +56,18 @@ struct RopeTables {
   at::Tensor attn_mask;  // [B, 1, T, T] bool (true: attend), or undefined: causal over the row
 };
 
+// Qwen3's per-head RMSNorm of queries and keys ([.., H, D] over D), before RoPE (qwen3_layers.cpp).
+struct QkNorm {
+  RmsNorm q_norm_, k_norm_;  // weights [D]
+  at::Tensor queries(const at::Tensor& q) const;  // [B,T,H,D]
+  at::Tensor keys(const at::Tensor& k) const;     // [B,T,K,D]
+  // "self_attn.q_norm.weight", "self_attn.k_norm.weight" below `prefix` ("model.layers.3.self_attn.").
+  void named_parameters(const std::string& prefix, std::vector<NamedParam>& out);
+};
+
 struct Attention {
   Linear q_proj_, k_proj_, v_proj_, o_proj_;
+  std::unique_ptr<QkNorm> qk_norm_;  // Qwen3 only
   int64_t num_heads_ = 0, num_kv_heads_ = 0, head_dim_ = 0;
   at::Tensor forward(const at::Tensor& x, const RopeTables& rope, bool training) const;  // [B,T,C]
 };

@@ -14,16 +14,25 @@
 
 #include "lf/model/causal_lm.h"
 
+namespace at {
+class Generator;
+}
+
 namespace lf::model {
 
 struct LoraConfig {
   int64_t rank = 8;
   double alpha = -1;    // <= 0: 2 * rank
   double dropout = 0.0;
-  // "all" = every linear layer of the decoder (not lm_head), or module short names
-  // (q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj).
+  // "all" = every linear layer of the decoder (not lm_head), or names as peft matches them: a
+  // module's full name or a suffix of it after a dot (q_proj, self_attn.o_proj,
+  // model.layers.3.mlp.down_proj).
   std::vector<std::string> target = {"all"};
-  uint64_t seed = 0;
+  bool use_rslora = false;
+  // peft's modules_to_save (LLaMA-Factory's additional_target): modules trained fully, in fp32,
+  // beside the adapters; a module matches when its name ends with one of these.
+  std::vector<std::string> modules_to_save;  // scaling alpha / sqrt(r) instead of alpha / r (rank-stabilised LoRA)
+  uint64_t seed = 0;  // the run's `seed`: A is drawn as peft draws it after transformers.set_seed(seed)
 
   double effective_alpha() const { return alpha > 0 ? alpha : 2.0 * static_cast<double>(rank); }
 };
@@ -31,16 +40,20 @@ struct LoraConfig {
 // Parses LLaMA-Factory's lora_target ("all" or "q_proj,v_proj").
 std::vector<std::string> parse_lora_target(const std::string& text);
 
-// Adds A ([r,in], kaiming-uniform like peft) and B ([out,r], zero) in fp32 on the
-// model's device to every targeted Linear, freezes the base parameters and returns
-// the module short names targeted. ConfigError if a target names no module.
-std::vector<std::string> apply_lora(CausalLM& model, const LoraConfig& config);
+// Adds A ([r,in]) and B ([out,r], zero) in fp32 on the model's device to every targeted Linear,
+// A drawn exactly as peft under LLaMA-Factory draws it from the same seed (lora.cpp), freezes the
+// base parameters and returns the module short names targeted. ConfigError if a target names no module.
+// `gen`: the CPU generator to draw from (null: a fresh one seeded with config.seed), shared when
+// several adapters are built in turn as LLaMA-Factory does (prepare_lora).
+std::vector<std::string> apply_lora(CausalLM& model, const LoraConfig& config, at::Generator* gen = nullptr);
 
-// The LoRA parameters with PEFT's saved names, layer by layer (A then B).
+// The LoRA parameters with PEFT's saved names, layer by layer (A then B), then the modules to save
+// ("base_model.model.model.norm.weight", the base tensors themselves).
 std::vector<NamedParam> lora_parameters(CausalLM& model);
 
 // What training updates: the LoRA parameters when `lora`, else every base parameter (made to
-// require grad), in model order with HF / PEFT names.
+// require grad) or, on a partly frozen model (freeze.h), those apply_freeze chose; in model order
+// with HF / PEFT names.
 std::vector<NamedParam> trainable_parameters(CausalLM& model, bool lora);
 
 // adapter_model.safetensors (fp32 A/B, PEFT names) + adapter_config.json. value_of / write_files
@@ -49,7 +62,30 @@ void save_lora_adapter(CausalLM& model, const LoraConfig& config, const std::fil
                        const std::string& base_model_name_or_path,
                        const std::function<at::Tensor(const NamedParam&)>& value_of = {}, bool write_files = true);
 
+// The peft version whose adapter_config.json lf-train writes (the reference stack's,
+// scripts/requirements-dev.txt): peft compares it with its own when loading.
+inline constexpr const char* kPeftFormatVersion = "0.18.1";
+
+// adapter_config.json as peft's LoraConfig.save_pretrained writes it under LLaMA-Factory: every
+// field, peft's defaults where lf-train has no say, lora_alpha an integer when it is one.
+// The JSON text (indent 2, sorted keys, no trailing newline).
+std::string peft_adapter_config(const LoraConfig& config, const std::string& base_model_name_or_path,
+                                const std::vector<std::string>& target_modules);
+
 // Reads adapter_config.json, applies LoRA as it says, loads A/B (names checked).
-LoraConfig load_lora_adapter(CausalLM& model, const std::filesystem::path& dir);
+// `gen` as in apply_lora: peft builds (and so draws) every adapter it loads before reading its weights.
+LoraConfig load_lora_adapter(CausalLM& model, const std::filesystem::path& dir, at::Generator* gen = nullptr);
+
+// peft's merge_and_unload of the adapter in `dir`: each targeted weight += (B A) x scaling in its own
+// dtype, saved modules replace the base ones; the model carries no adapter afterwards.
+void merge_lora_adapter(CausalLM& model, const std::filesystem::path& dir, at::Generator* gen = nullptr);
+
+// LLaMA-Factory's _setup_lora_tuning for training: with `adapters` (adapter_name_or_path) every one
+// is merged into the base in turn, except the last when !create_new_adapter, which is loaded and
+// trained on (its own rank, alpha and targets); otherwise a new adapter from `config`. One CPU
+// generator seeded with config.seed draws for all of them, in that order. Returns the trained
+// adapter's config.
+LoraConfig prepare_lora(CausalLM& model, const LoraConfig& config, const std::vector<std::filesystem::path>& adapters,
+                        bool create_new_adapter);
 
 }  // namespace lf::model

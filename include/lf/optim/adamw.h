@@ -27,11 +27,16 @@ struct AdamWOptions {
 struct ParamGroup {
   std::vector<at::Tensor> params;
   double weight_decay = 0.0;
+  double lr_scale = 1.0;  // this group's learning rate is lr x lr_scale (LoRA+)
 };
 
 // HF's rule for which parameters decay: not biases and not norm weights (names
 // matching bias | layernorm | rmsnorm | (^|.)norm($|.) | _norm($|.), lower-cased).
 bool hf_decays(const std::string& hf_name);
+
+// LLaMA-Factory's LoRA+ groups (loraplus_lr_ratio): lora_B matrices and any 1-D trainable
+// parameter learn at learning_rate x ratio, the rest at learning_rate. ratio <= 0 (unset): 1.
+double loraplus_lr_scale(const std::string& hf_name, int64_t ndim, double ratio);
 
 // One AdamW update (step is the 1-based count after this update) of params from grads, with
 // their moments, all lists of equal length and matching shapes; the math above, fused on CUDA.

@@ -10,7 +10,7 @@
 //     before_micro_step(k == last)
 //     forward through unit_hooks(); backward of loss / step target count
 //   after_backward()                          // communication finished
-//   all_reduce_sum(loss)                      // the logged loss
+//   all_reduce_sums({loss, tokens...})        // the logged loss and the step's counters
 //   unscale_gradients(scale) (fp16)           // true: some rank overflowed, skip the step
 //   clip_grad_norm(max_norm)                  // the global norm, every rank the same
 //   optimizer_step(lr); zero_grad()
@@ -53,6 +53,8 @@ struct StrategySetup {
   double learning_rate = 1e-3;
   double weight_decay = 0;
   double adam_beta1 = 0.9, adam_beta2 = 0.999, adam_epsilon = 1e-8;
+  // LoRA+ (optim::loraplus_lr_scale): lora_B at learning_rate x ratio; <= 0: off.
+  double loraplus_lr_ratio = 0;
   int64_t rank = 0;
   int64_t world = 1;
   // world > 1: the job's communicator (borrowed; outlives the strategy).
@@ -81,8 +83,11 @@ class ParallelStrategy {
   // After the last micro-step's backward: every gradient this rank owns is the sum over
   // ranks (the loss is already divided by the step's global target count).
   virtual void after_backward() = 0;
-  // The sum over ranks of a host scalar (itself at world 1).
-  virtual double all_reduce_sum(double value) = 0;
+  // The sums over ranks of a few host scalars, in one collective (themselves at world 1): the
+  // step's loss and its counters (tokens, flos) travel together, the step's one host sync. Each
+  // element is summed as if it were reduced alone (value 0 in the same order as a vector of one).
+  virtual std::vector<double> all_reduce_sums(std::vector<double> values) = 0;
+  double all_reduce_sum(double value) { return all_reduce_sums({value})[0]; }
   // Every rank's copy of a CPU uint8 [n] tensor (n equal on every rank), as CPU [world, n].
   virtual at::Tensor all_gather_bytes(const at::Tensor& mine) = 0;
   // fp16: divides this rank's gradients by `scale`; true when any rank's held inf/nan.

@@ -34,6 +34,17 @@ class CommitChannel;
 
 namespace lf::train {
 
+// The tokenizer as LLaMA-Factory's template fixed it (replace_eos, pad = eos when none), for the
+// files saved beside the weights: HF's align_special_tokens gives config.json and
+// generation_config.json these ids, and the saved tokenizer carries them and the chat template.
+struct OutputTokenizer {
+  std::optional<int32_t> bos_id;
+  int32_t eos_id = -1, pad_id = -1;
+  std::string eos_token, pad_token;
+  // Written as chat_template.jinja (LLaMA-Factory's own template, or the tokenizer's kept).
+  std::optional<std::string> chat_template;
+};
+
 struct TrainerSetup {
   config::TrainConfig config;
   model::CausalLM* model = nullptr;
@@ -43,6 +54,8 @@ struct TrainerSetup {
   int32_t pad_id = 0;
   // Source folder for tokenizer/config files copied next to saved weights (may be empty).
   std::filesystem::path model_dir;
+  // Unset: the tokenizer files are copied as they are (tests that build a TrainerSetup by hand).
+  std::optional<OutputTokenizer> output_tokenizer;
   // A checkpoint-N folder written by this trainer: weights (or adapter), optimizer
   // moments, counters, log history and RNG states are restored, and training continues
   // at step N+1 with the same example order (the cursor is (epoch, step) from N).
@@ -71,6 +84,8 @@ struct StepRecord {
   int64_t num_targets = 0;
   int64_t num_tokens = 0;     // real tokens of this rank's micro-batches
   int64_t padded_tokens = 0;  // B x T summed over this rank's micro-batches (what the GPU computed)
+  int64_t step_tokens = 0;         // real tokens of the whole step (every rank)
+  int64_t step_padded_tokens = 0;  // B x T of the whole step (every rank)
   double seconds = 0;         // wall time of the step (forward, backward, optimizer)
   // LF_PROFILE_PHASES=1 only: forward, backward, DDP finish, optimizer seconds (else zeros).
   std::array<double, 4> phase_seconds{};
@@ -89,7 +104,7 @@ struct TrainSummary {
   int64_t warmup_steps = 0;
   double train_loss = 0;  // mean of step losses (HF's train_loss)
   double runtime_s = 0;
-  int64_t tokens_seen = 0;
+  int64_t tokens_seen = 0;  // real tokens of every rank
   double epoch = 0;
   int64_t peak_memory_bytes = 0;  // CUDA caching allocator's peak; on CPU the process's peak RSS
 };

@@ -1,0 +1,161 @@
+"""lf-train's output_dir against LLaMA-Factory 0.9.5's on the same YAML (tests/fixtures/train/
+lf_outputs/CASE.yaml, written with LLaMA-Factory's outputs by scripts/fixtures/lf_outputs_reference.py):
+the metadata tools read (config.json / generation_config.json special-token ids and use_cache,
+adapter_config.json as peft writes it, the chat template and special tokens of the saved tokenizer),
+and HF's / LLaMA-Factory's logs and states (trainer_log.jsonl lines, trainer_state.json of the end
+and of a checkpoint, *_results.json) key for key and value for value, except those of the weights
+and the clock (losses, norms, times, speeds: null in the fixture; LLaMA-Factory's model has random
+weights of its own, lf-train's `init_weights: random`)."""
+import json, os, subprocess, sys
+
+import pytest
+import yaml
+
+sys.path.insert(0, os.path.dirname(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "scripts", "fixtures"))
+from train_runs import ROOT, LF_TRAIN, free_port  # noqa: E402
+
+FIX = os.path.join(ROOT, "tests", "fixtures", "train", "lf_outputs")
+VOLATILE = {"loss", "eval_loss", "train_loss", "grad_norm", "elapsed_time", "remaining_time", "throughput",
+            "train_runtime", "eval_runtime", "train_samples_per_second", "train_steps_per_second",
+            "eval_samples_per_second", "eval_steps_per_second", "train_tokens_per_second"}
+
+
+OWN_LOG_FIELDS = {"throughput", "total_tokens"}
+
+
+def normalise(obj):
+    if isinstance(obj, dict):
+        return {k: None if k in VOLATILE else normalise(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [normalise(v) for v in obj]
+    return obj
+
+
+def run_case(tmp_path, case):
+    out = tmp_path / case
+    args = [LF_TRAIN, os.path.join(FIX, case + ".yaml"), "model_name_or_path=configs/models/tiny",
+            "init_weights=random", f"output_dir={out}", "plot_loss=false"]
+    env = dict(os.environ, NPROC_PER_NODE="1", MASTER_PORT=str(free_port()), OMP_NUM_THREADS="1")
+    p = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, (p.stdout + p.stderr)[-3000:]
+    return out
+
+
+def load(path):
+    with open(path) as f:
+        return [json.loads(l) for l in f] if str(path).endswith(".jsonl") else json.load(f)
+
+
+@pytest.mark.parametrize("case", ["full", "lora"])
+def test_outputs_are_llamafactorys(tmp_path, case):
+    out = run_case(tmp_path, case)
+    want_dir = os.path.join(FIX, case)
+    for name in sorted(os.listdir(want_dir)):
+        ours = out / name.replace("__", "/")
+        assert ours.exists(), f"LLaMA-Factory writes {name}, lf-train does not"
+        want = os.path.join(want_dir, name)
+        if name == "chat_template.jinja":
+            assert ours.read_text() == open(want).read(), "the saved chat template is not LLaMA-Factory's"
+        elif name == "tokenizer_config.json":
+            got, exp = load(ours), load(want)
+            assert (got["eos_token"], got["pad_token"]) == (exp["eos_token"], exp["pad_token"])
+            assert "chat_template" not in got  # transformers 5 keeps it in chat_template.jinja
+        elif name == "config.json":
+            got, exp = load(ours), load(want)
+            keys = ("bos_token_id", "eos_token_id", "pad_token_id", "use_cache", "architectures", "vocab_size",
+                    "tie_word_embeddings")
+            assert {k: got.get(k) for k in keys} == {k: exp.get(k) for k in keys}
+        elif name == "generation_config.json":
+            got, exp = load(ours), load(want)
+            got.pop("transformers_version", None), exp.pop("transformers_version", None)
+            assert got == exp
+        elif name == "adapter_config.json":
+            got, exp = load(ours), load(want)
+            assert sorted(got.pop("target_modules")) == sorted(exp.pop("target_modules"))  # a set in peft
+            got.pop("base_model_name_or_path"), exp.pop("base_model_name_or_path")
+            assert got == exp
+        else:  # logs, states, results
+            got, exp = normalise(load(ours)), load(want)
+            if name == "trainer_log.jsonl" and len(got) == len(exp):
+                # lf-train's own throughput / total_tokens (real tokens) where LLaMA-Factory writes none
+                # (no include_num_input_tokens_seen); where it writes them they must be its values.
+                for g, e in zip(got, exp):
+                    for k in OWN_LOG_FIELDS - set(e):
+                        g.pop(k, None)
+            assert got == exp, f"{name} differs:\n ours {json.dumps(got)[:3000]}\n LLaMA-Factory's {json.dumps(exp)[:3000]}"
+
+
+def test_the_fixture_yaml_is_a_llamafactory_yaml():
+    """The YAMLs hold LLaMA-Factory keys only (what the reference ran)."""
+    for case in ("full", "lora"):
+        keys = set(yaml.safe_load(open(os.path.join(FIX, case + ".yaml"))))
+        assert "init_weights" not in keys and "model_name_or_path" not in keys, keys
+
+
+def tiny_family(tmp_path, arch, **extra):
+    """configs/models/tiny (tokenizer and sizes) as another family's config.json."""
+    import shutil
+    d = tmp_path / arch
+    shutil.copytree(os.path.join(ROOT, "configs", "models", "tiny"), d)
+    cfg = json.load(open(d / "config.json"))
+    cfg.update(architectures=[arch], model_type=arch.replace("ForCausalLM", "").lower(), **extra)
+    json.dump(cfg, open(d / "config.json", "w"))
+    return d
+
+
+def run_yaml(tmp_path, model, *overrides, expect_ok=True):
+    out = tmp_path / "out"
+    args = [LF_TRAIN, os.path.join(FIX, "lora.yaml"), f"model_name_or_path={model}", "init_weights=random",
+            f"output_dir={out}", "plot_loss=false", "max_steps=3", *overrides]
+    env = dict(os.environ, NPROC_PER_NODE="1", MASTER_PORT=str(free_port()), OMP_NUM_THREADS="1")
+    p = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert (p.returncode == 0) == expect_ok, (p.stdout + p.stderr)[-3000:]
+    return out, p.stdout + p.stderr
+
+
+def test_qwen3_with_the_lora_options_users_set(tmp_path):
+    """A LLaMA-Factory YAML on a Qwen3 model with rsLoRA, LoRA+, targets by peft's names and modules
+    trained beside the adapters runs end to end; the adapter says so as peft writes it."""
+    model = tiny_family(tmp_path, "Qwen3ForCausalLM", head_dim=64, attention_bias=False)
+    out, _ = run_yaml(tmp_path, model, "use_rslora=true", "loraplus_lr_ratio=8",
+                      "lora_target=[self_attn.q_proj, model.layers.1.mlp.down_proj]", "additional_target=norm")
+    cfg = load(out / "adapter_config.json")
+    assert cfg["use_rslora"] is True and cfg["modules_to_save"] == ["norm"], cfg
+    assert sorted(cfg["target_modules"]) == ["model.layers.1.mlp.down_proj", "self_attn.q_proj"], cfg
+    from safetensors.numpy import load_file
+    names = set(load_file(str(out / "adapter_model.safetensors")))
+    assert "base_model.model.model.norm.weight" in names, names
+    assert "base_model.model.model.layers.0.self_attn.q_norm.weight" in names, "q_norm ends with norm: peft saves it"
+    assert "base_model.model.model.layers.1.mlp.down_proj.lora_A.weight" in names
+    assert not any("layers.0.mlp.down_proj.lora" in n for n in names), names
+
+
+def test_mistral_sliding_window_shorter_than_cutoff_len_is_refused(tmp_path):
+    model = tiny_family(tmp_path, "MistralForCausalLM", sliding_window=64)
+    _, text = run_yaml(tmp_path, model, "cutoff_len=128", expect_ok=False)
+    assert "sliding window of 64 tokens" in text and "set cutoff_len <= 64" in text, text[-2000:]
+    run_yaml(tmp_path, model, "cutoff_len=64", "overwrite_output_dir=true")
+
+
+def test_freeze_yaml_trains_only_the_chosen_modules(tmp_path):
+    """finetuning_type: freeze from a LLaMA-Factory YAML, end to end: two runs at different learning
+    rates from the same seed save whole models that agree on every frozen tensor and differ on the
+    trainable ones (the last layer's mlp), as LLaMA-Factory's _setup_freeze_tuning chooses."""
+    from safetensors.numpy import load_file
+    n_layers = json.load(open(os.path.join(ROOT, "configs", "models", "tiny", "config.json")))["num_hidden_layers"]
+    runs = []
+    for lr in ("0.001", "0.01"):
+        d = tmp_path / lr
+        d.mkdir()
+        out, _ = run_yaml(d, os.path.join(ROOT, "configs", "models", "tiny"), "finetuning_type=freeze",
+                          "freeze_trainable_layers=1", "freeze_trainable_modules=mlp", f"learning_rate={lr}")
+        assert not (out / "adapter_config.json").exists()
+        runs.append(load_file(str(out / "model.safetensors")))
+    a, b = runs
+    assert set(a) == set(b) and len(a) > 10, sorted(a)
+    trainable = {n for n in a if n.startswith(f"model.layers.{n_layers - 1}.mlp.")}
+    assert len(trainable) == 3, sorted(a)
+    for n in a:
+        moved = not (a[n] == b[n]).all()
+        assert moved == (n in trainable), n
