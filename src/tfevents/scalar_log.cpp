@@ -65,10 +65,10 @@ void ScalarLog::log(const nlohmann::json& entry, const nlohmann::json& trainer_l
   std::vector<std::pair<std::string, double>> scalars;
   for (const auto& [k, v] : entry.items())
     if (k != "step" && v.is_number()) scalars.emplace_back(tag_for(k), v.get<double>());
-  // trainer_log's throughput of an evaluation line is the same counter read later: one value per
-  // step in the event file, the training line's (HF's TensorBoardCallback logs an evaluation's
-  // eval_* metrics only).
-  if (entry.contains("eval_loss")) return add_scalars(step, scalars, wall_now());
+  // trainer_log's throughput on an evaluation or end-of-training entry is the same counter read
+  // later: one value per step in the event file, the training line's (HF's TensorBoardCallback
+  // logs only an evaluation's eval_* metrics and the run's train_* summary there).
+  if (!entry.contains("loss")) return add_scalars(step, scalars, wall_now());
   for (const char* k : {"throughput", "total_tokens"})
     if (auto it = trainer_log_line.find(k); it != trainer_log_line.end() && it->is_number() && !entry.contains(k))
       scalars.emplace_back(tag_for(k), it->get<double>());
