@@ -4,38 +4,16 @@ import os, shutil, subprocess, time
 
 import pytest
 
+from netns_pair import sh, two_hosts
 from harness import Agent, PY, WORKER, live_pids_with, unique_marker, wait_no_survivors, wait_until
 
 EXIT_ABORTED, EXIT_NETWORK = 13, 11
 
 
-def sh(*cmd):
-    subprocess.run(cmd, check=True, capture_output=True)
-
-
 @pytest.fixture
 def hosts():
-    if os.geteuid() != 0 or not shutil.which("ip"):
-        pytest.skip("needs root and iproute2 to create network namespaces")
-    tag = f"{os.getpid() % 10000}"
-    subnet = f"10.213.{os.getpid() % 250}"
-    a, b = f"lfA{tag}", f"lfB{tag}"
-    va, vb = f"lfa{tag}", f"lfb{tag}"
-    try:
-        sh("ip", "netns", "add", a)
-        sh("ip", "netns", "add", b)
-        sh("ip", "link", "add", va, "type", "veth", "peer", "name", vb)
-        sh("ip", "link", "set", va, "netns", a)
-        sh("ip", "link", "set", vb, "netns", b)
-        for ns, dev, addr in ((a, va, f"{subnet}.1"), (b, vb, f"{subnet}.2")):
-            sh("ip", "netns", "exec", ns, "ip", "addr", "add", f"{addr}/24", "dev", dev)
-            sh("ip", "netns", "exec", ns, "ip", "link", "set", dev, "up")
-            sh("ip", "netns", "exec", ns, "ip", "link", "set", "lo", "up")
-    except subprocess.CalledProcessError as e:
-        pytest.skip(f"cannot create network namespaces here: {e.stderr.decode().strip()}")
-    yield dict(a=a, b=b, va=va, vb=vb, addr_a=f"{subnet}.1", addr_b=f"{subnet}.2")
-    for ns in (a, b):
-        subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+    with two_hosts("lf", 213) as h:
+        yield h
 
 
 def start_pair(hosts, tmp_path, worker_args, extra=()):
