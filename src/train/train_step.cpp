@@ -85,6 +85,7 @@ StepRecord Trainer::State::run_step(const std::vector<int64_t>& perm, int64_t st
     loss_acc += loss_sum.detach().to(at::kDouble);
     rec.num_tokens += b.num_tokens;
     rec.padded_tokens += b.input_ids.numel();
+    rec.padded_token_positions += b.input_ids.numel() * b.input_ids.size(-1);
   }
   {
     RECORD_USER_SCOPE("lf::ddp_finish");

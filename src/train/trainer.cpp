@@ -12,6 +12,7 @@
 #include "lf/parallel/make_strategy.h"
 #include "lf/train/data_order.h"
 #include "lf/train/lm_loss.h"
+#include "peak_flops.h"
 #include "phase_profile.h"
 #include "step_trace.h"
 #include "trainer_state.h"
@@ -106,6 +107,10 @@ Trainer::Trainer(TrainerSetup setup) {
   // an embedding's (nn.Embedding).
   for (auto& p : model::lora_parameters(st.m))
     if (!p.name.ends_with("embed_tokens.weight")) st.non_embedding_params += p.tensor->numel();
+  int64_t trainable = 0;
+  for (auto& p : model::trainable_parameters(st.m, st.s.lora.has_value())) trainable += p.tensor->numel();
+  st.model_flops = model_flops(st.m, trainable);
+  st.peak_flops = peak_flops_per_s(st.device, st.m.compute_dtype());
 }
 
 Trainer::~Trainer() = default;
@@ -120,6 +125,10 @@ void Trainer::State::report_progress(const StepRecord& r) {
                   {"grad_norm", r.grad_norm},
                   {"epoch", r.epoch},
                   {"tokens_per_s", static_cast<double>(r.num_tokens) / std::max(r.seconds, 1e-9)}};
+  if (peak_flops > 0)  // this rank's share of the step's model FLOPs over its time
+    metrics["mfu"] = step_model_flops(model_flops, static_cast<double>(r.padded_tokens),
+                                      static_cast<double>(r.padded_token_positions)) /
+                     std::max(r.seconds, 1e-9) / peak_flops;
   // The communication left after backward: measured only under LF_PROFILE_PHASES=1.
   if (r.phase_seconds[static_cast<size_t>(Phase::kDdpFinish)] > 0)
     metrics["comm_exposed_s"] = r.phase_seconds[static_cast<size_t>(Phase::kDdpFinish)];

@@ -23,6 +23,7 @@
 #include "lf/train/data_order.h"
 #include "lf/tfevents/scalar_log.h"
 #include "lf/train/trainer.h"
+#include "lf/train/model_flops.h"
 #include "outputs.h"
 
 namespace lf::train {
@@ -95,6 +96,8 @@ struct Trainer::State {
   bool fp16 = false;
   int64_t sched_step = 0;  // HF's LambdaLR counter: advances only on steps that updated
   int64_t non_embedding_params = 0;
+  ModelFlops model_flops;  // for lf_train_mfu
+  double peak_flops = 0;   // the device's peak FLOP/s (peak_flops.h); 0: MFU not reported
 
   // Log state (HF TrainerState.log_history and LLaMA-Factory's trainer_log.jsonl).
   json log_history = json::array();

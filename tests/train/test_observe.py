@@ -72,7 +72,8 @@ def test_prometheus_scrapes_a_two_node_training_run(prometheus, tmp_path):
     out = tmp_path / "out"
     master = free_port()
     base = dict(os.environ, NNODES="2", NPROC_PER_NODE="1", MASTER_PORT=str(master), OMP_NUM_THREADS="1",
-                LF_METRICS_ADDR="127.0.0.1", LF_METRICS_LINGER_S="3", NCCL_SOCKET_IFNAME="lo", LF_PROFILE_PHASES="1")
+                LF_METRICS_ADDR="127.0.0.1", LF_METRICS_LINGER_S="3", NCCL_SOCKET_IFNAME="lo", LF_PROFILE_PHASES="1",
+                LF_PEAK_TFLOPS="0.001")  # a CPU has no peak in lf-train's table: 1 GFLOP/s makes lf_train_mfu appear
     run_nodes(2, [f"output_dir={out}", "max_steps=30", "logging_steps=1", "save_steps=10", "eval_strategy=steps",
                   "eval_steps=15", "val_size=0.05", "plot_loss=false"],
               lambda r: dict(base, NODE_RANK=str(r), LF_METRICS_PORT=str(targets[r])))
@@ -90,12 +91,16 @@ def test_prometheus_scrapes_a_two_node_training_run(prometheus, tmp_path):
     assert float(last[0]["value"][1]) == pytest.approx(losses[30], rel=1e-12, abs=0), (last, losses[30])
     # Every series a CPU run produces, from both nodes.
     for name in ("lf_train_step", "lf_train_loss", "lf_train_learning_rate", "lf_train_grad_norm",
-                 "lf_train_tokens_per_second", "lf_train_step_seconds_bucket", "lf_train_comm_exposed_seconds",
-                 "lf_train_eval_loss", "lf_train_last_step_timestamp_seconds", "lf_train_checkpoint_seconds",
-                 "lf_agent_restarts_total", "lf_agent_generation", "lf_agent_worker_up",
+                 "lf_train_tokens_per_second", "lf_train_mfu", "lf_train_step_seconds_bucket",
+                 "lf_train_comm_exposed_seconds", "lf_train_eval_loss", "lf_train_last_step_timestamp_seconds",
+                 "lf_train_checkpoint_seconds", "lf_agent_restarts_total", "lf_agent_generation", "lf_agent_worker_up",
                  "lf_agent_master_heartbeat_age_seconds", "lf_net_transmit_bytes_total", "lf_worker_heartbeat_age_seconds"):
         nodes = {s["metric"]["node"] for s in query(prom, f"last_over_time({name}[10m])")}
         assert nodes == {"0", "1"}, (name, nodes)
+    # MFU = the step's model FLOPs / its seconds / the peak: with a 1 GFLOP/s "peak" a 2-core box
+    # gives a positive figure of order 1-100; the formula itself is train_test's ModelFlops test.
+    for s in query(prom, "last_over_time(lf_train_mfu[10m])"):
+        assert 0 < float(s["value"][1]) < 1e4, s
     up = query(prom, 'max_over_time(up[10m])')
     assert sorted(s["metric"]["instance"] for s in up) == sorted(f"127.0.0.1:{t}" for t in targets)
 

@@ -22,6 +22,7 @@
 #include "lf/train/batch.h"
 #include "lf/train/data_order.h"
 #include "lf/train/lm_loss.h"
+#include "lf/train/model_flops.h"
 #include "lf/train/trainer.h"
 #include "train_test_util.h"
 
@@ -253,6 +254,29 @@ TEST(Trainer, TotalFlosCountsAnUntiedLmHead) {
   const auto results = nlohmann::json::parse(in);
   EXPECT_DOUBLE_EQ(results["total_flos"].get<double>(), 6.0 * static_cast<double>(padded) * static_cast<double>(params));
   lf::remove_tree(out);
+}
+
+// lf_train_mfu's numerator: PaLM's 6N (full) / 4N + 2 x trainable (LoRA) + 12·L·H·T per token,
+// N every parameter the forward multiplies by (the adapters' A/B included).
+TEST(ModelFlops, SixNFullFourNPlusTrainableLora) {
+  auto c = fixture_config("full");
+  auto m = model::load_causal_lm(c.model_name_or_path, {});
+  double n = 0;
+  for (auto& p : m->named_parameters()) n += static_cast<double>(p.tensor->numel());
+  const auto full = model_flops(*m, static_cast<int64_t>(n));
+  EXPECT_DOUBLE_EQ(full.dense_per_token, 6.0 * n);
+  EXPECT_DOUBLE_EQ(full.attention_per_token_position,
+                   12.0 * static_cast<double>(m->config().num_layers * m->config().hidden_size));
+  model::LoraConfig lc;
+  lc.rank = 4;
+  lc.target = {"q_proj", "v_proj"};
+  model::apply_lora(*m, lc);
+  double ab = 0;
+  for (auto& p : model::lora_parameters(*m)) ab += static_cast<double>(p.tensor->numel());
+  ASSERT_GT(ab, 0);
+  const auto lora = model_flops(*m, static_cast<int64_t>(ab));
+  EXPECT_DOUBLE_EQ(lora.dense_per_token, 4.0 * (n + ab) + 2.0 * ab);
+  EXPECT_DOUBLE_EQ(step_model_flops(lora, 100, 3000), lora.dense_per_token * 100 + lora.attention_per_token_position * 3000);
 }
 
 // finetuning_type freeze: the parameters LLaMA-Factory's _setup_freeze_tuning trains

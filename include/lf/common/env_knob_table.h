@@ -102,6 +102,9 @@ inline constexpr EnvKnob kEnvKnobs[] = {
     {"LF_WORKER_LIVENESS_TIMEOUT_S", KnobType::kSeconds, "30", "", "lf-train",
      "a worker that heartbeated and then sends nothing (its liveness thread beats every second) for this long is "
      "hung or stopped: the job stops on every node, the worker named; 0: off (--worker-heartbeat-timeout wins)"},
+    {"LF_PEAK_TFLOPS", KnobType::kNumber, "", "", "lf-worker",
+     "the device's dense peak TFLOP/s that lf_train_mfu divides by; unset: the data-sheet bf16/fp16 peak of a known "
+     "GPU (H100/H200/H800/GH200 989.4, B200 2250, A100 312, L40S 362.1, A10G 70), else no lf_train_mfu"},
     {"LF_PROGRESS_DEADLINES", KnobType::kBool, "1", "", "lf-worker",
      "1: lf-worker's progress beats carry deadlines (a step, a load, a save that overruns its deadline is a hang); "
      "0: liveness only"},

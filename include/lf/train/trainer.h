@@ -86,6 +86,7 @@ struct StepRecord {
   int64_t padded_tokens = 0;  // B x T summed over this rank's micro-batches (what the GPU computed)
   int64_t step_tokens = 0;         // real tokens of the whole step (every rank)
   int64_t step_padded_tokens = 0;  // B x T of the whole step (every rank)
+  int64_t padded_token_positions = 0;  // B x T x T over this rank's micro-batches (attention FLOPs)
   double seconds = 0;         // wall time of the step (forward, backward, optimizer)
   // LF_PROFILE_PHASES=1 only: forward, backward, DDP finish, optimizer seconds (else zeros).
   std::array<double, 4> phase_seconds{};
