@@ -1,5 +1,6 @@
-"""Elastic restart after a lost node (issue 17): three loopback nodes, `--nnodes 2:3`, DDP on the
-tiny CPU config with checkpoints; node 1's agent is SIGKILLed for good mid-run. The job goes on
+"""Elastic restart after a lost node (issue 17): three loopback nodes, `--nnodes 2:3`, DDP (and
+ZeRO-3, whose shards of 3 ranks are resharded over 2 at the resume) on the tiny CPU config with
+checkpoints; node 1's agent is SIGKILLed for good mid-run. The job goes on
 with the two nodes left (node 2 renumbered node 1), world size 2, gradient accumulation raised
 2 -> 3 so that the global batch stays 12 examples, resumed from the last sealed checkpoint; its
 per-step losses and final weights equal an uninterrupted run with the same global batches (one
@@ -9,6 +10,7 @@ Real processes, sockets and signals: lf-train -> agent -> lf-worker -> trainer -
 import json, os, signal, subprocess, sys
 
 import numpy as np
+import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "launcher"))
 from harness import free_port, wait_until  # noqa: E402
@@ -20,10 +22,10 @@ RUN = ["max_steps=30", "save_steps=10", "logging_steps=1", "eval_strategy=steps"
        "plot_loss=false", "per_device_train_batch_size=2", "learning_rate=1e-4"]
 
 
-def start_node(out, log, node_rank, port, accum, env_extra=None):
+def start_node(out, log, node_rank, port, accum, env_extra=None, extra=()):
     env = dict(os.environ, NNODES="2:3", NODE_RANK=str(node_rank), NPROC_PER_NODE="1", MASTER_PORT=str(port),
                OMP_NUM_THREADS="1", MAX_RESTARTS="2", **(env_extra or {}))
-    return subprocess.Popen([LF_TRAIN, "configs/tiny_cpu.yaml", f"output_dir={out}", *RUN,
+    return subprocess.Popen([LF_TRAIN, "configs/tiny_cpu.yaml", f"output_dir={out}", *RUN, *extra,
                              f"gradient_accumulation_steps={accum}", "--last-call", "1"], cwd=ROOT, env=env,
                             stdout=open(log, "w"), stderr=subprocess.STDOUT)
 
@@ -48,7 +50,9 @@ def last_loss_per_step(out):
     return losses
 
 
-def test_three_nodes_lose_one_for_good_and_finish_on_two_with_the_same_global_batches(tmp_path):
+# DDP, and ZeRO-3: its checkpoint's shards of 3 ranks are resharded over 2 at the resume.
+@pytest.mark.parametrize("strategy", [(), ("zero_stage=3",)], ids=["ddp", "zero3"])
+def test_three_nodes_lose_one_for_good_and_finish_on_two_with_the_same_global_batches(tmp_path, strategy):
     from safetensors.numpy import load_file
 
     ref = str(tmp_path / "uninterrupted")
@@ -62,7 +66,7 @@ def test_three_nodes_lose_one_for_good_and_finish_on_two_with_the_same_global_ba
     logs = [str(tmp_path / f"node{r}.log") for r in range(3)]
     # Node 1 sleeps in its first evaluation (step 15): checkpoint-10 is sealed by then, and the
     # other nodes wait for it in the evaluation's all-reduce, so the kill lands before step 16.
-    nodes = [start_node(out, logs[r], r, port, 2, {"LF_FAULT_SLEEP": "evaluating:6"} if r == 1 else None)
+    nodes = [start_node(out, logs[r], r, port, 2, {"LF_FAULT_SLEEP": "evaluating:6"} if r == 1 else None, strategy)
              for r in range(3)]
     try:
         assert wait_until(lambda: os.path.isdir(os.path.join(out, "checkpoint-10")), 120), open(logs[0]).read()[-3000:]
@@ -77,6 +81,8 @@ def test_three_nodes_lose_one_for_good_and_finish_on_two_with_the_same_global_ba
     assert "elastic: world size 2 (the job's first round had 3): gradient_accumulation_steps 2 -> 3, so the global " \
            "batch stays 12 examples a step" in texts[0], texts[0][-4000:]
     assert "checkpoint-10 (worker restart)" in texts[0], texts[0][-4000:]
+    if strategy:
+        assert "ZeRO-3: rank 0 of 2" in texts[0], texts[0][-4000:]
     assert "was written with a global batch of" not in texts[0], "the global batch changed on resume"
     for step, world in ((10, 3), (20, 2), (30, 2)):
         st = json.load(open(os.path.join(out, f"checkpoint-{step}", "lf_trainer_state.json")))
