@@ -379,8 +379,9 @@ struct RendezvousServer::Impl : std::enable_shared_from_this<Impl> {
     for (size_t i = 0; i < dense.size(); ++i) {
       const int64_t before = requests[i].requested_rank;
       if (before < 0 || before == dense[i].second) continue;
-      const std::string what = fmt::format("{} {} is node {} from generation {} (--nnodes {}: ranks are dense)",
-                                           stays[i] ? "node" : "returning node asking for rank", before,
+      const std::string who = stays[i] ? fmt::format("node {}", before)
+                                       : fmt::format("the node that asked for rank {} (NODE_RANK)", before);
+      const std::string what = fmt::format("{} is node {} from generation {} (--nnodes {}: ranks are dense)", who,
                                            dense[i].second, generation, nnodes_text(opt.min_nodes, opt.max_nodes));
       event("renumbered", dense[i].second, what);
       spdlog::info("rendezvous: {} ({})", what, peers.at(dense[i].first)->join.hostname);

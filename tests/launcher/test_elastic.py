@@ -65,12 +65,25 @@ def test_a_lost_node_leaves_no_gap_and_a_returning_node_is_admitted_at_the_next_
     os.kill(victim, signal.SIGKILL)
     for n in (nodes[0], nodes[2], back):
         assert n.wait(60) == 0, n.err
-    assert "returning node asking for rank 1 is node 2 from generation 2" in nodes[0].err, nodes[0].err
+    assert "the node that asked for rank 1 (NODE_RANK) is node 2 from generation 2" in nodes[0].err, nodes[0].err
     gen2 = [e for n in (nodes[0], nodes[2], back) for e in all_envs(n) if e["TORCHELASTIC_RESTART_COUNT"] == "2"]
     assert sorted(e["GROUP_RANK"] for e in gen2) == ["0", "1", "2"], gen2
     assert {(e["WORLD_SIZE"], e["GROUP_WORLD_SIZE"], e["LF_BASE_WORLD_SIZE"]) for e in gen2} == {("3", "3", "3")}
     (mine,) = [e for e in all_envs(back)]
     assert mine["GROUP_RANK"] == "2" and mine["RANK"] == "2", mine
+
+
+def test_the_first_round_is_dense_too_when_a_node_rank_never_came(tmp_path, agents):
+    """--nnodes 2:3 and nodes 0 and 2 only: the job starts after the last call on two nodes,
+    node 2 as node 1 (once "node rank 2 requested, but the job has 2 nodes", exit 10)."""
+    port = free_port()
+    args = ["launch", "--nnodes", "2:3", "--master-port", str(port), "--last-call", "1"]
+    nodes = [Agent(args + ["--node-rank", str(r), "--", PY, WORKER], tmp=str(tmp_path)) for r in (0, 2)]
+    agents.extend(nodes)
+    for n in nodes:
+        assert n.wait(30) == 0, n.err
+    assert "the node that asked for rank 2 (NODE_RANK) is node 1 from generation 0" in nodes[0].err, nodes[0].err
+    assert "node 1 of 2: ranks 1..1 of 2 (generation 0)" in nodes[1].err, nodes[1].err
 
 
 def test_a_fixed_size_job_still_waits_for_the_lost_node(tmp_path, agents):
