@@ -299,14 +299,18 @@ class Agent {
 
   void on_layout(const rdzv::LayoutMsg& l) {
     if (state_ == State::kExiting) return;
+    // Elastic rounds renumber densely: a node after a lost one moves down.
+    const std::string was = l.generation > 0 && layout_.nnodes > 0 && layout_.node_rank != l.node_rank
+                                ? fmt::format(", was node {} of {}", layout_.node_rank, layout_.nnodes)
+                                : std::string();
     layout_ = l;
     generation_ = l.generation;
     abort_received_ = false;
     local_failure_ = false;
     local_failure_exit_ = kExitWorkerFailed;
     abort_exit_as_ = 0;
-    spdlog::info("node {} of {}: ranks {}..{} of {} (generation {})", l.node_rank, l.nnodes, l.rank_base,
-                 l.rank_base + l.nproc - 1, l.world_size, l.generation);
+    spdlog::info("node {} of {}: ranks {}..{} of {} (generation {}{})", l.node_rank, l.nnodes, l.rank_base,
+                 l.rank_base + l.nproc - 1, l.world_size, l.generation, was);
     WorkerEnvContext ctx;
     ctx.layout = l;
     ctx.master_addr = opt_.master_addr;

@@ -1,6 +1,7 @@
 #include "agent_flags.h"
 
 #include <CLI/CLI.hpp>
+#include <spdlog/spdlog.h>
 
 #include "lf/agent/address_probe.h"
 #include "lf/common/env.h"
@@ -20,7 +21,10 @@ std::pair<int64_t, int64_t> parse_nnodes(const std::string& s) {
       v = std::stoll(part, &used);
     } catch (const std::exception&) {
     }
-    LF_CHECK(used == part.size() && v >= 1, ConfigError, "--nnodes / NNODES '{}' must be N or MIN:MAX with N >= 1", s);
+    LF_CHECK(!part.empty() && used == part.size() && v >= 1, ConfigError,
+             "--nnodes / NNODES '{}' must be N or MIN:MAX with N >= 1 (seen '{}' where a whole number >= 1 belongs); "
+             "e.g. --nnodes 2, or --nnodes 2:4 for a job that starts on 2 to 4 nodes and goes on with the nodes left "
+             "after a node is lost", s, part);
     return v;
   };
   auto colon = s.find(':');
@@ -29,7 +33,8 @@ std::pair<int64_t, int64_t> parse_nnodes(const std::string& s) {
     return {n, n};
   }
   int64_t lo = parse(s.substr(0, colon)), hi = parse(s.substr(colon + 1));
-  LF_CHECK(lo <= hi, ConfigError, "--nnodes {}: MIN must not exceed MAX", s);
+  LF_CHECK(lo <= hi, ConfigError, "--nnodes {}: MIN must not exceed MAX (MIN {} > MAX {}); write --nnodes {}:{}", s, lo,
+           hi, hi, lo);
   return {lo, hi};
 }
 
@@ -64,6 +69,10 @@ void apply_environment(LaunchFlags& f) {
   LF_CHECK(o.node_rank < o.max_nodes, ConfigError, "NODE_RANK {} is out of range for NNODES {} (ranks 0..{})",
            o.node_rank, o.max_nodes, o.max_nodes - 1);
   LF_CHECK(!o.redirect || !o.log_dir.empty(), ConfigError, "--redirect needs --log-dir (where the output goes)");
+  if (o.min_nodes < o.max_nodes && o.max_restarts == 0)
+    spdlog::warn("--nnodes {}:{} with --max-restarts 0 (MAX_RESTARTS): a lost node ends the job; with restarts left "
+                 "it goes on with the nodes left (at least {}), so give e.g. --max-restarts 3", o.min_nodes,
+                 o.max_nodes, o.min_nodes);
   o.host_server = o.node_rank == 0 || (o.node_rank < 0 && o.max_nodes == 1);
   // No NODE_RANK on several nodes: the agent on MASTER_ADDR's host hosts the server (unless one
   // answers there already); the others join it and get node ranks by arrival.

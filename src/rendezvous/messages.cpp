@@ -21,10 +21,12 @@ void get(WireReader& r, JoinMsg& m) {
 void put(WireWriter& w, const LayoutMsg& m) {
   w.i64(m.node_rank); w.i64(m.nnodes); w.i64(m.rank_base); w.i64(m.world_size); w.i64(m.nproc);
   w.i64(m.generation); w.i64(m.max_restarts); w.str(m.worker_master_addr); w.i64(m.worker_master_port);
+  w.i64(m.base_world_size);
 }
 void get(WireReader& r, LayoutMsg& m) {
   m.node_rank = r.i64(); m.nnodes = r.i64(); m.rank_base = r.i64(); m.world_size = r.i64(); m.nproc = r.i64();
   m.generation = r.i64(); m.max_restarts = r.i64(); m.worker_master_addr = r.str(); m.worker_master_port = r.i64();
+  m.base_world_size = r.i64();
 }
 void put(WireWriter& w, const RefusedMsg& m) { w.str(m.reason); w.i64(m.retry_after_ms); }
 void get(WireReader& r, RefusedMsg& m) { m.reason = r.str(); m.retry_after_ms = r.i64(); }

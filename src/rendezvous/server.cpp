@@ -16,6 +16,7 @@
 #include "lf/common/json_escape.h"
 #include "lf/rendezvous/config_diff.h"
 #include "lf/rendezvous/connection.h"
+#include "lf/rendezvous/elastic_ranks.h"
 #include "lf/rendezvous/kv_store.h"
 #include "lf/rendezvous/layout.h"
 #include "lf/rendezvous/store_service.h"
@@ -83,6 +84,7 @@ struct RendezvousServer::Impl : std::enable_shared_from_this<Impl> {
   Phase phase = Phase::kJoining;
   int64_t generation = 0;
   int64_t restarts_done = 0;
+  int64_t base_world = 0;  // the world size of the first round (elastic jobs keep its global batch)
   bool restart_pending = false;
   uint64_t next_peer_id = 1;
   std::unordered_map<uint64_t, std::shared_ptr<Peer>> peers;
@@ -256,7 +258,9 @@ struct RendezvousServer::Impl : std::enable_shared_from_this<Impl> {
       if (nodes.count(jm.node_rank)) holder_id = nodes.at(jm.node_rank);
       for (uint64_t id : joiners)
         if (peers.at(id)->join.node_rank == jm.node_rank) holder_id = id;
-      if (holder_id) {
+      // Elastic: ranks are renumbered densely each round, so a returning node's NODE_RANK is an
+      // order, not a claim (its old number may be another node's now): with room left it waits.
+      if (holder_id && !(elastic() && joined_count() < opt.max_nodes)) {
         auto& holder = peers.at(*holder_id);
         // The holder may be dying right now (killed, its EOF not yet read, or silent and about
         // to miss its heartbeats): the claimant may retry until the heartbeat timeout settles it.
@@ -326,6 +330,8 @@ struct RendezvousServer::Impl : std::enable_shared_from_this<Impl> {
 
   int64_t joined_count() const { return static_cast<int64_t>(joiners.size() + nodes.size()); }
 
+  bool elastic() const { return opt.min_nodes < opt.max_nodes; }
+
   void maybe_close_round() {
     int64_t n = joined_count();
     if (n >= opt.max_nodes) return close_round();
@@ -355,12 +361,37 @@ struct RendezvousServer::Impl : std::enable_shared_from_this<Impl> {
     });
   }
 
-  void close_round() {
+  // Fixed size: requested ranks are claims (layout.h). Elastic: dense ranks in the old order
+  // (elastic_ranks.h), so a round after a lost node runs on the nodes left.
+  std::optional<std::vector<std::pair<uint64_t, int64_t>>> assign_ranks(std::string* error) {
     std::vector<NodeRequest> requests;
-    for (auto& [rank, id] : nodes) requests.push_back({id, rank, peers.at(id)->join.nproc});
-    for (uint64_t id : joiners) requests.push_back({id, peers.at(id)->join.node_rank, peers.at(id)->join.nproc});
+    std::vector<bool> stays;
+    for (auto& [rank, id] : nodes) {
+      requests.push_back({id, rank, peers.at(id)->join.nproc});
+      stays.push_back(true);
+    }
+    for (uint64_t id : joiners) {
+      requests.push_back({id, peers.at(id)->join.node_rank, peers.at(id)->join.nproc});
+      stays.push_back(false);
+    }
+    if (!elastic()) return assign_node_ranks(requests, error);
+    auto dense = assign_dense_node_ranks(requests, stays);
+    for (size_t i = 0; i < dense.size(); ++i) {
+      const int64_t before = requests[i].requested_rank;
+      if (before < 0 || before == dense[i].second) continue;
+      const std::string who = stays[i] ? fmt::format("node {}", before)
+                                       : fmt::format("the node that asked for rank {} (NODE_RANK)", before);
+      const std::string what = fmt::format("{} is node {} from generation {} (--nnodes {}: ranks are dense)", who,
+                                           dense[i].second, generation, nnodes_text(opt.min_nodes, opt.max_nodes));
+      event("renumbered", dense[i].second, what);
+      spdlog::info("rendezvous: {} ({})", what, peers.at(dense[i].first)->join.hostname);
+    }
+    return dense;
+  }
+
+  void close_round() {
     std::string error;
-    auto assigned = assign_node_ranks(requests, &error);
+    auto assigned = assign_ranks(&error);
     if (!assigned) return fail_all(error);
     nodes.clear();
     joiners.clear();
@@ -378,7 +409,11 @@ struct RendezvousServer::Impl : std::enable_shared_from_this<Impl> {
     int64_t rank_base = 0;
     int64_t world = 0;
     for (auto& [rank, id] : nodes) world += peers.at(id)->join.nproc;
+    if (base_world == 0) base_world = world;
     event("layout", -1, fmt::format("{} nodes, world size {}", nodes.size(), world));
+    if (world != base_world)
+      spdlog::info("rendezvous: generation {} runs on {} node(s), world size {} (the job's first round had {}; "
+                   "lf-worker keeps its global batch)", generation, nodes.size(), world, base_world);
     for (auto& [rank, id] : nodes) {
       auto& p = peers.at(id);
       p->stopped = p->done = false;
@@ -392,6 +427,7 @@ struct RendezvousServer::Impl : std::enable_shared_from_this<Impl> {
       l.max_restarts = opt.max_restarts;
       l.worker_master_addr = worker_addr;
       l.worker_master_port = node0->join.worker_store_port;
+      l.base_world_size = elastic() ? base_world : 0;
       p->conn->send(l);
       rank_base += p->join.nproc;
     }

@@ -24,6 +24,8 @@
 #include "lf/common/log.h"
 #include "lf/common/progress_deadline.h"
 #include "lf/common/remove_tree.h"
+#include "lf/config/elastic_batch.h"
+#include "lf/config/sharding.h"
 #include "lf/data/chat_template.h"
 #include "lf/data/sft_dataset.h"
 #include "lf/model/config.h"
@@ -326,7 +328,7 @@ OutputTokenizer output_tokenizer(const DataArgs& args, const Tokenizer& tokenize
 
 void train_from_config(const config::LoadedConfig& loaded) {
   progress_reporter().loading();  // heartbeats to the agent: a liveness thread + phase-aware deadlines
-  const auto& c = loaded.config;
+  config::TrainConfig c = loaded.config;  // a copy: an elastic round may change the accumulation
   // lf-train printed these once for the node before starting the workers (LF_CONFIG_CHECKED).
   if (!knob_bool("LF_CONFIG_CHECKED").value_or(false)) {
     for (const auto& w : loaded.warnings) spdlog::warn("{}", w);
@@ -342,6 +344,10 @@ void train_from_config(const config::LoadedConfig& loaded) {
   LF_CHECK(!c.model_name_or_path.empty(), ConfigError, "model_name_or_path is not set");
   LF_CHECK(!c.dataset.empty(), ConfigError, "dataset is not set (names from {}/dataset_info.json)", c.dataset_dir);
   const auto world = comm::WorldInfo::from_env();
+  // --nnodes MIN:MAX: the first round's global batch on this round's ranks (exit 2 when it cannot be).
+  const auto elastic = config::keep_elastic_global_batch(c, knob_int("LF_BASE_WORLD_SIZE").value_or(0), world.world_size);
+  if (!elastic.empty() && world.rank == 0) spdlog::info("{}", elastic);
+  config::check_world_size(c, world.world_size);  // an elastic job's first round was not checked by lf-train
   // A save that never finished (a killed run, a full disk) left a temporary folder: never
   // valid, and a rerun would fail writing over it at the same step.
   if (world.rank == 0)

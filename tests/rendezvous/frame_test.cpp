@@ -28,6 +28,7 @@ std::vector<Message> every_message() {
   LayoutMsg l;
   l.node_rank = 1; l.nnodes = 2; l.rank_base = 8; l.world_size = 16; l.nproc = 8; l.generation = 2;
   l.max_restarts = 3; l.worker_master_addr = "10.0.0.1"; l.worker_master_port = 29501;
+  l.base_world_size = 24;
   StoreRequestMsg r;
   r.request_id = 9; r.op = StoreOp::kCompareSet; r.keys = {"k1", "k2"}; r.value = std::string("v\0v", 3);
   r.expected = "e"; r.number = -5; r.timeout_ms = 1000;

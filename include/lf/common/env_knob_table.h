@@ -97,6 +97,10 @@ inline constexpr EnvKnob kEnvKnobs[] = {
      "file descriptor of the worker's heartbeat socket to its agent: write a line to it to heartbeat; unset: no "
      "agent listens"},
     {"LF_NODE_RANK", KnobType::kInt, "", "", "workers (set by the agent)", "the rank of the worker's node (GROUP_RANK)"},
+    {"LF_BASE_WORLD_SIZE", KnobType::kInt, "", "", "workers (set by the agent)",
+     "--nnodes MIN:MAX jobs only: the world size of the job's first round; lf-worker keeps that round's global batch "
+     "on a restart with fewer or more ranks (gradient_accumulation_steps raised or lowered), or exits 2 when it "
+     "cannot; unset: a fixed-size job"},
 
     // ---- worker liveness and progress deadlines (the agent watches the heartbeats)
     {"LF_WORKER_LIVENESS_TIMEOUT_S", KnobType::kSeconds, "30", "", "lf-train",

@@ -13,7 +13,8 @@ namespace lf::rdzv {
 
 constexpr uint32_t kFrameMagic = 0x5652464c;  // "LFRV" read little-endian
 // 2: Join carries the config items, Failure/Abort an exit code for every node, Waiting.
-constexpr uint16_t kProtocolVersion = 2;
+// 3: Layout carries the elastic job's base world size.
+constexpr uint16_t kProtocolVersion = 3;
 constexpr size_t kFrameHeaderSize = 12;
 constexpr uint32_t kDefaultMaxPayload = 4u << 20;
 

@@ -40,6 +40,9 @@ struct LayoutMsg {
   int64_t max_restarts = 0;
   std::string worker_master_addr;  // empty: use the MASTER_ADDR the agent was given
   int64_t worker_master_port = 0;
+  // Elastic jobs (--nnodes MIN:MAX): the world size of the job's first round, whose global
+  // batch every later round keeps (LF_BASE_WORLD_SIZE); 0: a fixed-size job.
+  int64_t base_world_size = 0;
 };
 
 // server -> agent: refused (wrong token, mismatch, timeout...). The server closes after it.

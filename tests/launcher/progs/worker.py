@@ -8,11 +8,13 @@ import argparse, json, os, socket, subprocess, sys, time
 KEYS = ["RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE",
         "ROLE_RANK", "ROLE_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RESTART_COUNT",
         "TORCHELASTIC_MAX_RESTARTS", "TORCHELASTIC_RUN_ID", "OMP_NUM_THREADS", "CUDA_VISIBLE_DEVICES",
-        "NCCL_DEBUG", "LF_HEARTBEAT_FD", "LF_RDZV_ADDR", "LF_RDZV_PORT"]
+        "NCCL_DEBUG", "LF_HEARTBEAT_FD", "LF_RDZV_ADDR", "LF_RDZV_PORT", "LF_BASE_WORLD_SIZE"]
 
 p = argparse.ArgumentParser()
 p.add_argument("--marker", default="")
 p.add_argument("--sleep", type=float, default=0)
+p.add_argument("--quick-from-generation", type=int, default=-1,
+               help="from this restart generation on, sleep only 0.5 s instead of --sleep")
 p.add_argument("--fail-rank", type=int, default=-1, help="this global rank exits with --code")
 p.add_argument("--code", type=int, default=3)
 p.add_argument("--fail-generation", type=int, default=-1, help="fail only in this restart generation")
@@ -56,4 +58,4 @@ if rank == a.fail_rank and (a.fail_generation < 0 or a.fail_generation == gen):
     if a.kill_self:
         os.kill(os.getpid(), 9)
     sys.exit(a.code)
-time.sleep(a.sleep)
+time.sleep(0.5 if 0 <= a.quick_from_generation <= gen else a.sleep)
