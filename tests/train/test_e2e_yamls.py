@@ -90,3 +90,17 @@ def test_the_yamls_are_llamafactory_yamls():
     for name in ORDER:
         keys = set(yaml.safe_load(open(os.path.join(E2E, name + ".yaml"))))
         assert keys <= known, (name, keys - known)
+
+
+@pytest.mark.parametrize("yaml_name,overrides,expected", [
+    ("dora", ["finetuning_type=full"], "`use_dora` is only valid for LoRA training"),
+    ("dora", ["finetuning_type=freeze"], "set `finetuning_type: lora` or remove use_dora"),
+    ("pt", ["stage=rm"], "`stage: rm` is not supported"),
+    ("pt", ["neat_packing=true"], "`neat_packing` cannot be set as True except SFT"),
+])
+def test_what_lf_train_cannot_do_exits_2_saying_why(tmp_path, yaml_name, overrides, expected):
+    """Refused before anything starts: exit 2, the key, the reason, what to do."""
+    env = dict(os.environ, NPROC_PER_NODE="1", MASTER_PORT=str(free_port()), OMP_NUM_THREADS="1")
+    p = subprocess.run([LF_TRAIN, os.path.join(E2E, yaml_name + ".yaml"), f"output_dir={tmp_path / 'o'}", *overrides],
+                       cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    assert p.returncode == 2 and expected in p.stderr, p.stderr[-2000:]

@@ -181,7 +181,7 @@ def test_pt_run_is_llamafactorys(tmp_path):
     got = [l for l in load(out / "trainer_state.json")["log_history"] if "loss" in l]  # HF's, grad_norm too
     assert [l["step"] for l in got] == [w["step"] for w in want]
     for g, w in zip(got, want):
-        assert abs(g["loss"] - w["loss"]) <= 1e-5 * w["loss"], (g, w)
-        assert abs(g["grad_norm"] - w["grad_norm"]) <= 1e-4 * w["grad_norm"], (g, w)
+        assert abs(g["loss"] - w["loss"]) <= 1e-6 * w["loss"], (g, w)  # seen: 7e-8
+        assert abs(g["grad_norm"] - w["grad_norm"]) <= 1e-5 * w["grad_norm"], (g, w)  # seen: 1e-7
         assert abs(g["learning_rate"] - w["lr"]) <= 1e-12 + 1e-9 * w["lr"], (g, w)
         assert abs(g["epoch"] - w["epoch"]) <= 1e-6, (g, w)
