@@ -72,6 +72,8 @@ def test_every_issue18_yaml_runs_end_to_end(tmp_path):
         p = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
         assert p.returncode == 0, f"{name}.yaml: " + (p.stdout + p.stderr)[-3000:]
         check_outputs(name, out, cfg)
+        if name == "dora":  # the end-of-run vLLM check: vLLM serves no DoRA adapter
+            assert "vLLM does not serve DoRA adapters; merge with `lf-train export`" in p.stderr, p.stderr[-2000:]
         outs[name] = out
     # The trained-on adapter moved from where lora_target_all left it; the merged one made a new one.
     from safetensors.numpy import load_file
