@@ -10,5 +10,6 @@ function(lf_add_fixture_check what timeout)
     return()
   endif()
   add_test(NAME ${what}_fixture_check COMMAND ${PROJECT_SOURCE_DIR}/scripts/fixtures/check_fixtures.sh ${py} ${what})
-  set_tests_properties(${what}_fixture_check PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT ${timeout})
+  set_tests_properties(${what}_fixture_check PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT ${timeout}
+                       ENVIRONMENT "LF_ASSETS_DIR=${LF_ASSETS_DIR}")
 endfunction()

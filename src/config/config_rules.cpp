@@ -33,6 +33,20 @@ void check_between_keys(const Reader& r, const TrainConfig& c) {
   LF_CHECK(c.loraplus_lr_ratio == 0 || c.finetuning_type == "lora", ConfigError,
            "{}: `loraplus_lr_ratio` is LoRA's (lora_B learns faster); finetuning_type is {}",
            r.where("loraplus_lr_ratio"), c.finetuning_type);
+  LF_CHECK(!c.use_dora || c.finetuning_type == "lora", ConfigError,
+           "{}: `use_dora` is only valid for LoRA training (LLaMA-Factory's rule); finetuning_type is {}: set "
+           "`finetuning_type: lora` or remove use_dora",
+           r.where("use_dora"), c.finetuning_type);
+  // LLaMA-Factory's get_train_args: these are SFT's.
+  if (c.stage != "sft") {
+    LF_CHECK(!c.neat_packing, ConfigError,
+             "{}: `neat_packing` cannot be set as True except SFT (LLaMA-Factory's rule); stage is {}: remove it",
+             r.where("neat_packing"), c.stage);
+    LF_CHECK(!c.train_on_prompt && !c.mask_history, ConfigError,
+             "{}: `train_on_prompt` or `mask_history` cannot be set as True except SFT (LLaMA-Factory's rule); stage "
+             "is {}: remove it (pt trains on every token)",
+             r.where(c.train_on_prompt ? "train_on_prompt" : "mask_history"), c.stage);
+  }
   // LLaMA-Factory's DataArguments refuse the pair: which examples would be evaluated?
   LF_CHECK(c.eval_dataset.empty() || c.val_size <= 1e-6, ConfigError,
            "{}: `val_size: {}` and `eval_dataset` ({}) are both set: choose one, as LLaMA-Factory requires",
@@ -48,6 +62,7 @@ void derive(TrainConfig& c) {
 
 void check_config(const Reader& r, TrainConfig& c) {
   check_required(c);
+  if (c.stage == "pt" && !r.has("packing")) c.packing = true;  // LLaMA-Factory: packing unset packs for pt
   for (const KeyDecl& d : config_schema())
     if (d.check) d.check(r, c);
   check_between_keys(r, c);

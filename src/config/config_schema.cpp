@@ -67,8 +67,11 @@ std::vector<KeyDecl> model_and_method_keys() {
                   "said in one line; benchmarks)")
           .own()
           .choices({"auto", "pretrained", "random"}),
-      implemented("stage", LF_FIELD(stage), "supervised fine-tuning")
-          .choices({"sft"}, "Other stages (pt, rm, ppo, dpo, kto) are not implemented")
+      implemented("stage", LF_FIELD(stage),
+                  "sft (supervised fine-tuning) or pt (continued pre-training on plain text: the `text` column, "
+                  "eos per text, packed into cutoff_len blocks, labels = inputs, as LLaMA-Factory)")
+          .choices({"sft", "pt"}, "Other stages (rm, ppo, dpo, kto: reward models and preference training) are not "
+                                  "implemented")
           .data(LF_DATA(stage)),
       implemented("finetuning_type", LF_FIELD(finetuning_type)).choices({"lora", "full", "freeze"}),
       implemented("freeze_trainable_layers", LF_FIELD(freeze_trainable_layers),
@@ -94,6 +97,9 @@ std::vector<KeyDecl> model_and_method_keys() {
           .check(not_empty)
           .sample("q_proj,v_proj"),
       implemented("use_rslora", LF_FIELD(use_rslora), "scaling lora_alpha / sqrt(lora_rank) (rank-stabilised LoRA)"),
+      implemented("use_dora", LF_FIELD(use_dora),
+                  "DoRA (weight-decomposed LoRA) as peft computes and saves it: a magnitude per output row beside A "
+                  "and B"),
       implemented("loraplus_lr_ratio", LF_FIELD(loraplus_lr_ratio),
                   "LoRA+: lora_B matrices (and 1-D trainables) learn at learning_rate × this")
           .check(non_negative)
@@ -119,7 +125,7 @@ std::vector<KeyDecl> data_keys() {
       implemented("mask_history", LF_FIELD(mask_history)).data(LF_DATA(mask_history)),
       implemented("packing", LF_FIELD(packing))
           .data(LF_DATA(packing))
-          .differs("None: off for sft (LLaMA-Factory turns it on for pt only)"),
+          .differs("None: off for sft, on for pt (LLaMA-Factory's rule)"),
       implemented("neat_packing", LF_FIELD(neat_packing),
                   "packing without attention across the packed sequences (per-sequence positions, a block-diagonal "
                   "causal mask); implies packing, as LLaMA-Factory's")
@@ -276,7 +282,6 @@ std::vector<KeyDecl> refused_keys() {
       refused("quantization_bit", "quantized (QLoRA) training is not supported: remove quantization_bit"),
       refused("quantization_method", "quantized training is not supported"),
       refused("double_quantization", "quantized training is not supported"),
-      refused("use_dora", "DoRA is not supported (plain LoRA only)"),
       refused("pissa_init", "PiSSA initialisation is not supported"),
       refused("pissa_convert", "PiSSA is not supported"),
       refused("loraplus_lr_embedding", "LoRA+ on embedding adapters is not supported (no LoRA embedding adapters)"),

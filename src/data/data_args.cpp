@@ -93,6 +93,7 @@ DataArgs parse_data_args(const YAML::Node& root, const std::string& where) {
     a.preprocessing_batch_size = scalar<int64_t>(*n, "preprocessing_batch_size", where, "an integer");
   if (auto n = set("neat_packing")) a.neat_packing = scalar<bool>(*n, "neat_packing", where, "true/false");
   if (a.neat_packing) a.packing = true;  // as LLaMA-Factory's DataArguments does
+  if (a.stage == "pt" && !set("packing")) a.packing = true;  // LLaMA-Factory: packing unset packs for pt
   if (auto n = set("streaming"))
     LF_CHECK(!scalar<bool>(*n, "streaming", where, "true/false"), ConfigError,
              "{}: streaming is not supported; lf-train tokenizes up front (and caches with "
@@ -111,8 +112,8 @@ DataArgs parse_data_args(const YAML::Node& root, const std::string& where) {
   LF_CHECK(a.interleave_probs.empty() || a.interleave_probs.size() == a.dataset.size(), ConfigError,
            "{}: interleave_probs has {} entries for {} datasets", where, a.interleave_probs.size(),
            a.dataset.size());
-  LF_CHECK(a.stage == "sft", ConfigError,
-           "{}: stage '{}' is not supported by lf-train's data pipeline (only sft)", where, a.stage);
+  LF_CHECK(a.stage == "sft" || a.stage == "pt", ConfigError,
+           "{}: stage '{}' is not supported by lf-train's data pipeline (sft, pt)", where, a.stage);
   LF_CHECK(a.eval_dataset.empty() || a.val_size <= 1e-6, ConfigError,
            "{}: cannot set both val_size and eval_dataset (as in LLaMA-Factory)", where);
   return a;

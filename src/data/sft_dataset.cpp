@@ -21,6 +21,7 @@
 #include "lf/common/log.h"
 #include "lf/data/chat_template.h"
 #include "lf/data/dataset_info.h"
+#include "lf/data/pretrain.h"
 #include "numpy_random.h"
 #include "parallel.h"
 #include "parquet_reader.h"
@@ -152,8 +153,8 @@ std::vector<Example> load_examples(const DataArgs& args, const std::vector<std::
   std::vector<std::vector<Example>> parts;
   for (const DatasetAttr& attr : load_dataset_list(names, args.resolve(args.dataset_dir))) {
     LF_CHECK(!attr.ranking, ConfigError,
-             "dataset '{}' is a ranking (preference) dataset; stage sft needs a supervised one",
-             attr.name);
+             "dataset '{}' is a ranking (preference) dataset; stage {} needs a supervised (or plain text) one",
+             attr.name, args.stage);
     parts.push_back(read_dataset(attr, args, rng));
   }
   if (parts.size() == 1) return std::move(parts[0]);
@@ -185,6 +186,7 @@ uint64_t sft_cache_key(const DataArgs& args, const Tokenizer& tokenizer) {
       args.cutoff_len, args.train_on_prompt, args.mask_history, args.packing, args.preprocessing_batch_size,
       args.neat_packing ? "/neat" : "", args.max_samples.value_or(-1), args.val_size, args.seed, args.mix_strategy,
       fmt::join(args.interleave_probs, ",")));
+  if (args.stage != "sft") h = fnv1a64("|stage:" + args.stage, h);  // sft's keys stay those of older caches
   for (const auto* names : {&args.dataset, &args.eval_dataset}) {
     h = fnv1a64("|set", h);
     for (const DatasetAttr& attr : load_dataset_list(*names, args.resolve(args.dataset_dir))) {
@@ -197,6 +199,7 @@ uint64_t sft_cache_key(const DataArgs& args, const Tokenizer& tokenizer) {
 
 std::vector<EncodedExample> encode_examples(const std::vector<Example>& examples,
                                             const ChatTemplate& tmpl, const DataArgs& args) {
+  if (args.stage == "pt") return encode_pretrain(examples, tmpl, args);  // plain text (pretrain.h)
   SupervisedOptions opts{args.cutoff_len, args.train_on_prompt, args.mask_history};
   std::vector<EncodedExample> encoded(examples.size());
   std::vector<uint8_t> valid(examples.size(), 0);
@@ -299,9 +302,12 @@ SftData load_sft_data(const DataArgs& args, const Tokenizer& tokenizer, double l
   }
   auto train_enc = encode_examples(train, tmpl, args);
   LF_CHECK(!train_enc.empty(), ConfigError,
-           "dataset {} has no usable training example after filtering ({} records read); "
-           "alpaca records need a string output, sharegpt ones must end with an assistant turn",
-           fmt::join(args.dataset, ","), read);
+           "dataset {} has no usable training example after filtering ({} records read); {}",
+           fmt::join(args.dataset, ","), read,
+           args.stage == "pt" ? fmt::format("stage pt packs the texts into blocks of cutoff_len {} tokens: there are "
+                                            "fewer tokens than one block (lower cutoff_len, or `packing: false`)",
+                                            args.cutoff_len)
+                              : "alpaca records need a string output, sharegpt ones must end with an assistant turn");
   data.train = TokenizedDataset::from_examples(train_enc);
   if (want_eval) data.eval = TokenizedDataset::from_examples(encode_examples(eval, tmpl, args));
   if (!cache_dir.empty()) {

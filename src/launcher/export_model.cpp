@@ -10,6 +10,7 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <string_view>
 #include <nlohmann/json.hpp>
 
 #include "lf/common/error.h"
@@ -91,14 +92,27 @@ void encode(const std::vector<float>& v, StDtype dtype, std::vector<uint8_t>& ou
 struct LoraPair {
   const model::StTensorInfo* a = nullptr;  // [r, in]
   const model::StTensorInfo* b = nullptr;  // [out, r]
+  const model::StTensorInfo* m = nullptr;  // [out], DoRA's magnitude (use_dora)
 };
 
 struct Adapter {
   std::unique_ptr<model::SafetensorsFile> file;
   double scale = 1;
   int64_t rank = 0;
+  bool dora = false;
   std::map<std::string, LoraPair> by_base;  // base weight name -> its A and B
 };
+
+// DoRA's merge (peft's merge_and_unload): each row of W + ΔW times magnitude / its L2 norm.
+void dora_rescale(std::vector<float>& w, const std::vector<float>& magnitude, int64_t rows, int64_t in) {
+  for (int64_t o = 0; o < rows; ++o) {
+    float* wo = w.data() + o * in;
+    double sq = 0;
+    for (int64_t i = 0; i < in; ++i) sq += static_cast<double>(wo[i]) * wo[i];
+    const float factor = magnitude[static_cast<size_t>(o)] / static_cast<float>(std::sqrt(sq));
+    for (int64_t i = 0; i < in; ++i) wo[i] *= factor;
+  }
+}
 
 nlohmann::json read_json(const fs::path& p) {
   std::ifstream in(p);
@@ -116,7 +130,6 @@ Adapter read_adapter(const fs::path& dir) {
   const auto j = read_json(cfg_path);
   LF_CHECK(j.value("peft_type", "LORA") == "LORA", ConfigError, "{}: peft_type {} is not LORA", cfg_path.string(),
            j.value("peft_type", ""));
-  LF_CHECK(!j.value("use_dora", false), ConfigError, "{}: DoRA adapters are not merged by lf-train", cfg_path.string());
   LF_CHECK(!j.value("fan_in_fan_out", false), ConfigError, "{}: fan_in_fan_out adapters are not merged by lf-train",
            cfg_path.string());
   LF_CHECK(j.contains("modules_to_save") ? j["modules_to_save"].is_null() || j["modules_to_save"].empty() : true,
@@ -125,6 +138,7 @@ Adapter read_adapter(const fs::path& dir) {
            "{}: `r` (the LoRA rank) is missing or not a positive integer", cfg_path.string());
   Adapter a;
   a.rank = j["r"].get<int64_t>();
+  a.dora = j.value("use_dora", false);
   const double alpha = j.value("lora_alpha", static_cast<double>(a.rank));
   a.scale = j.value("use_rslora", false) ? alpha / std::sqrt(static_cast<double>(a.rank)) : alpha / a.rank;
   LF_CHECK(!j.contains("rank_pattern") || j["rank_pattern"].empty(), ConfigError,
@@ -141,6 +155,9 @@ Adapter read_adapter(const fs::path& dir) {
       auto& pair = a.by_base[name.substr(0, at) + ".weight"];
       (part[6] == 'A' ? pair.a : pair.b) = &t;
     }
+    constexpr std::string_view kMagnitude = ".lora_magnitude_vector";  // peft saves it without ".weight"
+    if (a.dora && name.ends_with(kMagnitude))
+      a.by_base[name.substr(0, name.size() - kMagnitude.size()) + ".weight"].m = &t;
   }
   LF_CHECK(!a.by_base.empty(), ConfigError, "{} holds no lora_A / lora_B tensors",
            (dir / "adapter_model.safetensors").string());
@@ -215,6 +232,9 @@ ExportResult export_model(const config::ExportConfig& c) {
                "{}: the adapter changes {}, which the base {} does not have (an adapter of another model?)", where,
                name, base.string());
       const auto& w = weights.info(name);
+      LF_CHECK(!adapter->dora || (pair.m && pair.m->shape.size() == 1 && !w.shape.empty() && pair.m->shape[0] == w.shape[0]),
+               ConfigError, "{}: use_dora is set but {} has no lora_magnitude_vector of [{}] values", where, name,
+               w.shape.empty() ? 0 : w.shape[0]);
       const bool fits = w.shape.size() == 2 && pair.a->shape.size() == 2 && pair.b->shape.size() == 2 &&
                         pair.a->shape[0] == adapter->rank && pair.b->shape[1] == adapter->rank &&
                         pair.a->shape[1] == w.shape[1] && pair.b->shape[0] == w.shape[0];
@@ -261,6 +281,7 @@ ExportResult export_model(const config::ExportConfig& c) {
             float* wo = w.data() + o * in;
             for (int64_t i = 0; i < in; ++i) wo[i] += row[static_cast<size_t>(i)] * scale;
           }
+          if (pair->m) dora_rescale(w, to_float(*pair->m, f.data(*pair->m), where), rows, in);
         }
         encode(w, dtype, *buffer);
         return buffer->data();

@@ -101,6 +101,10 @@ std::vector<std::string> vllm_adapter_problems(const fs::path& dir) {
                                    "--enable-lora-bias / --lora-extra-vocab-size where supported); merge with "
                                    "`lf-train export` and serve the merged model instead",
                                    cfg_path.string(), j["modules_to_save"].dump()));
+  // vLLM's PEFTHelper refuses DoRA ("vLLM does not yet support DoRA").
+  if (j.value("use_dora", false))
+    problems.push_back(fmt::format("{}: use_dora: vLLM does not serve DoRA adapters; merge with `lf-train export` "
+                                   "and serve the merged model", cfg_path.string()));
   if (j.contains("r") && j["r"].is_number_integer()) {
     const auto r = j["r"].get<int64_t>();
     if (r > kVllmLargestLoraRank)

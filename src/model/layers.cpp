@@ -33,6 +33,7 @@ at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
 }  // namespace
 
 at::Tensor Linear::forward(const at::Tensor& x, bool training) const {
+  if (lora_ && lora_->magnitude_.defined()) return forward_dora(x, training);
   if (lora_ && fused_ops_for(x)) return forward_lora_accumulated(x, training);
   auto y = at::linear(x, as(weight_, x),
                       bias_.defined() ? std::optional<at::Tensor>(as(bias_, x)) : std::nullopt);

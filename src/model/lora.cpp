@@ -13,6 +13,7 @@
 #include <set>
 
 #include "lf/common/error.h"
+#include "lf/model/dora.h"
 #include "lf/model/safetensors.h"
 #include "lf/model/tensor_io.h"
 
@@ -156,6 +157,8 @@ std::vector<std::string> apply_lora(CausalLM& model, const LoraConfig& c, at::Ge
       w->b_ = at::zeros({out, c.rank}, cpu.device(device)).set_requires_grad(true);
       w->scaling_ = scaling;
       w->dropout_ = c.dropout;
+      // peft's DoraLinearVariant.init, after the draws: m = ||W + s·B A||_c with B = 0 (dora.h).
+      if (c.use_dora) w->magnitude_ = dora_weight_norm(lin->weight_, w->a_, w->b_, scaling).set_requires_grad(true);
       lin->lora_ = std::move(w);
     }
   }
@@ -183,6 +186,7 @@ std::vector<NamedParam> lora_parameters(CausalLM& model) {
         const std::string base = kPeftPrefix + module_path(i, name);
         out.push_back({base + ".lora_A.weight", &lin->lora_->a_});
         out.push_back({base + ".lora_B.weight", &lin->lora_->b_});
+        if (lin->lora_->magnitude_.defined()) out.push_back({base + ".lora_magnitude_vector", &lin->lora_->magnitude_});
       }
   // peft's modules_to_save: the base parameters apply_lora left trainable, as peft saves them
   // (after the adapters, in model order). apply_lora froze every other base parameter.
@@ -262,7 +266,7 @@ std::string peft_adapter_config(const LoraConfig& c, const std::string& base_mod
       {"target_parameters", nullptr},
       {"task_type", "CAUSAL_LM"},
       {"trainable_token_indices", nullptr},
-      {"use_dora", false},
+      {"use_dora", c.use_dora},
       {"use_qalora", false},
       {"use_rslora", c.use_rslora},
   };
@@ -277,7 +281,7 @@ LoraConfig load_lora_adapter(CausalLM& model, const fs::path& dir, at::Generator
   try {
     auto j = nlohmann::json::parse(in);
     LF_CHECK(j.value("peft_type", "LORA") == "LORA", ConfigError, "{}: peft_type is not LORA", cfg_path.string());
-    LF_CHECK(!j.value("use_dora", false), ConfigError, "{}: DoRA adapters are not supported", cfg_path.string());
+    c.use_dora = j.value("use_dora", false);
     if (j.contains("modules_to_save") && j["modules_to_save"].is_array())
       c.modules_to_save = j["modules_to_save"].get<std::vector<std::string>>();
     for (const char* key : {"layers_to_transform", "layer_replication", "trainable_token_indices",
@@ -341,9 +345,13 @@ void merge_lora_adapter(CausalLM& model, const fs::path& dir, at::Generator* gen
   for (auto& layer : model.layers())
     for (auto& [name, lin] : layer.linears()) {
       if (!lin->lora_) continue;
-      // peft's get_delta_weight: B @ A x scaling in the adapter's fp32, added into the weight.
+      // peft's get_delta_weight: B @ A x scaling in the adapter's fp32, added into the weight; DoRA's
+      // merge scales each row of the sum by m / its norm (dora.h).
       const auto& w = *lin->lora_;
-      lin->weight_.add_(at::matmul(w.b_, w.a_).mul_(w.scaling_).to(lin->weight_.device()));
+      if (w.magnitude_.defined())
+        lin->weight_.copy_(dora_merged_weight(lin->weight_, w.a_, w.b_, w.magnitude_, w.scaling_));
+      else
+        lin->weight_.add_(at::matmul(w.b_, w.a_).mul_(w.scaling_).to(lin->weight_.device()));
       lin->lora_.reset();
     }
   for (auto& p : model.named_parameters()) {

@@ -243,6 +243,7 @@ std::unique_ptr<model::CausalLM> load_model(const config::TrainConfig& c, const 
     lc.dropout = c.lora_dropout;
     lc.target = c.lora_target;
     lc.use_rslora = c.use_rslora;
+    lc.use_dora = c.use_dora;
     lc.modules_to_save = c.additional_target;
     lc.seed = static_cast<uint64_t>(c.seed);
     std::vector<fs::path> adapters(c.adapter_name_or_path.begin(), c.adapter_name_or_path.end());
@@ -334,7 +335,8 @@ void train_from_config(const config::LoadedConfig& loaded) {
     for (const auto& w : loaded.warnings) spdlog::warn("{}", w);
     for (const auto& n : loaded.notes) spdlog::info("{}", n);
   }
-  LF_CHECK(c.stage == "sft", ConfigError, "stage: {} is not supported by lf-train (sft only)", c.stage);
+  LF_CHECK(c.stage == "sft" || c.stage == "pt", ConfigError, "stage: {} is not supported by lf-train (sft, pt)",
+           c.stage);
   LF_CHECK(c.finetuning_type == "lora" || c.finetuning_type == "full" || c.finetuning_type == "freeze", ConfigError,
            "finetuning_type: '{}' is not supported (lora, full, freeze)", c.finetuning_type);
   LF_CHECK(c.finetuning_type != "freeze" || c.zero_stage < 3, ConfigError,

@@ -93,8 +93,25 @@ TEST(Config, RefusedKeysAreErrorsOnlyWhenTheyWouldChangeTheResult) {
   EXPECT_NE(e.find("lr_scheduler_type: polynomial"), std::string::npos) << e;
   e = error_of(kMinimal + "optim: sgd\n");
   EXPECT_NE(e.find("`optim: sgd` is not supported"), std::string::npos) << e;
-  e = error_of(kMinimal + "use_dora: true\nneftune_noise_alpha: 5\n");
+  e = error_of(kMinimal + "pissa_init: true\nneftune_noise_alpha: 5\n");
   EXPECT_NE(e.find("2 problems"), std::string::npos) << e;  // every problem at once
+}
+
+// stage: pt (LLaMA-Factory's rules): packing on unless set, SFT-only keys refused, other stages refused.
+TEST(Config, PretrainingStage) {
+  auto c = parse_train_config(kMinimal + "stage: pt\n", {}, "cfg.yaml").config;
+  EXPECT_EQ(c.stage, "pt");
+  EXPECT_TRUE(c.packing);
+  EXPECT_FALSE(parse_train_config(kMinimal + "stage: pt\npacking: false\n", {}, "cfg.yaml").config.packing);
+  EXPECT_FALSE(parse_train_config(kMinimal, {}, "cfg.yaml").config.packing);  // sft: off
+  auto e = error_of(kMinimal + "stage: pt\nneat_packing: true\n");
+  EXPECT_NE(e.find("`neat_packing` cannot be set as True except SFT"), std::string::npos) << e;
+  e = error_of(kMinimal + "stage: pt\ntrain_on_prompt: true\n");
+  EXPECT_NE(e.find("except SFT"), std::string::npos) << e;
+  for (const std::string stage : {"rm", "ppo", "kto"}) {
+    e = error_of(kMinimal + "stage: " + stage + "\n");
+    EXPECT_NE(e.find("`stage: " + stage + "` is not supported"), std::string::npos) << e;
+  }
 }
 
 TEST(Config, DataKeysThatLlamaFactoryUsersSet) {
@@ -236,4 +253,11 @@ TEST(Config, LoraOptionsAndTheTokenCounter) {
   EXPECT_NE(e.find("`loraplus_lr_ratio` is LoRA's"), std::string::npos) << e;
   e = error_of(kMinimal + "loraplus_lr_ratio: -1\n");
   EXPECT_NE(e.find("must be >= 0"), std::string::npos) << e;
+  // DoRA: LoRA's, as LLaMA-Factory rules.
+  EXPECT_TRUE(parse_train_config(kMinimal + "use_dora: true\n", {}, "cfg.yaml").config.use_dora);
+  for (const std::string type : {"full", "freeze"}) {
+    e = error_of(kMinimal + "finetuning_type: " + type + "\nuse_dora: true\n");
+    EXPECT_NE(e.find("`use_dora` is only valid for LoRA training"), std::string::npos) << e;
+    EXPECT_NE(e.find("finetuning_type: lora"), std::string::npos) << e;  // what to try
+  }
 }

@@ -136,13 +136,13 @@ TEST(Schema, DeclaredKeysExistOnceAndSayWhy) {
 TEST(Schema, StageIsValidatedByItsDeclaration) {
   const KeyDecl* stage = find_decl("stage");
   ASSERT_NE(stage, nullptr);
-  EXPECT_EQ(stage->choices, std::vector<std::string>{"sft"});
+  EXPECT_EQ(stage->choices, (std::vector<std::string>{"sft", "pt"}));
   EXPECT_EQ(stage->policy, KeyPolicy::kImplemented);
   try {
-    parse("stage: pt\n");
+    parse("stage: rm\n");
     FAIL();
   } catch (const lf::ConfigError& e) {
-    EXPECT_NE(std::string(e.what()).find("cfg.yaml:3: `stage: pt` is not supported; lf-train supports sft. Other"),
+    EXPECT_NE(std::string(e.what()).find("cfg.yaml:3: `stage: rm` is not supported; lf-train supports sft, pt. Other"),
               std::string::npos)
         << e.what();
   }

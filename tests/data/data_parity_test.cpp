@@ -101,3 +101,52 @@ TEST(DataParity, AllReferenceCasesFromLlamaFactoryMatch) {
 
 }  // namespace
 }  // namespace lf
+
+#include "lf/data/pretrain.h"
+
+namespace lf {
+namespace {
+
+// stage: pt against LLaMA-Factory 0.9.5's own PretrainDatasetProcessor, mapped in batches of
+// preprocessing_batch_size as its loader maps it, and its pt collator's labels
+// (tests/fixtures/data/pt_reference.jsonl, scripts/fixtures/make_pt_reference.py): eos per text,
+// packed blocks, or truncated texts. No bos anywhere: transformers 5 reads add_bos_token False for
+// every tokenizer.json, also mistral's, whose tokenizer_config.json says true (checked here).
+TEST(DataParity, PretrainMatchesLlamaFactorysProcessor) {
+  LF_REQUIRE_ASSETS();
+  std::ifstream in(test::fixtures_dir() / "data" / "pt_reference.jsonl");
+  ASSERT_TRUE(in.good()) << "missing pt_reference.jsonl; run scripts/fixtures/make_pt_reference.py";
+  int cases = 0, bos_cases = 0;
+  for (std::string line; std::getline(in, line);) {
+    const auto ref = nlohmann::json::parse(line);
+    DataArgs args;
+    args.stage = "pt";
+    args.dataset_dir = (test::fixtures_dir() / "data").string();
+    args.template_name = ref["template"];
+    args.cutoff_len = ref["cutoff_len"];
+    args.packing = ref["packing"];
+    args.preprocessing_batch_size = ref["preprocessing_batch_size"];
+    const Tokenizer& tok = test::data_tokenizer(ref["tokenizer"]);
+    const std::string name = fmt::format("{}/{} cutoff {} packing {} batch {}", ref["tokenizer"].get<std::string>(),
+                                         args.template_name, args.cutoff_len, args.packing,
+                                         args.preprocessing_batch_size);
+    SCOPED_TRACE(name);
+    EXPECT_FALSE(ref["add_bos_token"].get<bool>());
+    bos_cases += tok.add_bos_token();  // tokenizer_config.json's flag, which transformers 5 drops
+    ChatTemplate tmpl(args.template_name, tok, template_options(args));
+    const auto got = encode_examples(load_examples(args, {ref["dataset"].get<std::string>()}), tmpl, args);
+    const auto want_ids = ref["input_ids"].get<std::vector<std::vector<int32_t>>>();
+    const auto want_labels = ref["labels"].get<std::vector<std::vector<int32_t>>>();
+    ASSERT_EQ(got.size(), want_ids.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+      EXPECT_EQ(got[i].input_ids, want_ids[i]) << "row " << i;
+      EXPECT_EQ(got[i].labels, want_labels[i]) << "row " << i;
+    }
+    ++cases;
+  }
+  EXPECT_GE(cases, 16);
+  EXPECT_GT(bos_cases, 0) << "no tokenizer whose tokenizer_config.json sets add_bos_token among the cases";
+}
+
+}  // namespace
+}  // namespace lf

@@ -160,3 +160,33 @@ def test_lf_train_lora_output_has_what_vllm_reads(tmp_path):
     assert ac["r"] == 32 and ac["lora_alpha"] == 64 and ac["bias"] == "none" and ac["target_modules"]
     assert ac.get("modules_to_save") is None
     assert "above vLLM's default --max-lora-rank 16: serve it with --max-lora-rank 32" in r.stderr, r.stderr[-3000:]
+
+
+def test_a_dora_adapter_exports_as_peft_merges_it(tmp_path):
+    """use_dora: each merged row is magnitude / ||W + dW|| x (W + dW), peft's merge_and_unload."""
+    base, adapter, out = tmp_path / "base", tmp_path / "adapter", tmp_path / "merged"
+    cfg = peft.LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "down_proj"], lora_dropout=0.0,
+                          use_dora=True, task_type="CAUSAL_LM")
+    model = peft.get_peft_model(make_base(base), cfg)
+    torch.manual_seed(2)
+    with torch.no_grad():
+        for n, p in model.named_parameters():
+            if "lora_B" in n:
+                p.copy_(torch.randn_like(p) * 0.05)
+            elif "lora_magnitude_vector" in n:
+                p.mul_(1 + torch.randn_like(p) * 0.1)
+    model.save_pretrained(adapter)
+    reference = model.merge_and_unload()
+    r = export(tmp_path, model_name_or_path=base, adapter_name_or_path=adapter, export_dir=out)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "vLLM does not serve DoRA adapters" not in r.stderr  # the merged folder is plain
+    merged = transformers.AutoModelForCausalLM.from_pretrained(out, torch_dtype=torch.float32)
+    ids = torch.randint(0, 1088, (2, 17), generator=torch.Generator().manual_seed(3))
+    worst = float((logits(merged, ids) - logits(reference, ids)).abs().max())
+    assert worst <= 1e-5, f"merged DoRA logits differ from peft's merge_and_unload() by {worst:.2e}"
+    # Without its magnitudes the adapter is refused, naming the module.
+    from safetensors.torch import load_file, save_file
+    st = load_file(adapter / "adapter_model.safetensors")
+    save_file({k: v for k, v in st.items() if "magnitude" not in k}, adapter / "adapter_model.safetensors")
+    r = export(tmp_path, model_name_or_path=base, adapter_name_or_path=adapter, export_dir=out)
+    assert r.returncode == 2 and "use_dora is set but" in r.stderr and "lora_magnitude_vector" in r.stderr, r.stderr

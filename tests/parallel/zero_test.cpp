@@ -42,6 +42,7 @@ std::unique_ptr<model::CausalLM> make_model(const config::TrainConfig& c) {
     model::LoraConfig lc;
     lc.rank = 4;
     lc.seed = static_cast<uint64_t>(c.seed);
+    lc.use_dora = c.use_dora;
     model::apply_lora(*m, lc);
   }
   return m;
@@ -76,6 +77,7 @@ train::TrainerSetup trainer_setup(const config::TrainConfig& c, model::CausalLM&
   if (c.finetuning_type == "lora") {
     model::LoraConfig lc;
     lc.rank = 4;
+    lc.use_dora = c.use_dora;
     t.lora = lc;
   }
   return t;
@@ -176,6 +178,20 @@ TEST(Zero, EveryStageEqualsOneProcessLora) {
     for (int stage : {1, 2, 3})
       expect_same_run(run_zero(c, data, 2, stage), ref,
                       fmt::format("lora, stage {}, 2 ranks, checkpointing {}", stage, ckpt));
+  }
+}
+
+// DoRA's magnitude norms read the whole base weight in the forward: stage 3 gathers it with the
+// layer (and again for a checkpointed layer's recompute), so every stage is the one-process run.
+TEST(Zero, EveryStageEqualsOneProcessDora) {
+  const auto data = fixture_dataset();
+  for (const bool ckpt : {false, true}) {
+    auto c = zero_config("lora", ckpt);
+    c.use_dora = true;
+    const auto ref = run_one_process(c, data);
+    for (int stage : {1, 2, 3})
+      expect_same_run(run_zero(c, data, 2, stage), ref,
+                      fmt::format("dora, stage {}, 2 ranks, checkpointing {}", stage, ckpt));
   }
 }
 

@@ -159,3 +159,29 @@ def test_freeze_yaml_trains_only_the_chosen_modules(tmp_path):
     for n in a:
         moved = not (a[n] == b[n]).all()
         assert moved == (n in trainable), n
+
+
+def test_pt_run_is_llamafactorys(tmp_path):
+    """stage: pt end to end against LLaMA-Factory's own pt run (tests/fixtures/train/lf_pt/, made by
+    scripts/fixtures/lf_pt_reference.py): the same YAML, weights and tokenizer give the same loss,
+    grad_norm and learning rate at every step (fp32 CPU), as HF's log_history records them."""
+    import shutil
+    fix = os.path.join(ROOT, "tests", "fixtures", "train", "lf_pt")
+    model = tmp_path / "model"
+    shutil.copytree(os.path.join(fix, "model"), model)
+    for f in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copy(os.path.join(ROOT, "configs", "models", "tiny", f), model)
+    out = tmp_path / "out"
+    args = [LF_TRAIN, os.path.join(fix, "pt.yaml"), f"model_name_or_path={model}", f"output_dir={out}",
+            "plot_loss=false"]
+    env = dict(os.environ, NPROC_PER_NODE="1", MASTER_PORT=str(free_port()), OMP_NUM_THREADS="1")
+    p = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, (p.stdout + p.stderr)[-3000:]
+    want = load(os.path.join(fix, "expected.json"))["steps"]
+    got = [l for l in load(out / "trainer_state.json")["log_history"] if "loss" in l]  # HF's, grad_norm too
+    assert [l["step"] for l in got] == [w["step"] for w in want]
+    for g, w in zip(got, want):
+        assert abs(g["loss"] - w["loss"]) <= 1e-6 * w["loss"], (g, w)  # seen: 7e-8
+        assert abs(g["grad_norm"] - w["grad_norm"]) <= 1e-5 * w["grad_norm"], (g, w)  # seen: 1e-7
+        assert abs(g["learning_rate"] - w["lr"]) <= 1e-12 + 1e-9 * w["lr"], (g, w)
+        assert abs(g["epoch"] - w["epoch"]) <= 1e-6, (g, w)

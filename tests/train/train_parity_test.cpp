@@ -6,6 +6,7 @@
 #include <c10/core/GradMode.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
@@ -226,6 +227,73 @@ TEST(TrainParity, LoraFromTheSeedIsTheSameRunAsPeft) {
   expect_steps_match(sum, want);
   for (size_t i = 0; i < want.size(); ++i)
     EXPECT_NEAR(sum.steps[i].loss, want[i]["loss"].get<double>(), 1e-6) << "step " << i + 1;
+}
+
+// DoRA (use_dora): LLaMA-Factory's own run (scripts/fixtures/lf_dora_reference.py: its loader with
+// use_dora after set_seed(7), then HF Trainer on the fixture's data and settings). apply_lora with
+// use_dora from seed 7 draws the same adapter (A as LoRA's, B = 0, the magnitude ||W||_c), and the
+// run is the same: loss and grad_norm per step to ~1e-6 relative, and the final adapter.
+TEST(TrainParity, DoraIsLlamaFactorysRun) {
+  const auto dir = fixtures() / "lf_dora";
+  const auto ref = read_json(dir / "expected.json");
+  const auto& s = ref["settings"];
+  const auto data = fixture_dataset();
+  auto c = fixture_config("lora");
+  c.learning_rate = s["learning_rate"];
+  c.max_grad_norm = s["max_grad_norm"];
+  auto m = model::load_causal_lm(c.model_name_or_path, {});
+  model::LoraConfig lc;
+  lc.rank = s["lora_rank"];
+  lc.alpha = s["lora_alpha"].get<double>();
+  lc.seed = s["seed"];
+  lc.use_dora = true;
+  model::apply_lora(*m, lc);
+  const auto init = model::load_tensor_file(dir / "initial.safetensors");
+  const auto params = model::lora_parameters(*m);
+  ASSERT_EQ(params.size(), init.size());
+  for (const auto& p : params) {
+    auto it = init.find(p.name);
+    ASSERT_NE(it, init.end()) << p.name << ": not a tensor peft saves";
+    if (p.name.ends_with("lora_magnitude_vector"))  // the row norms: the same to rounding
+      EXPECT_TRUE(at::allclose(*p.tensor, it->second, 1e-6, 0)) << p.name;
+    else
+      EXPECT_TRUE(at::equal(*p.tensor, it->second)) << p.name << ": not LLaMA-Factory's initial value";
+  }
+  const auto sum = run(c, *m, lc, data);
+  const auto& want = ref["dora"];
+  expect_steps_match(sum, want);
+  double worst = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    const double loss = want[i]["loss"], gn = want[i]["grad_norm"];
+    worst = std::max({worst, std::fabs(sum.steps[i].loss - loss) / loss, std::fabs(sum.steps[i].grad_norm - gn) / gn});
+  }
+  std::printf("DoRA: max relative |loss, grad_norm - LLaMA-Factory's| over %zu steps: %.3g\n", want.size(), worst);
+  EXPECT_LT(worst, 2e-6);
+  expect_weights_match(model::lora_parameters(*m), dir / "final.safetensors");
+  // Not the plain LoRA run from the same seed: the magnitudes are felt.
+  const auto plain = read_json(fixtures() / "expected.json")["lora"];
+  EXPECT_GT(std::fabs(sum.steps.back().loss - plain.back()["loss"].get<double>()), 1e-4);
+}
+
+// The DoRA terms B = 0 hides at the start: with B and the magnitudes set to peft's random values
+// (lf_dora/forward.safetensors), lf-train's eval forward gives peft's logits.
+TEST(TrainParity, DoraForwardIsPeftsWithTrainedValues) {
+  const auto dir = fixtures() / "lf_dora";
+  const auto s = read_json(dir / "expected.json")["settings"];
+  auto m = model::load_causal_lm((fixtures() / "qwen2_tiny").string(), {});
+  model::LoraConfig lc;
+  lc.rank = s["lora_rank"];
+  lc.alpha = s["lora_alpha"].get<double>();
+  lc.use_dora = true;
+  model::apply_lora(*m, lc);
+  auto want = model::load_tensor_file(dir / "forward.safetensors");
+  const auto input_ids = want.at("input_ids"), logits = want.at("logits");
+  c10::NoGradGuard no_grad;
+  for (const auto& p : model::lora_parameters(*m)) p.tensor->copy_(want.at(p.name));
+  m->set_training(false);
+  const double diff = (m->forward(input_ids) - logits).abs().max().item<double>();
+  std::printf("DoRA forward: max |logits - peft's| %.3g\n", diff);
+  EXPECT_LT(diff, 1e-5);
 }
 
 }  // namespace

@@ -37,6 +37,7 @@ struct TrainConfig {
   std::vector<std::string> lora_target = {"all"};
   std::vector<std::string> additional_target;  // peft's modules_to_save: trained fully beside LoRA
   bool use_rslora = false;        // scaling lora_alpha / sqrt(lora_rank) (peft's rank-stabilised LoRA)
+  bool use_dora = false;          // DoRA: peft's weight-decomposed LoRA (magnitude + direction, model/dora.h)
   double loraplus_lr_ratio = 0;  // LoRA+: lora_B learns at learning_rate x this (unset / 0: off)
   // ---- data
   std::vector<std::string> dataset;

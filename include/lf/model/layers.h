@@ -22,10 +22,12 @@ struct NamedParam {
   at::Tensor* tensor;
 };
 
-// LoRA's low-rank update of one Linear: y += dropout(x) A^T B^T * scaling.
+// LoRA's low-rank update of one Linear: y += dropout(x) A^T B^T * scaling. With a magnitude
+// (DoRA, use_dora: dora.cpp), peft's weight-decomposed form instead.
 struct LoraWeights {
   at::Tensor a_;  // [r, in]
   at::Tensor b_;  // [out, r]
+  at::Tensor magnitude_;  // [out] fp32, DoRA only (undefined: plain LoRA)
   double scaling_ = 1.0;
   double dropout_ = 0.0;
 };
@@ -40,6 +42,7 @@ struct Linear {
 
  private:
   at::Tensor forward_lora_accumulated(const at::Tensor& x, bool training) const;  // the fused path's LoRA
+  at::Tensor forward_dora(const at::Tensor& x, bool training) const;              // dora.cpp
 };
 
 struct RmsNorm {

@@ -28,10 +28,11 @@ struct LoraConfig {
   // module's full name or a suffix of it after a dot (q_proj, self_attn.o_proj,
   // model.layers.3.mlp.down_proj).
   std::vector<std::string> target = {"all"};
-  bool use_rslora = false;
+  bool use_rslora = false;  // scaling alpha / sqrt(r) instead of alpha / r (rank-stabilised LoRA)
+  bool use_dora = false;    // weight-decomposed LoRA: a magnitude per output row (dora.h)
   // peft's modules_to_save (LLaMA-Factory's additional_target): modules trained fully, in fp32,
   // beside the adapters; a module matches when its name ends with one of these.
-  std::vector<std::string> modules_to_save;  // scaling alpha / sqrt(r) instead of alpha / r (rank-stabilised LoRA)
+  std::vector<std::string> modules_to_save;
   uint64_t seed = 0;  // the run's `seed`: A is drawn as peft draws it after transformers.set_seed(seed)
 
   double effective_alpha() const { return alpha > 0 ? alpha : 2.0 * static_cast<double>(rank); }
@@ -47,7 +48,7 @@ std::vector<std::string> parse_lora_target(const std::string& text);
 // several adapters are built in turn as LLaMA-Factory does (prepare_lora).
 std::vector<std::string> apply_lora(CausalLM& model, const LoraConfig& config, at::Generator* gen = nullptr);
 
-// The LoRA parameters with PEFT's saved names, layer by layer (A then B), then the modules to save
+// The LoRA parameters with PEFT's saved names, layer by layer (A, B, DoRA's magnitude), then the modules to save
 // ("base_model.model.model.norm.weight", the base tensors themselves).
 std::vector<NamedParam> lora_parameters(CausalLM& model);
 
