@@ -26,7 +26,7 @@ PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0));
 # A job that keeps the GPU busy for a while: the tiny model, many steps, a larger batch.
 LF_METRICS_PORT=$PORT LF_METRICS_ADDR=127.0.0.1 LF_METRICS_GPU_INTERVAL_S=0.5 LF_METRICS_LINGER_S=2 \
 LF_HEALTH_GPU_TEMP_C=1 LF_HEALTH_GPU_TEMP_FOR_S=0 NPROC_PER_NODE=1 MASTER_PORT=0 \
-  "$LF" configs/tiny_cpu.yaml output_dir="$OUT/run" max_steps=400 logging_steps=100 save_steps=100000 \
+  "$LF" configs/tiny_cpu.yaml output_dir="$OUT/run" max_steps=4000 logging_steps=500 save_steps=100000 \
   plot_loss=false per_device_train_batch_size=16 > "$OUT/train.log" 2>&1 &
 job=$!
 
@@ -67,7 +67,7 @@ while time.time() < deadline:
         text = scrape()
         step = samples(text, "lf_train_step")
         used = samples(text, "lf_gpu_memory_used_bytes")
-        if used and (not step or step[0][1] >= 20):
+        if used and step and step[0][1] >= 20:  # the worker holds its CUDA memory by then
             break
     except OSError:
         pass

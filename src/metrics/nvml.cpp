@@ -26,6 +26,13 @@ struct Utilization {
 struct Memory {
   unsigned long long total, free, used;
 };
+// nvmlMemory_v2_t: `used` without the driver's reserved memory, as nvidia-smi (R510+) and DCGM's
+// FB_USED report it; v1's `used` counts the reservation (~600 MiB on an idle H200).
+struct MemoryV2 {
+  unsigned version;
+  unsigned long long total, reserved, free, used;
+};
+constexpr unsigned kMemoryV2Version = static_cast<unsigned>(sizeof(MemoryV2)) | (2u << 24);
 struct PciInfo {
   char bus_id_legacy[16];
   unsigned domain, bus, device, pci_device_id, pci_subsystem_id;
@@ -77,6 +84,7 @@ struct Nvml::Api {
   LF_NVML_FN(nvmlDeviceGetPciInfo_v3, nvmlDevice_t, PciInfo*)
   LF_NVML_FN(nvmlDeviceGetUtilizationRates, nvmlDevice_t, Utilization*)
   LF_NVML_FN(nvmlDeviceGetMemoryInfo, nvmlDevice_t, Memory*)
+  LF_NVML_FN(nvmlDeviceGetMemoryInfo_v2, nvmlDevice_t, MemoryV2*)
   LF_NVML_FN(nvmlDeviceGetTemperature, nvmlDevice_t, int, unsigned*)
   LF_NVML_FN(nvmlDeviceGetPowerUsage, nvmlDevice_t, unsigned*)
   LF_NVML_FN(nvmlDeviceGetTotalEnergyConsumption, nvmlDevice_t, unsigned long long*)
@@ -127,6 +135,7 @@ std::unique_ptr<Nvml> Nvml::open(std::string* why, const std::string& library) {
   LF_BIND(nvmlDeviceGetPciInfo_v3);
   LF_BIND(nvmlDeviceGetUtilizationRates);
   LF_BIND(nvmlDeviceGetMemoryInfo);
+  LF_BIND(nvmlDeviceGetMemoryInfo_v2);  // absent before driver R510: v1 then
   LF_BIND(nvmlDeviceGetTemperature);
   LF_BIND(nvmlDeviceGetPowerUsage);
   LF_BIND(nvmlDeviceGetTotalEnergyConsumption);
@@ -211,8 +220,14 @@ std::vector<GpuSample> Nvml::identify() const {
     if (a.nvmlDeviceGetName(d, buf, sizeof(buf)) == kSuccess) s.name = buf;
     PciInfo pci{};
     if (a.nvmlDeviceGetPciInfo_v3 && a.nvmlDeviceGetPciInfo_v3(d, &pci) == kSuccess) s.pci_bus_id = pci.bus_id;
+    MemoryV2 m2{};
+    m2.version = kMemoryV2Version;
     Memory m{};
-    if (a.nvmlDeviceGetMemoryInfo(d, &m) == kSuccess) {
+    if (a.nvmlDeviceGetMemoryInfo_v2 && a.nvmlDeviceGetMemoryInfo_v2(d, &m2) == kSuccess) {
+      s.memory_total_bytes = static_cast<double>(m2.total);
+      s.memory_free_bytes = static_cast<double>(m2.free);
+      s.memory_used_bytes = static_cast<double>(m2.used);
+    } else if (a.nvmlDeviceGetMemoryInfo(d, &m) == kSuccess) {
       s.memory_total_bytes = static_cast<double>(m.total);
       s.memory_free_bytes = static_cast<double>(m.free);
       s.memory_used_bytes = static_cast<double>(m.used);
