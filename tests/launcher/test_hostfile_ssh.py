@@ -9,39 +9,22 @@ import json, os, re, shutil, signal, subprocess, time
 import pytest
 
 from harness import LF_TRAIN, PY, WORKER, live_processes, unique_marker, wait_until
+from netns_pair import sh, two_hosts
 
 SSHD = shutil.which("sshd") or "/usr/sbin/sshd"
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 
 
-def sh(*cmd):
-    subprocess.run(cmd, check=True, capture_output=True)
-
-
 @pytest.fixture
 def hosts(tmp_path):
-    if os.geteuid() != 0 or not shutil.which("ip"):
-        pytest.skip("needs root and iproute2 to create network namespaces")
     if not os.path.exists(SSHD) or not shutil.which("ssh") or not shutil.which("ssh-keygen"):
         pytest.skip("needs openssh-server and openssh-client (scripts/install_deps.sh installs them)")
-    tag = f"{os.getpid() % 10000}"
-    subnet = f"10.214.{os.getpid() % 250}"
-    a, b, va, vb = f"lfsA{tag}", f"lfsB{tag}", f"lfsa{tag}", f"lfsb{tag}"
-    addrs = {a: f"{subnet}.1", b: f"{subnet}.2"}
-    try:
-        sh("ip", "netns", "add", a)
-        sh("ip", "netns", "add", b)
-        sh("ip", "link", "add", va, "type", "veth", "peer", "name", vb)
-        sh("ip", "link", "set", va, "netns", a)
-        sh("ip", "link", "set", vb, "netns", b)
-        for ns, dev in ((a, va), (b, vb)):
-            sh("ip", "netns", "exec", ns, "ip", "addr", "add", f"{addrs[ns]}/24", "dev", dev)
-            sh("ip", "netns", "exec", ns, "ip", "link", "set", dev, "up")
-            sh("ip", "netns", "exec", ns, "ip", "link", "set", "lo", "up")
-    except subprocess.CalledProcessError as e:
-        for ns in (a, b):
-            subprocess.run(["ip", "netns", "del", ns], capture_output=True)
-        pytest.skip(f"cannot create network namespaces here: {e.stderr.decode().strip()}")
+    with two_hosts("lfs", 214) as net:
+        yield from _with_sshd(tmp_path, net["a"], net["b"], {net["a"]: net["addr_a"], net["b"]: net["addr_b"]})
+
+
+def _with_sshd(tmp_path, a, b, addrs):
+    """A real sshd in each namespace that accepts only a key made here; the hosts fixture's value."""
     d = tmp_path / "ssh"
     d.mkdir()
     os.chmod(d, 0o700)
@@ -76,8 +59,6 @@ def hosts(tmp_path):
         for p in sshds:
             p.terminate()
             p.wait(10)
-        for ns in (a, b):
-            subprocess.run(["ip", "netns", "del", ns], capture_output=True)
 
 
 def workers(marker):
