@@ -14,8 +14,9 @@ struct LayerCheckpoint : public torch::autograd::Function<LayerCheckpoint> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const DecoderLayer* layer,
                             const RopeTables* rope, bool training) {
     // Autograd is off here (Function::apply): nothing inside the layer is saved.
-    auto gen = at::globalContext().defaultGenerator(x.device());
-    ctx->saved_data["rng"] = gen.get_state();
+    // The generator's state only when the layer draws from it: reading it is a host call a CUDA
+    // graph's capture refuses, and without dropout the recompute draws nothing.
+    if (layer->draws_random(training)) ctx->saved_data["rng"] = at::globalContext().defaultGenerator(x.device()).get_state();
     ctx->saved_data["layer"] = reinterpret_cast<int64_t>(layer);
     ctx->saved_data["cos"] = rope->cos;
     ctx->saved_data["sin"] = rope->sin;
@@ -31,15 +32,16 @@ struct LayerCheckpoint : public torch::autograd::Function<LayerCheckpoint> {
     const RopeTables rope{ctx->saved_data["cos"].toTensor(), ctx->saved_data["sin"].toTensor(),
                           ctx->saved_data["mask"].toTensor()};
     auto gen = at::globalContext().defaultGenerator(x.device());
-    const auto now = gen.get_state();
-    gen.set_state(ctx->saved_data["rng"].toTensor());
+    const bool rng = ctx->saved_data.count("rng") > 0;
+    const auto now = rng ? gen.get_state() : at::Tensor();
+    if (rng) gen.set_state(ctx->saved_data["rng"].toTensor());
     auto input = x.detach().requires_grad_(true);
     at::Tensor y;
     {
       at::AutoGradMode enable(true);
       y = layer->forward(input, rope, ctx->saved_data["training"].toBool());
     }
-    gen.set_state(now);
+    if (rng) gen.set_state(now);
     torch::autograd::backward({y}, {grad_out[0]});
     return {input.grad(), at::Tensor(), at::Tensor(), at::Tensor()};
   }

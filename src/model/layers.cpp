@@ -125,6 +125,14 @@ at::Tensor DecoderLayer::forward(const at::Tensor& x, const RopeTables& rope, bo
   return h + mlp_.forward(post_attention_layernorm_.forward(h), training);
 }
 
+bool DecoderLayer::draws_random(bool training) const {
+  if (!training) return false;
+  for (const auto* l : {&self_attn_.q_proj_, &self_attn_.k_proj_, &self_attn_.v_proj_, &self_attn_.o_proj_,
+                        &mlp_.gate_proj_, &mlp_.up_proj_, &mlp_.down_proj_})
+    if (l->lora_ && l->lora_->dropout_ > 0) return true;
+  return false;
+}
+
 void DecoderLayer::named_parameters(const std::string& prefix, std::vector<NamedParam>& out) {
   out.push_back({prefix + "input_layernorm.weight", &input_layernorm_.weight_});
   for (auto& [name, lin] : linears()) {

@@ -8,6 +8,7 @@
 
 #include "lf/common/error.h"
 #include "lf/model/grad_sink.h"
+#include "lf/model/loss.h"
 
 namespace lf::model {
 namespace {
@@ -16,10 +17,13 @@ using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
 // h [M,C] (target rows only), w [V,C], y [M]. Gradients are computed in forward
-// (one pass over the vocabulary) and saved; see the header.
+// (one pass over the vocabulary) and saved; see the header. masked: y may hold kIgnoreIndex,
+// whose rows count nothing and get no gradient (their [r,C] rows are zeroed, never the [r,V]
+// logits: the mask costs no pass over the vocabulary).
 struct ChunkedLmLoss : public torch::autograd::Function<ChunkedLmLoss> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& h, const at::Tensor& w, const at::Tensor& y,
-                            int64_t chunk_rows, bool need_grad_h, bool need_grad_w, model::GradSink* sink) {
+                            int64_t chunk_rows, bool need_grad_h, bool need_grad_w, model::GradSink* sink,
+                            bool masked) {
     ctx->saved_data["sink"] = reinterpret_cast<int64_t>(sink);  // non-null: it takes w's gradient
     if (sink) ctx->saved_data["param"] = w;
     const int64_t m = h.size(0);
@@ -32,16 +36,23 @@ struct ChunkedLmLoss : public torch::autograd::Function<ChunkedLmLoss> {
       const int64_t rows = std::min(chunk_rows, m - begin);
       auto hc = h.narrow(0, begin, rows);  // [r,C]
       auto yc = y.narrow(0, begin, rows);  // [r]
+      at::Tensor keep;                     // [r] 1: a target row (masked only)
+      if (masked) {
+        keep = yc.ne(kIgnoreIndex);
+        yc = yc.clamp_min(0);  // any real index: the row's terms are multiplied by 0 below
+      }
       auto logits = at::matmul(hc, wc.t()).to(at::kFloat);  // [r,V] fp32
       auto lse = at::logsumexp(logits, -1);                  // [r]
       auto picked = logits.gather(1, yc.unsqueeze(1)).squeeze(1);
-      total.add_((lse - picked).sum());
+      total.add_(masked ? ((lse - picked) * keep).sum() : (lse - picked).sum());
+      if (masked) hc = hc * keep.unsqueeze(1).to(hc.scalar_type());  // no weight gradient from ignored rows
       if (need_grad_h || need_grad_w) {
         // d(sum CE)/d logits = softmax - onehot, reusing the logits buffer.
         auto dlogits = logits.sub_(lse.unsqueeze(1)).exp_();
         dlogits.scatter_add_(1, yc.unsqueeze(1), at::full({rows, 1}, -1.0f, dlogits.options()));
         auto dl = dlogits.scalar_type() == h.scalar_type() ? dlogits : dlogits.to(h.scalar_type());
-        if (need_grad_h) grad_h.narrow(0, begin, rows).copy_(at::matmul(dl, wc));
+        if (need_grad_h && masked) grad_h.narrow(0, begin, rows).copy_(at::matmul(dl, wc) * keep.unsqueeze(1));
+        else if (need_grad_h) grad_h.narrow(0, begin, rows).copy_(at::matmul(dl, wc));
         if (need_grad_w) grad_w.add_(at::matmul(dl.t(), hc));
       }
     }
@@ -65,20 +76,35 @@ struct ChunkedLmLoss : public torch::autograd::Function<ChunkedLmLoss> {
     } else if (saved[1].defined()) {
       gw = (saved[1] * g.to(at::kFloat)).to(static_cast<c10::ScalarType>(ctx->saved_data["w_dtype"].toInt()));
     }
-    return {gh, gw, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
+    return {gh, gw, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
 
 }  // namespace
 
-at::Tensor chunked_lm_head_ce_sum(const at::Tensor& rows, const at::Tensor& weight, const at::Tensor& targets,
-                                  int64_t chunk_rows, GradSink* grad_sink) {
+namespace {
+
+at::Tensor apply_chunked(const at::Tensor& rows, const at::Tensor& weight, const at::Tensor& targets,
+                         int64_t chunk_rows, GradSink* grad_sink, bool masked) {
   LF_CHECK(rows.dim() == 2 && targets.dim() == 1 && rows.size(0) == targets.size(0) && chunk_rows > 0, ConfigError,
            "LM head loss: rows [M,C], targets [M] and a positive chunk expected");
   const bool grad_on = c10::GradMode::is_enabled();
   const bool grad_w = grad_on && weight.requires_grad();
   GradSink* sink = grad_w && grad_sink && grad_sink->expect(weight) ? grad_sink : nullptr;
-  return ChunkedLmLoss::apply(rows, weight, targets, chunk_rows, grad_on && rows.requires_grad(), grad_w, sink);
+  return ChunkedLmLoss::apply(rows, weight, targets, chunk_rows, grad_on && rows.requires_grad(), grad_w, sink,
+                              masked);
+}
+
+}  // namespace
+
+at::Tensor chunked_lm_head_ce_sum(const at::Tensor& rows, const at::Tensor& weight, const at::Tensor& targets,
+                                  int64_t chunk_rows, GradSink* grad_sink) {
+  return apply_chunked(rows, weight, targets, chunk_rows, grad_sink, /*masked=*/false);
+}
+
+at::Tensor chunked_lm_head_ce_sum_masked(const at::Tensor& rows, const at::Tensor& weight, const at::Tensor& targets,
+                                         int64_t chunk_rows, GradSink* grad_sink) {
+  return apply_chunked(rows, weight, targets, chunk_rows, grad_sink, /*masked=*/true);
 }
 
 }  // namespace lf::model

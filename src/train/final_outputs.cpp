@@ -85,7 +85,15 @@ void Trainer::State::finish(TrainSummary& sum, const TrainPlan& plan, const Loop
       device.is_cuda()
           ? c10::getDeviceAllocator(c10::DeviceType::CUDA)->getDeviceStats(device.index()).allocated_bytes[0].peak
           : host_peak_rss_bytes();
-  spdlog::info("perf: {}", perf_report(sum, first_step, rank_tokens_seen - first_rank_tokens, phases, device).dump());
+  auto perf = perf_report(sum, first_step, rank_tokens_seen - first_rank_tokens, phases, device);
+  if (device.is_cuda())  // what the allocator held: a CUDA graph's pool is reserved, not "allocated", between replays
+    perf["peak_reserved_gib"] = static_cast<double>(c10::getDeviceAllocator(c10::DeviceType::CUDA)
+                                                        ->getDeviceStats(device.index())
+                                                        .reserved_bytes[0]
+                                                        .peak) /
+                                (1 << 30);
+  if (graph) perf["cuda_graphs"] = graph->describe();
+  spdlog::info("perf: {}", perf.dump());
 
   // HF's speed_metrics("train", ...): samples = n x epochs, or max_steps x global batch.
   const double samples = c.max_steps > 0 ? static_cast<double>(plan.total * plan.layout.global_batch())

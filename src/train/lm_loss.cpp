@@ -29,4 +29,13 @@ at::Tensor lm_head_loss_sum(const at::Tensor& normed_hidden, const at::Tensor& w
   return model::chunked_lm_head_ce_sum(hs, weight, ys, chunk_rows, grad_sink);
 }
 
+at::Tensor lm_head_loss_sum_all_rows(const at::Tensor& normed_hidden, const at::Tensor& weight,
+                                     const at::Tensor& labels, int64_t chunk_rows, model::GradSink* grad_sink) {
+  const int64_t b = normed_hidden.size(0), t = normed_hidden.size(1), c = normed_hidden.size(2);
+  auto h = normed_hidden.narrow(1, 0, t - 1).reshape({b * (t - 1), c});  // [B*(T-1), C]
+  auto y = labels.narrow(1, 1, t - 1).reshape({-1});                     // [B*(T-1)], -100 kept
+  if (chunk_rows <= 0) chunk_rows = std::max<int64_t>(1, (int64_t{1} << 30) / (4 * weight.size(0)));
+  return model::chunked_lm_head_ce_sum_masked(h, weight, y, chunk_rows, grad_sink);
+}
+
 }  // namespace lf::train

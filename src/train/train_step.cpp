@@ -9,6 +9,9 @@
 #include <optional>
 
 #include "lf/common/log.h"
+#include "lf/model/grad_sink.h"
+#include "lf/model/lora.h"
+#include "lf/train/lm_loss.h"
 #include "phase_profile.h"
 #include "trainer_state.h"
 
@@ -38,6 +41,44 @@ class KeepRng {
 };
 
 }  // namespace
+
+std::unique_ptr<MicroStepGraph> Trainer::State::make_graph() {
+  StepGraphSetup g;
+  g.device = device;
+  bool routed = false;
+  for (auto& p : model::trainable_parameters(m, s.lora.has_value())) {
+    g.trainable.push_back(p.tensor);
+    routed = routed || model::grad_route(*p.tensor) != nullptr;
+  }
+  g.single_process = world == 1 && strategy->unit_hooks() == nullptr && !routed;
+  g.dropout = s.lora.has_value() && c.lora_dropout > 0;
+  g.step = [this](const DeviceBatch& d, const at::Tensor& factor) {
+    auto x = m.hidden_states(d.input_ids, d.position_ids, nullptr, d.segment_ids);
+    auto loss = lm_head_loss_sum_all_rows(m.final_norm(x), m.lm_head_weight(), d.labels, s.loss_chunk_rows);
+    torch::autograd::backward({loss * factor});
+    return loss;
+  };
+  if (const auto why = step_graph_refusal(g); !why.empty()) {
+    if (device.is_cuda()) spdlog::info("CUDA graphs: off ({})", why);
+    return nullptr;
+  }
+  return make_micro_step_graph(std::move(g));
+}
+
+at::Tensor Trainer::State::eager_micro_step(const Batch& b, double factor, PhaseClock& phases) {
+  at::Tensor loss_sum;
+  {
+    RECORD_USER_SCOPE("lf::forward");  // named spans for LF_PROFILE_TRACE
+    loss_sum = forward_loss_sum(b);
+  }
+  phases.lap(Phase::kForward);
+  {
+    RECORD_USER_SCOPE("lf::backward");
+    torch::autograd::backward({loss_sum * factor});
+  }
+  phases.lap(Phase::kBackward);
+  return loss_sum;
+}
 
 void Trainer::State::forward_backward_without_targets() {
   const KeepRng keep(device);
@@ -71,17 +112,13 @@ StepRecord Trainer::State::run_step(const std::vector<int64_t>& perm, int64_t st
       continue;
     }
     const auto b = collate(data, micro[static_cast<size_t>(k)], s.pad_id);
-    at::Tensor loss_sum;
-    {
-      RECORD_USER_SCOPE("lf::forward");  // named spans for LF_PROFILE_TRACE
-      loss_sum = forward_loss_sum(b);
+    std::optional<at::Tensor> graphed;
+    if (graph) {
+      RECORD_USER_SCOPE("lf::graph_replay");
+      graphed = graph->run(b, scale / denom);
+      if (graphed) phases.lap(Phase::kForward);  // forward and backward in one replay
     }
-    phases.lap(Phase::kForward);
-    {
-      RECORD_USER_SCOPE("lf::backward");
-      torch::autograd::backward({loss_sum * (scale / denom)});
-    }
-    phases.lap(Phase::kBackward);
+    const at::Tensor loss_sum = graphed ? *graphed : eager_micro_step(b, scale / denom, phases);
     loss_acc += loss_sum.detach().to(at::kDouble);
     rec.num_tokens += b.num_tokens;
     rec.padded_tokens += b.input_ids.numel();

@@ -111,6 +111,7 @@ Trainer::Trainer(TrainerSetup setup) {
   for (auto& p : model::trainable_parameters(st.m, st.s.lora.has_value())) trainable += p.tensor->numel();
   st.model_flops = model_flops(st.m, trainable);
   st.peak_flops = peak_flops_per_s(st.device, st.m.compute_dtype());
+  st.graph = st.make_graph();
 }
 
 Trainer::~Trainer() = default;

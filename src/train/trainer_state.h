@@ -25,6 +25,7 @@
 #include "lf/train/trainer.h"
 #include "lf/train/model_flops.h"
 #include "outputs.h"
+#include "step_graph.h"
 
 namespace lf::train {
 
@@ -98,6 +99,7 @@ struct Trainer::State {
   int64_t non_embedding_params = 0;
   ModelFlops model_flops;  // for lf_train_mfu
   double peak_flops = 0;   // the device's peak FLOP/s (peak_flops.h); 0: MFU not reported
+  std::unique_ptr<MicroStepGraph> graph;  // CUDA graphs of the micro-step (step_graph.h), or none
 
   // Log state (HF TrainerState.log_history and LLaMA-Factory's trainer_log.jsonl).
   json log_history = json::array();
@@ -138,6 +140,10 @@ struct Trainer::State {
   at::Tensor forward_loss_sum(const Batch& b);
   double evaluate();
   void report_progress(const StepRecord& r);  // the step's numbers to the agent (heartbeats)
+  // ---- step_graph use (train_step.cpp): the graph of this run's micro-step, or nullptr.
+  std::unique_ptr<MicroStepGraph> make_graph();
+  // One micro-step's forward and backward of loss x factor, eagerly; returns the loss sum.
+  at::Tensor eager_micro_step(const Batch& b, double factor, PhaseClock& phases);
   // A micro-step of a rank with no examples under a strategy that needs every forward.
   void forward_backward_without_targets();
   void run_epoch(int64_t epoch, const TrainPlan& plan, LoopState& loop, TrainSummary& sum, class PhaseClock& phases,

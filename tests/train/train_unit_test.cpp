@@ -103,6 +103,32 @@ TEST(LmLoss, ChunkedEqualsFullLogitsLossAndGradients) {
   EXPECT_LT((h1.grad() - h3.grad()).abs().max().item<double>(), 1e-6);
 }
 
+// The CUDA-graph loss (every row through the head, ignored ones masked) is the same sum with
+// the same gradients as the target-rows loss, frozen weight included; a row of ignored labels
+// only gets exact zeros.
+TEST(LmLoss, AllRowsMaskedEqualsTargetRows) {
+  at::manual_seed(1);
+  const int64_t b = 3, t = 9, c = 16, v = 50;
+  auto h0 = at::randn({b, t, c}, at::kDouble);
+  auto w0 = at::randn({v, c}, at::kDouble) * 0.3;
+  auto labels = at::randint(0, v, {b, t}, at::kLong);
+  labels.index_put_({0, at::indexing::Slice(0, 4)}, -100);
+  labels.index_put_({1, at::indexing::Slice()}, -100);  // a row without targets
+  auto h1 = h0.clone().set_requires_grad(true), w1 = w0.clone().set_requires_grad(true);
+  auto ref = lm_head_loss_sum(h1, w1, labels, /*chunk_rows=*/4);
+  torch::autograd::backward({ref * 0.5});
+  auto h2 = h0.clone().set_requires_grad(true), w2 = w0.clone().set_requires_grad(true);
+  auto got = lm_head_loss_sum_all_rows(h2, w2, labels, /*chunk_rows=*/5);
+  torch::autograd::backward({got * 0.5});
+  EXPECT_NEAR(got.item<double>(), ref.item<double>(), 1e-9);
+  EXPECT_LT((h1.grad() - h2.grad()).abs().max().item<double>(), 1e-12);
+  EXPECT_LT((w1.grad() - w2.grad()).abs().max().item<double>(), 1e-12);
+  EXPECT_EQ(h2.grad()[1].abs().max().item<double>(), 0.0);
+  auto h3 = h0.clone().set_requires_grad(true);
+  torch::autograd::backward({lm_head_loss_sum_all_rows(h3, w0, labels, 7) * 0.5});
+  EXPECT_LT((h1.grad() - h3.grad()).abs().max().item<double>(), 1e-12);
+}
+
 TrainerSetup setup_for(const config::TrainConfig& c, model::CausalLM& m, const TokenizedDataset& data) {
   TrainerSetup s;
   s.config = c;

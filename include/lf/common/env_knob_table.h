@@ -145,6 +145,10 @@ inline constexpr EnvKnob kEnvKnobs[] = {
     {"LF_FUSED_KERNELS", KnobType::kString, "1", "", "lf-worker",
      "1: the fused CUDA kernels (RMSNorm with the residual add, RoPE, SwiGLU) where the build has them; 0: the "
      "ATen ops (for comparison)"},
+    {"LF_CUDA_GRAPHS", KnobType::kBool, "1", "", "lf-worker",
+     "1: at world size 1 on a GPU, each step's first micro-step (forward, loss, backward) is captured once as a CUDA "
+     "graph and replayed (no dropout; other batch shapes and accumulation micro-steps run eagerly); 0: eager "
+     "(for comparison)"},
     {"LF_DDP_GRAD_SINK", KnobType::kBool, "1", "", "lf-worker",
      "1: under bf16/fp16 the layers' gradients go from the cast straight into the DDP buckets; 0: through fp32 "
      ".grad tensors (same bits, for comparison)"},

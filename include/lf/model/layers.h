@@ -88,6 +88,9 @@ struct DecoderLayer {
   Mlp mlp_;
 
   at::Tensor forward(const at::Tensor& x, const RopeTables& rope, bool training) const;  // [B,T,C]
+  // Whether forward(.., training) draws from the random generator (LoRA dropout): activation
+  // checkpointing saves and restores the generator only then (a CUDA graph cannot capture that).
+  bool draws_random(bool training) const;
   // HF names below `prefix` ("model.layers.3."), in HF's order.
   void named_parameters(const std::string& prefix, std::vector<NamedParam>& out);
   // The layer's Linear modules by their HF short names (q_proj, ..., down_proj).

@@ -22,4 +22,11 @@ class GradSink;
 at::Tensor chunked_lm_head_ce_sum(const at::Tensor& rows, const at::Tensor& weight, const at::Tensor& targets,
                                   int64_t chunk_rows, GradSink* grad_sink = nullptr);
 
+// The same over every row, targets holding kIgnoreIndex (-100) where a row is not a target:
+// those count nothing and get zero gradients. Shapes do not depend on the labels' values and
+// nothing reads them on the host, so a CUDA graph can capture it (train/step_graph.h); the
+// cost is the head's GEMMs over the ignored rows too.
+at::Tensor chunked_lm_head_ce_sum_masked(const at::Tensor& rows, const at::Tensor& weight, const at::Tensor& targets,
+                                         int64_t chunk_rows, GradSink* grad_sink = nullptr);
+
 }  // namespace lf::model

@@ -29,6 +29,13 @@ at::Tensor lm_head_loss_sum(const at::Tensor& normed_hidden, const at::Tensor& w
                             int64_t chunk_rows = 0, const at::Tensor& target_rows = {},
                             model::GradSink* grad_sink = nullptr);
 
+// The same sum with every position through the head, the ignored ones masked
+// (model::chunked_lm_head_ce_sum_masked): no host sync and shapes fixed by [B,T] alone, for
+// CUDA graphs (step_graph.h). labels on normed_hidden's device.
+at::Tensor lm_head_loss_sum_all_rows(const at::Tensor& normed_hidden, const at::Tensor& weight,
+                                     const at::Tensor& labels, int64_t chunk_rows = 0,
+                                     model::GradSink* grad_sink = nullptr);
+
 // The target_rows argument above, from host labels [B,T].
 at::Tensor target_rows_of(const at::Tensor& cpu_labels);
 

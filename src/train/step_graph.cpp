@@ -1,0 +1,18 @@
+// Whether a run may use CUDA graphs (step_graph.h): the parts that build on every machine.
+#include "step_graph.h"
+
+#include "lf/common/env_knobs.h"
+
+namespace lf::train {
+
+bool cuda_graphs_requested() { return knob_bool("LF_CUDA_GRAPHS").value_or(true); }
+
+std::string step_graph_refusal(const StepGraphSetup& s) {
+  if (!cuda_graphs_requested()) return "LF_CUDA_GRAPHS=0";
+  if (!s.device.is_cuda()) return "not on a GPU";
+  if (!s.single_process) return "more than one process (the collectives are not captured)";
+  if (s.dropout) return "lora_dropout > 0 (a replay would draw other dropout masks than an eager step)";
+  return "";
+}
+
+}  // namespace lf::train

@@ -1,0 +1,68 @@
+#pragma once
+// CUDA graphs for the micro-step (issue 15). Why: at world size 1 the small models are
+// launch-bound — the 0.5B LoRA trace had 65% of the GPU span idle while the host walked
+// autograd's ~thousands of small ops — and a replayed graph launches them all at once.
+//
+// What is captured: one micro-batch's forward, its loss (every position through the head,
+// ignored ones masked: lm_head_loss_sum_all_rows, so shapes depend on [B,T] only) and its
+// backward of loss x factor (the step's loss scale / target count, a device scalar refilled
+// before each replay). The first micro-step of the first batch shape runs eagerly on the
+// graph's stream (warm-up: cuBLAS handles, autograd's device thread, lazy kernel state); the
+// next one with that shape is captured and replayed, and so is every later one. The
+// gradients are the graph's outputs: each replay writes them into the same tensors, which are
+// put back into the parameters' .grad after it (the optimizer's zero_grad drops them). Only
+// a step's first micro-step replays; further ones (gradient accumulation) and batches of
+// another shape run eagerly and add into those gradients as usual.
+//
+// Where it applies (make_micro_step_graph returns nullptr elsewhere, and the CPU build
+// always): a CUDA device, one process (no unit hooks, no gradient routes), no dropout (the
+// generator would advance differently from the eager run's), LF_CUDA_GRAPHS not 0. A capture
+// that fails (an op that syncs with the host) leaves the run eager, with one warning.
+// Threading: the training thread only.
+#include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "lf/train/batch.h"
+
+namespace lf::train {
+
+// A micro-batch's tensors on the device (position_ids / segment_ids may be undefined).
+struct DeviceBatch {
+  at::Tensor input_ids, labels, position_ids, segment_ids;
+};
+
+// Forward, loss and backward of one micro-batch: returns the loss sum (0-dim fp32) after
+// backward of loss x factor (factor: a 0-dim fp32 device tensor). What the graph records.
+using MicroStepFn = std::function<at::Tensor(const DeviceBatch&, const at::Tensor& factor)>;
+
+class MicroStepGraph {
+ public:
+  virtual ~MicroStepGraph() = default;
+  // Runs micro-step `b` (graphed, or eagerly as the warm-up) and returns its loss sum, or
+  // nullopt when the caller must run it eagerly itself (another shape, accumulation, no graph).
+  virtual std::optional<at::Tensor> run(const Batch& b, double factor) = 0;
+  // "CUDA graphs: 1 shape captured [4, 2048], 118 replays, 3 eager micro-steps" for the perf line.
+  virtual std::string describe() const = 0;
+};
+
+struct StepGraphSetup {
+  c10::Device device = c10::Device(c10::DeviceType::CPU);
+  std::vector<at::Tensor*> trainable;  // the parameters whose .grad the graph writes
+  bool single_process = false;         // world 1, no unit hooks, no gradient routes
+  bool dropout = false;                // any dropout in training (LoRA's)
+  MicroStepFn step;
+};
+
+// LF_CUDA_GRAPHS=0 turns graphs off (for comparison); a value other than 0/1 is an error.
+bool cuda_graphs_requested();
+// Why graphs do not apply to this run ("" when they do), for the log.
+std::string step_graph_refusal(const StepGraphSetup& s);
+std::unique_ptr<MicroStepGraph> make_micro_step_graph(StepGraphSetup setup);
+
+}  // namespace lf::train
