@@ -5,12 +5,13 @@
 # 1. builds lf-train-local (scripts/device/build.sh; SKIP_BUILD=1 reuses build-device-last);
 # 2. for each shape of SHAPES, lf-train-local with LF_CUDA_GRAPHS=1 and =0 back to back
 #    (train_bench.sh's command lines: seq 2048 packed, micro-batch 4, bf16, no checkpointing;
-#    CKPT=1 adds disable_gradient_checkpointing=false), each in its own output_dir;
+#    CKPT=1 adds disable_gradient_checkpointing=false, ACCUM=N gradient_accumulation_steps=N),
+#    each in its own output_dir;
 # 3. the per-step losses of each pair compared (trainer_log.jsonl): the graphed run must follow
 #    the eager one within MAX_REL (bf16: the loss sums the head's chunks in another order).
 # Prints the A/B table (tokens/s, peak allocated and reserved GiB, the cuda_graphs line) and one
 # GRAPHS_AB line per shape; exit 1 when a pair's losses differ beyond MAX_REL or a run failed.
-# Env: SHAPES ("0.5b lora,0.5b full"), STEPS (15), MAX_REL (2e-3), RUN_TIMEOUT (240 s), CKPT=1,
+# Env: SHAPES ("0.5b lora,0.5b full"), STEPS (15), MAX_REL (2e-3), RUN_TIMEOUT (240 s), CKPT=1, ACCUM=N,
 #      TRACE=1 (an LF_PROFILE_TRACE of the first shape graphed, steps 6:7, summarised).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -28,6 +29,7 @@ if [[ ${SKIP_BUILD:-0} != 1 ]]; then
 fi
 . scripts/bench/bench_common.sh
 extra=""; [[ ${CKPT:-0} == 1 ]] && extra="disable_gradient_checkpointing=false"
+[[ -n ${ACCUM:-} ]] && extra+=" gradient_accumulation_steps=$ACCUM"
 IFS=, read -ra AB <<< "${SHAPES:-0.5b lora,0.5b full}"
 for r in "${AB[@]}"; do
   set -- $r
