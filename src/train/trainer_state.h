@@ -29,6 +29,8 @@
 
 namespace lf::train {
 
+class PhaseClock;
+
 using Clock = std::chrono::steady_clock;
 using json = nlohmann::json;
 using TensorList = std::vector<std::pair<std::string, at::Tensor>>;  // named tensors, as saved
