@@ -86,6 +86,9 @@ class CudaMicroStepGraph final : public MicroStepGraph {
       loss = s_.step(to_device(b), at::full({}, factor, at::TensorOptions().dtype(at::kFloat).device(s_.device)));
     }
     c10::cuda::device_synchronize();  // once: the caller's stream reads what this one wrote
+    // The blocks cached for this stream would not serve the caller's stream: an eager
+    // accumulation micro-step before the capture would reserve a second set of activations.
+    c10::cuda::CUDACachingAllocator::emptyCache();
     warmed_ = true;
     key_ = key;
     ++eager_;
