@@ -2,6 +2,7 @@
 # Issue 15's CUDA graphs of the micro-step (src/train/step_graph.h) in ONE device call. Run ON
 # the GPU machine, `.deps` carried:
 #   scripts/device/graphs_check.sh
+#   KNOB=LF_FUSED_CE SKIP_BUILD=1 scripts/device/graphs_check.sh   # the same A/B of another 0/1 knob
 # 1. builds lf-train-local (scripts/device/build.sh; SKIP_BUILD=1 reuses build-device-last);
 # 2. for each shape of SHAPES, lf-train-local with LF_CUDA_GRAPHS=1 and =0 back to back
 #    (train_bench.sh's command lines: seq 2048 packed, micro-batch 4, bf16, no checkpointing;
@@ -11,7 +12,7 @@
 #    the eager one within MAX_REL (bf16: the loss sums the head's chunks in another order).
 # Prints the A/B table (tokens/s, peak allocated and reserved GiB, the cuda_graphs line) and one
 # GRAPHS_AB line per shape; exit 1 when a pair's losses differ beyond MAX_REL or a run failed.
-# Env: SHAPES ("0.5b lora,0.5b full"), STEPS (15), MAX_REL (2e-3), RUN_TIMEOUT (240 s), CKPT=1, ACCUM=N,
+# Env: KNOB (LF_CUDA_GRAPHS: the 0/1 variable the pairs differ in), SHAPES ("0.5b lora,0.5b full"), STEPS (15), MAX_REL (2e-3), RUN_TIMEOUT (240 s), CKPT=1, ACCUM=N,
 #      TRACE=1 (an LF_PROFILE_TRACE of the first shape graphed, steps 6:7, summarised).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -31,10 +32,11 @@ fi
 extra=""; [[ ${CKPT:-0} == 1 ]] && extra="disable_gradient_checkpointing=false"
 [[ -n ${ACCUM:-} ]] && extra+=" gradient_accumulation_steps=$ACCUM"
 IFS=, read -ra AB <<< "${SHAPES:-0.5b lora,0.5b full}"
+KNOB=${KNOB:-LF_CUDA_GRAPHS}
 for r in "${AB[@]}"; do
   set -- $r
   for g in 1 0; do
-    run "lf $1 $2 graphs=$g" env LF_CUDA_GRAPHS=$g $LF $(lf_args $1 $2) $extra output_dir=$WORK/out/$1-$2-g$g
+    run "lf $1 $2 $KNOB=$g" env $KNOB=$g $LF $(lf_args $1 $2) $extra output_dir=$WORK/out/$1-$2-g$g
     grep -E "CUDA graphs" "$OUTD/cur.log" | head -3
   done
 done
@@ -50,16 +52,16 @@ if [[ ${TRACE:-0} == 1 ]]; then
 fi
 echo "=== graphs A/B, $(( $(date +%s) - t0 )) s in all"
 print_table
-"$PY" - "$RES" "$WORK/out" "${MAX_REL:-2e-3}" "${AB[@]}" <<'PYEOF'
+"$PY" - "$RES" "$WORK/out" "${MAX_REL:-2e-3}" "$KNOB" "${AB[@]}" <<'PYEOF'
 import json, sys
-res, root, max_rel, shapes = sys.argv[1], sys.argv[2], float(sys.argv[3]), sys.argv[4:]
+res, root, max_rel, knob, shapes = sys.argv[1], sys.argv[2], float(sys.argv[3]), sys.argv[4], sys.argv[5:]
 rows = {r["label"]: r for r in map(json.loads, open(res))}
 ok = True
 def losses(d):
     return [json.loads(l)["loss"] for l in open(f"{root}/{d}/trainer_log.jsonl") if '"loss"' in l]
 for shape in shapes:
     size, mode = shape.split()
-    on, off = rows.get(f"lf {size} {mode} graphs=1"), rows.get(f"lf {size} {mode} graphs=0")
+    on, off = rows.get(f"lf {size} {mode} {knob}=1"), rows.get(f"lf {size} {mode} {knob}=0")
     if not on or not off or on["rc"] or off["rc"] or not on["data"] or not off["data"]:
         print(f"GRAPHS_AB {size} {mode}: FAIL (a run failed)"); ok = False; continue
     a, b = losses(f"{size}-{mode}-g1"), losses(f"{size}-{mode}-g0")
@@ -67,7 +69,7 @@ for shape in shapes:
     da, db = on["data"], off["data"]
     verdict = "pass" if rel <= max_rel else "FAIL"
     ok = ok and rel <= max_rel
-    print(f"GRAPHS_AB {size} {mode}: graphs {da['tokens_per_s']:,.0f} tok/s vs eager {db['tokens_per_s']:,.0f} = "
+    print(f"GRAPHS_AB {size} {mode}: {knob}=1 {da['tokens_per_s']:,.0f} tok/s vs =0 {db['tokens_per_s']:,.0f} = "
           f"x{da['tokens_per_s'] / db['tokens_per_s']:.3f}; peak {da.get('peak_memory_gib', 0):.1f} vs "
           f"{db.get('peak_memory_gib', 0):.1f} GiB allocated, {da.get('peak_reserved_gib', 0):.1f} vs "
           f"{db.get('peak_reserved_gib', 0):.1f} reserved; {len(a)} steps, max rel loss diff {rel:.2e} ({verdict}); "

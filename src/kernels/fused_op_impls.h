@@ -1,6 +1,6 @@
 #pragma once
 // The ops of the FusedOps table (fused_ops.cpp), one file each: rms_norm_op.cpp, rope_op.cpp,
-// swiglu_op.cpp. Arguments as in lf/kernels/fused_ops.h.
+// swiglu_op.cpp, cross_entropy_op.cpp. Arguments as in lf/kernels/fused_ops.h.
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
@@ -14,5 +14,6 @@ std::pair<at::Tensor, at::Tensor> add_rms_norm_op(const at::Tensor& x, const at:
 std::pair<at::Tensor, at::Tensor> rope_qk_op(const at::Tensor& q, const at::Tensor& k, const at::Tensor& cos,
                                              const at::Tensor& sin, int64_t seq_len, int64_t head_dim);
 at::Tensor swiglu_op(const at::Tensor& gate, const at::Tensor& up);
+at::Tensor cross_entropy_rows_op(const at::Tensor& logits, const at::Tensor& targets, int64_t ignore_index);
 
 }  // namespace lf::kernels

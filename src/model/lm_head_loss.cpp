@@ -6,7 +6,10 @@
 
 #include <algorithm>
 
+#include "lf/common/env_knobs.h"
 #include "lf/common/error.h"
+#include "lf/kernels/fused_ops.h"
+#include "lf/model/fused_dispatch.h"
 #include "lf/model/grad_sink.h"
 #include "lf/model/loss.h"
 
@@ -32,10 +35,21 @@ struct ChunkedLmLoss : public torch::autograd::Function<ChunkedLmLoss> {
     at::Tensor grad_h, grad_w;
     if (need_grad_h) grad_h = at::empty({m, h.size(1)}, h.options().dtype(at::kFloat));
     if (need_grad_w) grad_w = at::zeros(w.sizes(), w.options().dtype(at::kFloat));
+    // The fused kernel (cross_entropy.h) where the build has it: the loss and the logits'
+    // gradient in one pass over the compute-dtype chunk, ignored rows zeroed.
+    static const bool fused_ce = knob_bool("LF_FUSED_CE").value_or(true);
+    const auto* fused = fused_ce && (need_grad_h || need_grad_w) ? fused_ops_for(h) : nullptr;
     for (int64_t begin = 0; begin < m; begin += chunk_rows) {
       const int64_t rows = std::min(chunk_rows, m - begin);
       auto hc = h.narrow(0, begin, rows);  // [r,C]
       auto yc = y.narrow(0, begin, rows);  // [r]
+      if (fused) {
+        auto dl = at::matmul(hc, wc.t());  // [r,V]: logits, then their gradient
+        total.add_(fused->cross_entropy_rows(dl, yc, kIgnoreIndex).sum());
+        if (need_grad_h) grad_h.narrow(0, begin, rows).copy_(at::matmul(dl, wc));
+        if (need_grad_w) grad_w.add_(at::matmul(dl.t(), hc));
+        continue;
+      }
       at::Tensor keep;                     // [r] 1: a target row (masked only)
       if (masked) {
         keep = yc.ne(kIgnoreIndex);

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "kernel_device.h"
+#include "lf/kernels/cross_entropy.h"
 #include "lf/kernels/fused_ops.h"
 #include "lf/kernels/rms_norm.h"
 #include "lf/kernels/rope.h"
@@ -269,6 +270,46 @@ TEST_F(KernelsTest, SwigluMatchesAten) {
   // An odd element count (the scalar path).
   const auto g = randn({3, 1001}, at::kBFloat16, 3.0), u = randn({3, 1001}, at::kBFloat16);
   EXPECT_CLOSE(fused_ops().swiglu(g, u), at::silu(g) * u, 1e-2);
+}
+
+// ---- the LM head's cross-entropy rows ---------------------------------------------------------
+
+// The ATen path of lm_head_loss.cpp's chunk: fp32 logits, logsumexp, softmax - onehot, rounded
+// back to the logits' dtype; ignored rows 0 and zero gradients.
+std::pair<at::Tensor, at::Tensor> aten_ce_rows(const at::Tensor& logits, const at::Tensor& y) {
+  const auto x = logits.to(at::kFloat);
+  const auto keep = y.ne(-100);
+  const auto yc = y.clamp_min(0);
+  const auto lse = at::logsumexp(x, -1);
+  const auto loss = (lse - x.gather(1, yc.unsqueeze(1)).squeeze(1)) * keep;
+  auto d = (x - lse.unsqueeze(1)).exp();
+  d.scatter_add_(1, yc.unsqueeze(1), at::full({x.size(0), 1}, -1.0f, d.options()));
+  return {loss, (d * keep.unsqueeze(1)).to(logits.scalar_type())};
+}
+
+TEST_F(KernelsTest, CrossEntropyRowsMatchesAten) {
+  const int64_t rows = emulated() ? 4 : 1765;  // the head's chunk at Qwen2.5's vocabulary (1 GiB of fp32)
+  for (const int64_t vocab : {int64_t{151936}, int64_t{1037}}) {  // 1037: not a multiple of 8 (the scalar path)
+    for (auto dt : {at::kBFloat16, at::kHalf, at::kFloat}) {
+      SCOPED_TRACE(std::to_string(vocab) + " " + c10::toString(dt));
+      const auto logits = randn({rows, vocab}, dt, 4.0);
+      auto y = at::randint(0, vocab, {rows}, at::TensorOptions().dtype(at::kLong).device(test_device()));
+      y.index_put_({1}, -100);  // an ignored row
+      const auto [ref_loss, ref_grad] = aten_ce_rows(logits, y);
+      auto inplace = logits.clone();
+      const auto loss = fused_ops().cross_entropy_rows(inplace, y, -100);
+      EXPECT_CLOSE(loss, ref_loss, 1e-5);  // fp32 math on both sides: only the summation order differs
+      EXPECT_CLOSE(inplace, ref_grad, tolerance(dt));
+      EXPECT_EQ(inplace[1].abs().max().item<double>(), 0.0);
+      EXPECT_EQ(loss[1].item<float>(), 0.0f);
+    }
+  }
+  // A target outside the vocabulary is a NaN loss, never a read outside the row.
+  auto x = randn({2, 1037}, at::kBFloat16);
+  const auto bad = at::tensor({int64_t{3}, int64_t{5000}}, at::TensorOptions().dtype(at::kLong).device(test_device()));
+  const auto loss = fused_ops().cross_entropy_rows(x, bad, -100);
+  EXPECT_TRUE(std::isfinite(loss[0].item<float>()));
+  EXPECT_TRUE(std::isnan(loss[1].item<float>()));
 }
 
 // ---- the launchers: every output element written, nothing outside ------------------------------

@@ -145,6 +145,9 @@ inline constexpr EnvKnob kEnvKnobs[] = {
     {"LF_FUSED_KERNELS", KnobType::kString, "1", "", "lf-worker",
      "1: the fused CUDA kernels (RMSNorm with the residual add, RoPE, SwiGLU) where the build has them; 0: the "
      "ATen ops (for comparison)"},
+    {"LF_FUSED_CE", KnobType::kBool, "1", "", "lf-worker",
+     "1: the LM head's cross-entropy and its gradient in one fused CUDA kernel per chunk (with LF_FUSED_KERNELS=1); "
+     "0: the ATen ops (for comparison)"},
     {"LF_CUDA_GRAPHS", KnobType::kBool, "1", "", "lf-worker",
      "1: at world size 1 on a GPU, each step's first micro-step (forward, loss, backward) is captured once as a CUDA "
      "graph and replayed (no dropout; other batch shapes and accumulation micro-steps run eagerly); 0: eager "

@@ -1,5 +1,5 @@
 #pragma once
-// The fused kernels (rms_norm.h, rope.h, swiglu.h) as autograd ops on at::Tensors, behind one
+// The fused kernels (rms_norm.h, rope.h, swiglu.h, cross_entropy.h) as autograd ops on at::Tensors, behind one
 // table that the model's dispatch (lf/model/fused_dispatch.h) calls. Built only with
 // LF_WITH_CUDA (lf_kernels); the header itself is torch-only so that the CPU build's model can
 // hold a table pointer (and tests can install the CPU-emulated build of the same ops).
@@ -30,6 +30,11 @@ struct FusedOps {
                                                const at::Tensor& sin, int64_t seq_len, int64_t head_dim);
   // silu(gate) * up; the backward in one kernel, saving gate and up only.
   at::Tensor (*swiglu)(const at::Tensor& gate, const at::Tensor& up);
+  // The LM head's cross-entropy of logits [rows, V] (contiguous) against targets [rows] int64:
+  // returns each row's loss (fp32 [rows]; 0 where the target is ignore_index) and overwrites
+  // the logits with d(sum loss)/d logits (zero rows where ignored). Not autograd; see
+  // lf/kernels/cross_entropy.h.
+  at::Tensor (*cross_entropy_rows)(const at::Tensor& logits, const at::Tensor& targets, int64_t ignore_index);
 };
 
 // This build's table (lf_kernels: CUDA tensors; the tests' emulated build: CPU tensors).
