@@ -7,6 +7,8 @@
 # compile : the same with --compile
 # ckpt    : (not in the default set) 1.5B full and 0.5B LoRA with per-layer activation
 #           checkpointing, lf-train vs the peer's --ckpt
+# ckpt-compile: (not in the default set) the same with the peer's --compile --ckpt, on CKPT_SHAPES
+#           ("7b lora,1.5b full,0.5b lora")
 # curve   : 50 bf16 steps of 0.5B full, lf-train vs HF Trainer from the same initial weights,
 #           same tokenized data and order (scripts/bench/train_curve_hf.py); tolerance below
 # Writes $OUT/train_bench.log, $OUT/train_results.jsonl and prints a table last.
@@ -34,6 +36,13 @@ for part in "${parts[@]}"; do
         set -- $r
         run "lf-ckpt $1 $2" $LF $(lf_args $1 $2) disable_gradient_checkpointing=false output_dir=$WORK/out/$1-$2-ckpt
         run "hf-eager-ckpt $1 $2" "$PY" "$HF_REF" --model $1 --mode $2 --seq 2048 --mbs 4 --ckpt
+      done ;;
+    ckpt-compile)  # activation checkpointing, lf-train vs the peer's --compile --ckpt, on CKPT_SHAPES
+      IFS=, read -ra CK <<< "${CKPT_SHAPES:-7b lora,1.5b full,0.5b lora}"
+      for r in "${CK[@]}"; do
+        set -- $r
+        run "lf-ckpt $1 $2" $LF $(lf_args $1 $2) disable_gradient_checkpointing=false output_dir=$WORK/out/$1-$2-ckpt
+        run "hf-compile-ckpt $1 $2" "$PY" "$HF_REF" --model $1 --mode $2 --seq 2048 --mbs 4 --compile --ckpt
       done ;;
     curve)
       C=$WORK/curve; rm -rf "$C"; mkdir -p "$C"
