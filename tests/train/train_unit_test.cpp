@@ -121,12 +121,13 @@ TEST(LmLoss, AllRowsMaskedEqualsTargetRows) {
   auto got = lm_head_loss_sum_all_rows(h2, w2, labels, /*chunk_rows=*/5);
   torch::autograd::backward({got * 0.5});
   EXPECT_NEAR(got.item<double>(), ref.item<double>(), 1e-9);
-  EXPECT_LT((h1.grad() - h2.grad()).abs().max().item<double>(), 1e-12);
-  EXPECT_LT((w1.grad() - w2.grad()).abs().max().item<double>(), 1e-12);
+  // Gradients accumulate in fp32 buffers (the head's): the chunks' sums differ by fp32 roundings.
+  EXPECT_LT((h1.grad() - h2.grad()).abs().max().item<double>(), 1e-6);
+  EXPECT_LT((w1.grad() - w2.grad()).abs().max().item<double>(), 1e-6);
   EXPECT_EQ(h2.grad()[1].abs().max().item<double>(), 0.0);
   auto h3 = h0.clone().set_requires_grad(true);
   torch::autograd::backward({lm_head_loss_sum_all_rows(h3, w0, labels, 7) * 0.5});
-  EXPECT_LT((h1.grad() - h3.grad()).abs().max().item<double>(), 1e-12);
+  EXPECT_LT((h1.grad() - h3.grad()).abs().max().item<double>(), 1e-6);
 }
 
 TrainerSetup setup_for(const config::TrainConfig& c, model::CausalLM& m, const TokenizedDataset& data) {
