@@ -37,7 +37,15 @@ json perf_report(const TrainSummary& sum, int64_t first_step, int64_t rank_token
   std::sort(steady.begin(), steady.end(), [](auto* a, auto* b) { return a->seconds < b->seconds; });
   static const StepRecord kNone{};
   const auto* med = steady.empty() ? &kNone : steady[steady.size() / 2];
+  // Unpadded tokens over the same steps' summed time: with unpacked rows every step has its
+  // own shape, and a median step's padded count says little.
+  double steady_real = 0, steady_s = 0;
+  for (const auto* r : steady) {
+    steady_real += static_cast<double>(r->num_tokens);
+    steady_s += r->seconds;
+  }
   json perf = {{"steps", sum.global_step},
+               {"real_tokens_per_s", steady_s > 0 ? steady_real / steady_s : 0.0},
                {"median_step_s", med->seconds},
                {"tokens_per_s", med->seconds > 0 ? static_cast<double>(med->padded_tokens) / med->seconds : 0.0},
                {"real_tokens_per_s_overall",

@@ -6,13 +6,14 @@
 // What is captured: one micro-batch's forward, its loss (every position through the head,
 // ignored ones masked: lm_head_loss_sum_all_rows, so shapes depend on [B,T] only) and its
 // backward of loss x factor (the step's loss scale / target count, a device scalar refilled
-// before each replay). The first micro-step of the first batch shape runs eagerly on the
-// graph's stream (warm-up: cuBLAS handles, autograd's device thread, lazy kernel state); the
-// next one with that shape is captured and replayed, and so is every later one. The
+// before each replay). The run's first micro-step runs eagerly on the graph's stream (warm-up:
+// cuBLAS handles, autograd's device thread, lazy kernel state); the next first micro-step of
+// that shape is captured and replayed, and so is every later one. The
 // gradients are the graph's outputs: each replay writes them into the same tensors, which are
 // put back into the parameters' .grad after it (the optimizer's zero_grad drops them). Only
-// a step's first micro-step replays; further ones (gradient accumulation) and batches of
-// another shape run eagerly and add into those gradients as usual.
+// a step's first micro-step replays the first graph; further ones (gradient accumulation)
+// replay a second graph that adds into those gradients in place; batches of another shape
+// than the warm-up's run eagerly (unpacked rows: nearly all of them; bucketing is not done).
 //
 // Where it applies (make_micro_step_graph returns nullptr elsewhere, and the CPU build
 // always): a CUDA device, one process (no unit hooks, no gradient routes), no dropout (the

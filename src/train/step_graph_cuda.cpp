@@ -46,7 +46,10 @@ class CudaMicroStepGraph final : public MicroStepGraph {
       return accumulate_.graph ? std::optional(replay(accumulate_, b, factor)) : capture(accumulate_, b, factor);
     }
     if (first_.graph) return key == key_ ? std::optional(replay(first_, b, factor)) : eager();
-    if (!warmed_ || key != key_) return warm_up(b, factor, key);
+    if (!warmed_) return warm_up(b, factor, key);
+    // Only the warm-up's shape is captured, when it comes again: with unpacked rows (a shape a
+    // batch) that may be never, and every micro-step then runs eagerly at its usual cost.
+    if (key != key_) return eager();
     return capture(first_, b, factor);
   }
 

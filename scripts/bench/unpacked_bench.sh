@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Issue 15's unpacked real-data benchmark, run ON the GPU machine after scripts/device/build.sh:
+#   scripts/bench/unpacked_bench.sh            (SHAPES="0.5b lora,1.5b full", STEPS=40)
+# LLaMA-Factory's SFT default is packing: false: each batch is padded to its longest row. Rows
+# of an alpaca-like spread (instructions of 5-40 words, answers log-uniform over 20-900 words:
+# ~50-1500 tokens with the project's small tokenizer), prompts masked (train_on_prompt false),
+# micro-batch 4, bf16, no checkpointing. lf-train tokenizes and trains (STEPS + 3 steps: its
+# perf line's real_tokens_per_s counts the steps after the first 3); unpacked_peer.py then
+# trains HF eager and HF --compile on the same rows, order and batches (lf-train's cache).
+# The figure is non-padding tokens/s. Prints the table and one UNPACKED line per shape
+# (lf / the best peer); raw in $OUT/train_bench.log, $OUT/train_results.jsonl.
+# Env: SHAPES, STEPS, RUN_TIMEOUT (600 s: compile recompiles), TINY=1 (CPU dry run, tiny model).
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+. scripts/bench/bench_common.sh
+DATA=$WORK/data_unpacked
+mkdir -p "$DATA"
+"$PY" - "$DATA" <<'PYEOF'
+import json, math, random, sys
+random.seed(1)
+words = ("the model learns to follow instructions while the optimizer updates every weight of the network "
+         "gradient loss token batch epoch data parallel shard rank checkpoint memory kernel attention layer").split()
+rows = []
+for _ in range(3000):
+    n = int(math.exp(random.uniform(math.log(20), math.log(900))))
+    rows.append({"instruction": " ".join(random.choices(words, k=random.randint(5, 40))), "input": "",
+                 "output": " ".join(random.choices(words, k=n))})
+json.dump(rows, open(f"{sys.argv[1]}/unpacked.json", "w"))
+json.dump({"unpacked": {"file_name": "unpacked.json"}}, open(f"{sys.argv[1]}/dataset_info.json", "w"))
+PYEOF
+export RUN_TIMEOUT=${RUN_TIMEOUT:-600}
+IFS=, read -ra RUNS <<< "${SHAPES:-0.5b lora,1.5b full}"
+peer_dev=(); [[ ${TINY:-0} == 1 ]] && peer_dev=(--device cpu --shape tiny)
+for r in "${RUNS[@]}"; do
+  set -- $r
+  TOK=$WORK/tok_unpacked_$1_$2
+  run "lf-unpacked $1 $2" $LF $(lf_args $1 $2) dataset=unpacked dataset_dir=$DATA packing=false \
+    train_on_prompt=false cutoff_len=2048 max_steps=$((STEPS + 3)) tokenized_path=$TOK \
+    output_dir=$WORK/out/unpacked-$1-$2
+  for c in "" --compile; do
+    run "hf-unpacked$c $1 $2" "$PY" scripts/bench/unpacked_peer.py --cache $TOK/train.lftok --model $1 --mode $2 \
+      --mbs 4 --steps $STEPS ${peer_dev[@]+"${peer_dev[@]}"} $c
+  done
+done
+print_table
+"$PY" - "$RES" <<'PYEOF'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+by = {r["label"]: r["data"] for r in rows if r["data"]}
+for label, d in by.items():
+    if not label.startswith("lf-unpacked "):
+        continue
+    shape = label[len("lf-unpacked "):]
+    peers = {k: v for k, v in by.items() if k.startswith("hf-unpacked") and k.endswith(" " + shape)}
+    lf = d.get("real_tokens_per_s", 0)
+    parts = [f"{k.split()[0]} {v['real_tokens_per_s']:,.0f}" for k, v in peers.items()]
+    best = max((v["real_tokens_per_s"] for v in peers.values()), default=0)
+    ratio = f"x{lf / best:.3f} the best peer" if best else "no peer result"
+    print(f"UNPACKED {shape}: lf {lf:,.0f} non-padding tok/s ({d.get('cuda_graphs', '')}); {'; '.join(parts)}; {ratio}")
+PYEOF
