@@ -1,7 +1,8 @@
 #pragma once
 // Trainer's internal state and the parts of the loop, each in a file of its own:
 //   trainer.cpp        construction, the loop (train), evaluate
-//   train_step.cpp     one optimizer step: micro-steps, backward, the strategy's events
+//   train_step.cpp     one optimizer step: micro-steps, backward, the strategy's events; the
+//                      micro-step's CUDA graph (step_graph.h) where it applies
 //   train_log.cpp      trainer_log.jsonl / log_history lines and the progress display
 //   trainer_save.cpp   model outputs, checkpoints (per-rank commit), resume
 //   final_outputs.cpp  the perf line and the files written when training ends
