@@ -29,6 +29,7 @@
 #include "lf/model/fused_dispatch.h"
 #include "lf/model/grad_sink.h"
 #include "lf/model/layers.h"
+#include "lf/model/lm_head_loss.h"
 #include "test_device.h"
 
 namespace lf::kernels {
@@ -310,6 +311,27 @@ TEST_F(KernelsTest, CrossEntropyRowsMatchesAten) {
   const auto loss = fused_ops().cross_entropy_rows(x, bad, -100);
   EXPECT_TRUE(std::isfinite(loss[0].item<float>()));
   EXPECT_TRUE(std::isnan(loss[1].item<float>()));
+}
+
+// The LM head's chunked loss (model/lm_head_loss.cpp) through the kernel equals its ATen chunk:
+// the loss, the hidden states' and the weight's gradients, with an ignored row (masked form).
+TEST_F(KernelsTest, LmHeadLossThroughTheKernelMatchesAten) {
+  const int64_t m = emulated() ? 6 : 4096, c = 896, v = emulated() ? 1037 : 151936;
+  const auto h0 = randn({m, c}, at::kBFloat16), w0 = randn32({v, c}, 0.05);
+  auto y = at::randint(0, v, {m}, at::TensorOptions().dtype(at::kLong).device(test_device()));
+  y.index_put_({2}, -100);
+  auto run = [&](bool fused) {
+    const OpsScope ops(fused);
+    auto h = h0.clone().requires_grad_(true), w = w0.clone().requires_grad_(true);
+    auto loss = model::chunked_lm_head_ce_sum_masked(h, w, y, /*chunk_rows=*/emulated() ? 4 : 1765);
+    torch::autograd::backward({loss * 0.5});
+    return std::vector<at::Tensor>{loss.detach(), h.grad(), w.grad()};
+  };
+  const auto ref = run(false), out = run(true);
+  EXPECT_CLOSE(out[0], ref[0], 1e-5);
+  EXPECT_CLOSE(out[1], ref[1], 1e-2);
+  EXPECT_CLOSE(out[2], ref[2], 1e-2);
+  EXPECT_EQ(out[1][2].abs().max().item<double>(), 0.0);  // the ignored row's hidden state: no gradient
 }
 
 // ---- the launchers: every output element written, nothing outside ------------------------------
