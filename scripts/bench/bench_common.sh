@@ -117,7 +117,7 @@ rows = [json.loads(l) for l in open(sys.argv[1])]
 print(f"{'run':28s} {'rc':>3s} {'tokens/s':>10s} {'peak GiB':>9s}")
 for r in rows:
     d = r["data"] or {}
-    tok = d.get("tokens_per_s", d.get("tok_s_total", ""))
+    tok = d.get("tokens_per_s", d.get("tok_s_total", d.get("real_tokens_per_s", "")))
     mem = d.get("peak_memory_gib", d.get("peak_gib", d.get("peak_mem_gib", "")))
     extra = "" if "pass" not in d else f" curve pass={d['pass']} max_rel={d['max_rel_diff']:.4g} mean_rel={d['mean_rel_diff']:.4g}"
     print(f"{r['label']:28s} {r['rc']:>3} {tok if isinstance(tok, str) else f'{tok:,.0f}':>10} "
