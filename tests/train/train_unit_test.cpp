@@ -79,25 +79,34 @@ TEST(Batch, HfNumItemsCountsLabelsBeforeTheShift) {
   EXPECT_EQ(hf_num_items(data, 1), 2);
 }
 
-TEST(LmLoss, ChunkedEqualsFullLogitsLossAndGradients) {
-  at::manual_seed(0);
+// Hidden states [3,9,16], a head [50,16] and labels with row 0's first 4 positions ignored.
+struct HeadCase {
+  at::Tensor h0, w0, labels;
+};
+HeadCase random_head_case(uint64_t seed) {
+  at::manual_seed(seed);
   const int64_t b = 3, t = 9, c = 16, v = 50;
-  auto h0 = at::randn({b, t, c}, at::kDouble);
-  auto w0 = at::randn({v, c}, at::kDouble) * 0.3;
-  auto labels = at::randint(0, v, {b, t}, at::kLong);
-  labels.index_put_({0, at::indexing::Slice(0, 4)}, -100);
+  HeadCase k{at::randn({b, t, c}, at::kDouble), at::randn({v, c}, at::kDouble) * 0.3,
+             at::randint(0, v, {b, t}, at::kLong)};
+  k.labels.index_put_({0, at::indexing::Slice(0, 4)}, -100);
+  return k;
+}
+at::Tensor leaf(const at::Tensor& t) { return t.clone().set_requires_grad(true); }
+
+TEST(LmLoss, ChunkedEqualsFullLogitsLossAndGradients) {
+  auto [h0, w0, labels] = random_head_case(0);
   labels.index_put_({2, at::indexing::Slice(6, at::indexing::None)}, -100);
-  auto h1 = h0.clone().set_requires_grad(true), w1 = w0.clone().set_requires_grad(true);
+  auto h1 = leaf(h0), w1 = leaf(w0);
   auto ref = model::causal_lm_loss(at::matmul(h1, w1.t()), labels, /*sum_reduction=*/true);
   torch::autograd::backward({ref * 0.5});
-  auto h2 = h0.clone().set_requires_grad(true), w2 = w0.clone().set_requires_grad(true);
+  auto h2 = leaf(h0), w2 = leaf(w0);
   auto got = lm_head_loss_sum(h2, w2, labels, /*chunk_rows=*/4);
   torch::autograd::backward({got * 0.5});
   EXPECT_NEAR(got.item<double>(), ref.item<double>(), 1e-5);
   EXPECT_LT((h1.grad() - h2.grad()).abs().max().item<double>(), 1e-6);
   EXPECT_LT((w1.grad() - w2.grad()).abs().max().item<double>(), 1e-6);
   // A frozen weight gets no gradient, the hidden states still do.
-  auto h3 = h0.clone().set_requires_grad(true);
+  auto h3 = leaf(h0);
   auto got3 = lm_head_loss_sum(h3, w0, labels, 5);
   torch::autograd::backward({got3 * 0.5});
   EXPECT_LT((h1.grad() - h3.grad()).abs().max().item<double>(), 1e-6);
@@ -107,17 +116,12 @@ TEST(LmLoss, ChunkedEqualsFullLogitsLossAndGradients) {
 // the same gradients as the target-rows loss, frozen weight included; a row of ignored labels
 // only gets exact zeros.
 TEST(LmLoss, AllRowsMaskedEqualsTargetRows) {
-  at::manual_seed(1);
-  const int64_t b = 3, t = 9, c = 16, v = 50;
-  auto h0 = at::randn({b, t, c}, at::kDouble);
-  auto w0 = at::randn({v, c}, at::kDouble) * 0.3;
-  auto labels = at::randint(0, v, {b, t}, at::kLong);
-  labels.index_put_({0, at::indexing::Slice(0, 4)}, -100);
+  auto [h0, w0, labels] = random_head_case(1);
   labels.index_put_({1, at::indexing::Slice()}, -100);  // a row without targets
-  auto h1 = h0.clone().set_requires_grad(true), w1 = w0.clone().set_requires_grad(true);
+  auto h1 = leaf(h0), w1 = leaf(w0);
   auto ref = lm_head_loss_sum(h1, w1, labels, /*chunk_rows=*/4);
   torch::autograd::backward({ref * 0.5});
-  auto h2 = h0.clone().set_requires_grad(true), w2 = w0.clone().set_requires_grad(true);
+  auto h2 = leaf(h0), w2 = leaf(w0);
   auto got = lm_head_loss_sum_all_rows(h2, w2, labels, /*chunk_rows=*/5);
   torch::autograd::backward({got * 0.5});
   EXPECT_NEAR(got.item<double>(), ref.item<double>(), 1e-9);
@@ -125,7 +129,7 @@ TEST(LmLoss, AllRowsMaskedEqualsTargetRows) {
   EXPECT_LT((h1.grad() - h2.grad()).abs().max().item<double>(), 1e-6);
   EXPECT_LT((w1.grad() - w2.grad()).abs().max().item<double>(), 1e-6);
   EXPECT_EQ(h2.grad()[1].abs().max().item<double>(), 0.0);
-  auto h3 = h0.clone().set_requires_grad(true);
+  auto h3 = leaf(h0);
   torch::autograd::backward({lm_head_loss_sum_all_rows(h3, w0, labels, 7) * 0.5});
   EXPECT_LT((h1.grad() - h3.grad()).abs().max().item<double>(), 1e-6);
 }
