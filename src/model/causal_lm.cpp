@@ -10,6 +10,7 @@
 #include "lf/model/checkpointing.h"
 #include "lf/model/grad_sink.h"
 #include "lf/model/packed_attention.h"
+#include "lf/model/varlen_attention.h"
 
 namespace lf::model {
 namespace {
@@ -84,8 +85,14 @@ RopeTables CausalLM::rope(int64_t seq_len, const at::Tensor& position_ids, const
                        : at::arange(seq_len, inv_freq_.options()).unsqueeze(-1);                    // [T,1]
   auto freqs = pos * inv_freq_;
   auto emb = at::cat({freqs, freqs}, -1);
-  return {emb.cos().to(compute_dtype_), emb.sin().to(compute_dtype_),
-          segment_ids.defined() ? packed_causal_mask(segment_ids.to(inv_freq_.device())) : at::Tensor()};
+  RopeTables r{emb.cos().to(compute_dtype_), emb.sin().to(compute_dtype_), {}, {}};
+  if (!segment_ids.defined()) return r;
+  const auto device = inv_freq_.device();
+  if (varlen_attention_supported(device, compute_dtype_, config_.head_dim))
+    r.varlen = varlen_segments(segment_ids, device);  // give segment_ids on the host: no sync
+  else
+    r.attn_mask = packed_causal_mask(segment_ids.to(device));
+  return r;
 }
 
 at::Tensor CausalLM::final_norm(const at::Tensor& hidden) const { return norm_.forward(hidden); }

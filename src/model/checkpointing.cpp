@@ -21,6 +21,8 @@ struct LayerCheckpoint : public torch::autograd::Function<LayerCheckpoint> {
     ctx->saved_data["cos"] = rope->cos;
     ctx->saved_data["sin"] = rope->sin;
     ctx->saved_data["mask"] = rope->attn_mask;
+    ctx->saved_data["cu_seqlens"] = rope->varlen.cu_seqlens;
+    ctx->saved_data["max_seqlen"] = rope->varlen.max_seqlen;
     ctx->saved_data["training"] = training;
     ctx->save_for_backward({x});
     return layer->forward(x, *rope, training);
@@ -30,7 +32,8 @@ struct LayerCheckpoint : public torch::autograd::Function<LayerCheckpoint> {
     const auto x = ctx->get_saved_variables()[0];
     const auto* layer = reinterpret_cast<const DecoderLayer*>(ctx->saved_data["layer"].toInt());
     const RopeTables rope{ctx->saved_data["cos"].toTensor(), ctx->saved_data["sin"].toTensor(),
-                          ctx->saved_data["mask"].toTensor()};
+                          ctx->saved_data["mask"].toTensor(),
+                          {ctx->saved_data["cu_seqlens"].toTensor(), ctx->saved_data["max_seqlen"].toInt()}};
     auto gen = at::globalContext().defaultGenerator(x.device());
     const bool rng = ctx->saved_data.count("rng") > 0;
     const auto now = rng ? gen.get_state() : at::Tensor();

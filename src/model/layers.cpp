@@ -25,9 +25,11 @@ at::Tensor apply_rope(const at::Tensor& x, const RopeTables& rope) {
   return x * rope.cos + rotated * rope.sin;
 }
 
-// Causal over the row, or within each packed sequence when a mask is given (neat_packing).
-at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& mask) {
-  return mask.defined() ? masked_attention(q, k, v, mask) : causal_attention(q, k, v);
+// Causal over the row, or within each packed sequence (neat_packing): the varlen kernel on a
+// GPU, the block-diagonal mask elsewhere.
+at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const RopeTables& rope) {
+  if (rope.varlen.defined()) return varlen_causal_attention(q, k, v, rope.varlen);
+  return rope.attn_mask.defined() ? masked_attention(q, k, v, rope.attn_mask) : causal_attention(q, k, v);
 }
 
 }  // namespace
@@ -87,7 +89,7 @@ at::Tensor Attention::forward(const at::Tensor& x, const RopeTables& rope, bool 
     auto v = v_proj_.forward(x2, training).view({b, t, num_kv_heads_, head_dim_}).transpose(1, 2);
     std::tie(q, k) = fused->rope_qk(q, k, rope.cos, rope.sin, t, head_dim_);
     auto o = attention(q.view({b, t, num_heads_, head_dim_}).transpose(1, 2),
-                       k.view({b, t, num_kv_heads_, head_dim_}).transpose(1, 2), v, rope.attn_mask);  // [B,H,T,D]
+                       k.view({b, t, num_kv_heads_, head_dim_}).transpose(1, 2), v, rope);  // [B,H,T,D]
     return o_proj_.forward(o.transpose(1, 2).reshape({b, t, num_heads_ * head_dim_}), training);
   }
   // [B,T,H*D] -> [B,T,H,D] (-> Qwen3's q/k norms) -> [B,H,T,D]
@@ -99,7 +101,7 @@ at::Tensor Attention::forward(const at::Tensor& x, const RopeTables& rope, bool 
   auto v = v_proj_.forward(x, training).view({b, t, num_kv_heads_, head_dim_}).transpose(1, 2);
   q = apply_rope(q, rope);
   k = apply_rope(k, rope);
-  auto o = attention(q, k, v, rope.attn_mask);                     // [B,H,T,D]
+  auto o = attention(q, k, v, rope);                              // [B,H,T,D]
   o = o.transpose(1, 2).reshape({b, t, num_heads_ * head_dim_});  // [B,T,H*D]
   return o_proj_.forward(o, training);
 }

@@ -17,8 +17,9 @@
 //
 // Where it applies (make_micro_step_graph returns nullptr elsewhere, and the CPU build
 // always): a CUDA device, one process (no unit hooks, no gradient routes), no dropout (the
-// generator would advance differently from the eager run's), LF_CUDA_GRAPHS not 0. A capture
-// that fails (an op that syncs with the host) leaves the run eager, with one warning.
+// generator would advance differently from the eager run's), no neat_packing (each batch's
+// sequence offsets are read on the host and size the attention's launch), LF_CUDA_GRAPHS not
+// 0. A capture that fails (an op that syncs with the host) leaves the run eager, with one warning.
 // Threading: the training thread only.
 #include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
@@ -57,6 +58,7 @@ struct StepGraphSetup {
   std::vector<at::Tensor*> trainable;  // the parameters whose .grad the graph writes
   bool single_process = false;         // world 1, no unit hooks, no gradient routes
   bool dropout = false;                // any dropout in training (LoRA's)
+  bool neat_packing = false;           // per-batch sequence offsets (varlen attention)
   MicroStepFn step;
 };
 

@@ -52,6 +52,7 @@ std::unique_ptr<MicroStepGraph> Trainer::State::make_graph() {
   }
   g.single_process = world == 1 && strategy->unit_hooks() == nullptr && !routed;
   g.dropout = s.lora.has_value() && c.lora_dropout > 0;
+  g.neat_packing = c.neat_packing;
   g.step = [this](const DeviceBatch& d, const at::Tensor& factor) {
     auto x = m.hidden_states(d.input_ids, d.position_ids, nullptr, d.segment_ids);
     auto loss = lm_head_loss_sum_all_rows(m.final_norm(x), m.lm_head_weight(), d.labels, s.loss_chunk_rows);

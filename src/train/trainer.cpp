@@ -31,7 +31,8 @@ at::Tensor Trainer::State::forward_loss_sum(const Batch& b) {
   auto labels = b.labels.to(device);
   auto* hooks = strategy->unit_hooks();
   const auto on_device = [&](const at::Tensor& t) { return t.defined() ? t.to(device) : t; };
-  auto x = m.hidden_states(ids, on_device(b.position_ids), hooks, on_device(b.segment_ids));  // [B,T,C]
+  // segment_ids stay on the host: the model reads the sequence offsets there (neat_packing).
+  auto x = m.hidden_states(ids, on_device(b.position_ids), hooks, b.segment_ids);  // [B,T,C]
   return model::run_unit(hooks, m.head_unit(), x, [&](const at::Tensor& h) {
     return lm_head_loss_sum(m.final_norm(h), m.lm_head_weight(), labels, s.loss_chunk_rows, target_rows_of(b.labels),
                             m.lm_head_grad_sink());

@@ -538,7 +538,7 @@ std::map<std::string, at::Tensor> run_layer(bool fused, const LayerCase& c) {
   std::map<std::string, at::Tensor> out;
   {
     const OpsScope scope(fused);
-    auto y = layer.forward(x, model::RopeTables{cos, sin, {}}, /*training=*/true);
+    auto y = layer.forward(x, model::RopeTables{cos, sin, {}, {}}, /*training=*/true);
     torch::autograd::backward({y}, {dy});
     out["y"] = y.detach();
   }

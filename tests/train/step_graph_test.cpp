@@ -39,6 +39,9 @@ TEST(StepGraph, RefusalsNameTheReason) {
   auto dropout = eligible();
   dropout.dropout = true;
   EXPECT_NE(step_graph_refusal(dropout).find("lora_dropout"), std::string::npos);
+  auto neat = eligible();
+  neat.neat_packing = true;
+  EXPECT_NE(step_graph_refusal(neat).find("neat_packing"), std::string::npos);
   {
     const EnvVar off("LF_CUDA_GRAPHS", "0");
     EXPECT_FALSE(cuda_graphs_requested());

@@ -152,6 +152,9 @@ inline constexpr EnvKnob kEnvKnobs[] = {
      "1: at world size 1 on a GPU, each step's first micro-step (forward, loss, backward) is captured once as a CUDA "
      "graph and replayed (no dropout; other batch shapes and accumulation micro-steps run eagerly); 0: eager "
      "(for comparison)"},
+    {"LF_VARLEN_ATTENTION", KnobType::kBool, "1", "", "lf-worker",
+     "1: neat_packing on a GPU runs flash attention over each packed sequence (variable lengths, no mask); 0: "
+     "SDPA under the block-diagonal mask, as on the CPU (for comparison)"},
     {"LF_DDP_GRAD_SINK", KnobType::kBool, "1", "", "lf-worker",
      "1: under bf16/fp16 the layers' gradients go from the cast straight into the DDP buckets; 0: through fp32 "
      ".grad tensors (same bits, for comparison)"},

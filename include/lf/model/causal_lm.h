@@ -54,7 +54,8 @@ class CausalLM {
   at::Tensor embed(const at::Tensor& input_ids) const;  // [B,T] int64 -> [B,T,C]
   // position_ids [B,T] or undefined for 0..T-1. They only move RoPE: attention stays
   // causal over the whole row unless segment_ids [B,T] (neat_packing: the sequence of each
-  // token, 0 for padding) restrict it to each packed sequence.
+  // token, 0 for padding) restrict it to each packed sequence: on a GPU through the varlen
+  // kernel (their offsets read on the host: pass segment_ids there), else a mask.
   RopeTables rope(int64_t seq_len, const at::Tensor& position_ids = {}, const at::Tensor& segment_ids = {}) const;
   at::Tensor head(const at::Tensor& hidden) const;  // final norm + lm_head: [B,T,C] -> [B,T,V]
   at::Tensor final_norm(const at::Tensor& hidden) const;

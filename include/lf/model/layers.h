@@ -10,6 +10,8 @@
 // Not thread-safe; single device.
 #include <ATen/core/Tensor.h>
 
+#include "lf/model/varlen_attention.h"
+
 #include <memory>
 #include <string>
 #include <vector>
@@ -57,6 +59,7 @@ struct RopeTables {
   at::Tensor cos;  // [T, D] or [B, 1, T, D]
   at::Tensor sin;
   at::Tensor attn_mask;  // [B, 1, T, T] bool (true: attend), or undefined: causal over the row
+  VarlenSegments varlen;  // neat_packing on a GPU instead of attn_mask (varlen_attention.h)
 };
 
 // Qwen3's per-head RMSNorm of queries and keys ([.., H, D] over D), before RoPE (qwen3_layers.cpp).
