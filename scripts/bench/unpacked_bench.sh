@@ -9,7 +9,10 @@
 # trains HF eager and HF --compile on the same rows, order and batches (lf-train's cache).
 # The figure is non-padding tokens/s. Prints the table and one UNPACKED line per shape
 # (lf / the best peer); raw in $OUT/train_bench.log, $OUT/train_results.jsonl.
-# Env: SHAPES, STEPS, RUN_TIMEOUT (600 s: compile recompiles), TINY=1 (CPU dry run, tiny model).
+# Env: SHAPES, STEPS, RUN_TIMEOUT (600 s: compile recompiles), PEERS ("eager compile"; "" for
+#      lf-train alone), VARIANT (a label suffix for lf-train's row, e.g. when an env var differs),
+#      TRACE_STEPS (e.g. 20:21: one more lf-train run under LF_PROFILE_TRACE, summarised with
+#      trace_summary.py, and its host runtime calls by total time), TINY=1 (CPU dry run, tiny model).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 . scripts/bench/bench_common.sh
@@ -34,12 +37,33 @@ peer_dev=(); [[ ${TINY:-0} == 1 ]] && peer_dev=(--device cpu --shape tiny)
 for r in "${RUNS[@]}"; do
   set -- $r
   TOK=$WORK/tok_unpacked_$1_$2
-  run "lf-unpacked $1 $2" $LF $(lf_args $1 $2) dataset=unpacked dataset_dir=$DATA packing=false \
-    train_on_prompt=false cutoff_len=2048 max_steps=$((STEPS + 3)) tokenized_path=$TOK \
-    output_dir=$WORK/out/unpacked-$1-$2
-  for c in "" --compile; do
-    run "hf-unpacked$c $1 $2" "$PY" scripts/bench/unpacked_peer.py --cache $TOK/train.lftok --model $1 --mode $2 \
-      --mbs 4 --steps $STEPS ${peer_dev[@]+"${peer_dev[@]}"} $c
+  unpacked_args=(dataset=unpacked dataset_dir=$DATA packing=false train_on_prompt=false cutoff_len=2048
+    max_steps=$((STEPS + 3)) tokenized_path=$TOK output_dir=$WORK/out/unpacked-$1-$2)
+  run "lf-unpacked${VARIANT:+-$VARIANT} $1 $2" $LF $(lf_args $1 $2) "${unpacked_args[@]}"
+  if [[ -n ${TRACE_STEPS:-} ]]; then
+    TR=$WORK/trace-unpacked-$1-$2
+    rm -rf "$TR"
+    run "trace-unpacked $1 $2" env LF_PROFILE_TRACE="$TR" LF_PROFILE_TRACE_STEPS=$TRACE_STEPS $LF $(lf_args $1 $2) \
+      "${unpacked_args[@]}"
+    "$PY" scripts/bench/trace_summary.py --label "unpacked $1 $2" --top 12 "$TR"/trace-rank0.json \
+      > "$OUTD/trace_unpacked_$1_$2.txt" 2>&1
+    "$PY" - "$TR"/trace-rank0.json >> "$OUTD/trace_unpacked_$1_$2.txt" <<'PYEOF'
+import json, sys
+from collections import defaultdict
+tot, n = defaultdict(float), defaultdict(int)
+for e in json.load(open(sys.argv[1]))["traceEvents"]:
+    if e.get("cat") == "cuda_runtime" and "dur" in e:
+        tot[e["name"]] += e["dur"] / 1e3; n[e["name"]] += 1
+print("host runtime calls over the traced steps (ms, count):")
+for k in sorted(tot, key=tot.get, reverse=True)[:12]:
+    print(f"  {k:40s} {tot[k]:9.2f} {n[k]:7d}")
+PYEOF
+    cat "$OUTD/trace_unpacked_$1_$2.txt"
+  fi
+  for c in ${PEERS-eager compile}; do
+    flag=""; [[ $c == compile ]] && flag=--compile
+    run "hf-unpacked$flag $1 $2" "$PY" scripts/bench/unpacked_peer.py --cache $TOK/train.lftok --model $1 --mode $2 \
+      --mbs 4 --steps $STEPS ${peer_dev[@]+"${peer_dev[@]}"} $flag
   done
 done
 print_table
@@ -48,13 +72,13 @@ import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 by = {r["label"]: r["data"] for r in rows if r["data"]}
 for label, d in by.items():
-    if not label.startswith("lf-unpacked "):
+    if not label.startswith("lf-unpacked"):
         continue
-    shape = label[len("lf-unpacked "):]
+    shape = label.split(" ", 1)[1]
     peers = {k: v for k, v in by.items() if k.startswith("hf-unpacked") and k.endswith(" " + shape)}
     lf = d.get("real_tokens_per_s", 0)
     parts = [f"{k.split()[0]} {v['real_tokens_per_s']:,.0f}" for k, v in peers.items()]
     best = max((v["real_tokens_per_s"] for v in peers.values()), default=0)
     ratio = f"x{lf / best:.3f} the best peer" if best else "no peer result"
-    print(f"UNPACKED {shape}: lf {lf:,.0f} non-padding tok/s ({d.get('cuda_graphs', '')}); {'; '.join(parts)}; {ratio}")
+    print(f"UNPACKED {shape} ({label.split()[0]}): lf {lf:,.0f} non-padding tok/s ({d.get('cuda_graphs', '')}); {'; '.join(parts)}; {ratio}")
 PYEOF
