@@ -86,6 +86,32 @@ disable_gradient_checkpointing=true lora_rank=16 lora_alpha=32 learning_rate=1e-
 $( [[ ${TINY:-0} == 1 ]] && echo bf16=false )"
 }
 
+# unpacked_data: alpaca-like rows of 50-1500 tokens in $DATA (dataset `unpacked`), for the
+# unpacked benchmark (unpacked_bench.sh) and graphs_check.sh UNPACKED=1; unpacked_args SIZE MODE
+# gives lf-train's keys for them (packing off, prompts masked, a tokenized cache per shape).
+unpacked_data() {
+  DATA=$WORK/data_unpacked
+  mkdir -p "$DATA"
+  [[ -f $DATA/dataset_info.json ]] && return 0
+  "$PY" - "$DATA" <<'PYEOF'
+import json, math, random, sys
+random.seed(1)
+words = ("the model learns to follow instructions while the optimizer updates every weight of the network "
+         "gradient loss token batch epoch data parallel shard rank checkpoint memory kernel attention layer").split()
+rows = []
+for _ in range(3000):
+    n = int(math.exp(random.uniform(math.log(20), math.log(900))))
+    rows.append({"instruction": " ".join(random.choices(words, k=random.randint(5, 40))), "input": "",
+                 "output": " ".join(random.choices(words, k=n))})
+json.dump(rows, open(f"{sys.argv[1]}/unpacked.json", "w"))
+json.dump({"unpacked": {"file_name": "unpacked.json"}}, open(f"{sys.argv[1]}/dataset_info.json", "w"))
+PYEOF
+}
+unpacked_args() {  # SIZE MODE
+  echo "dataset=unpacked dataset_dir=$DATA packing=false train_on_prompt=false cutoff_len=2048 \
+tokenized_path=$WORK/tok_unpacked_$1_$2"
+}
+
 # Two agents on this host, each with half of the GPUs, over the network transport.
 # two_nodes STACK(lf|peer) N SIZE MODE [key=value...]: extra keys go to lf-train (after its defaults).
 two_nodes() {

@@ -16,35 +16,20 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 . scripts/bench/bench_common.sh
-DATA=$WORK/data_unpacked
-mkdir -p "$DATA"
-"$PY" - "$DATA" <<'PYEOF'
-import json, math, random, sys
-random.seed(1)
-words = ("the model learns to follow instructions while the optimizer updates every weight of the network "
-         "gradient loss token batch epoch data parallel shard rank checkpoint memory kernel attention layer").split()
-rows = []
-for _ in range(3000):
-    n = int(math.exp(random.uniform(math.log(20), math.log(900))))
-    rows.append({"instruction": " ".join(random.choices(words, k=random.randint(5, 40))), "input": "",
-                 "output": " ".join(random.choices(words, k=n))})
-json.dump(rows, open(f"{sys.argv[1]}/unpacked.json", "w"))
-json.dump({"unpacked": {"file_name": "unpacked.json"}}, open(f"{sys.argv[1]}/dataset_info.json", "w"))
-PYEOF
+unpacked_data  # $DATA: the alpaca-like rows (bench_common.sh)
 export RUN_TIMEOUT=${RUN_TIMEOUT:-600}
 IFS=, read -ra RUNS <<< "${SHAPES:-0.5b lora,1.5b full}"
 peer_dev=(); [[ ${TINY:-0} == 1 ]] && peer_dev=(--device cpu --shape tiny)
 for r in "${RUNS[@]}"; do
   set -- $r
   TOK=$WORK/tok_unpacked_$1_$2
-  unpacked_args=(dataset=unpacked dataset_dir=$DATA packing=false train_on_prompt=false cutoff_len=2048
-    max_steps=$((STEPS + 3)) tokenized_path=$TOK output_dir=$WORK/out/unpacked-$1-$2)
-  run "lf-unpacked${VARIANT:+-$VARIANT} $1 $2" $LF $(lf_args $1 $2) "${unpacked_args[@]}"
+  ua=($(unpacked_args $1 $2) max_steps=$((STEPS + 3)) output_dir=$WORK/out/unpacked-$1-$2)
+  run "lf-unpacked${VARIANT:+-$VARIANT} $1 $2" $LF $(lf_args $1 $2) "${ua[@]}"
   if [[ -n ${TRACE_STEPS:-} ]]; then
     TR=$WORK/trace-unpacked-$1-$2
     rm -rf "$TR"
     run "trace-unpacked $1 $2" env LF_PROFILE_TRACE="$TR" LF_PROFILE_TRACE_STEPS=$TRACE_STEPS $LF $(lf_args $1 $2) \
-      "${unpacked_args[@]}"
+      "${ua[@]}"
     "$PY" scripts/bench/trace_summary.py --label "unpacked $1 $2" --top 12 "$TR"/trace-rank0.json \
       > "$OUTD/trace_unpacked_$1_$2.txt" 2>&1
     "$PY" - "$TR"/trace-rank0.json >> "$OUTD/trace_unpacked_$1_$2.txt" <<'PYEOF'

@@ -13,7 +13,9 @@
 # Prints the A/B table (tokens/s, peak allocated and reserved GiB, the cuda_graphs line) and one
 # GRAPHS_AB line per shape; exit 1 when a pair's losses differ beyond MAX_REL or a run failed.
 # Env: KNOB (LF_CUDA_GRAPHS: the 0/1 variable the pairs differ in), SHAPES ("0.5b lora,0.5b full"), STEPS (15), MAX_REL (2e-3), RUN_TIMEOUT (240 s), CKPT=1, ACCUM=N,
-#      TRACE=1 (an LF_PROFILE_TRACE of the first shape graphed, steps 6:7, summarised).
+#      TRACE=1 (an LF_PROFILE_TRACE of the first shape graphed, steps 6:7, summarised),
+#      UNPACKED=1 (the unpacked benchmark's rows instead: packing off, prompts masked, shapes vary).
+# Speeds compared are non-padding tokens/s (the graphed rows are padded to LF_CUDA_GRAPH_BUCKET).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 export OUT=${OUT:-out/device}
@@ -31,12 +33,14 @@ fi
 . scripts/bench/bench_common.sh
 extra=""; [[ ${CKPT:-0} == 1 ]] && extra="disable_gradient_checkpointing=false"
 [[ -n ${ACCUM:-} ]] && extra+=" gradient_accumulation_steps=$ACCUM"
+[[ ${UNPACKED:-0} == 1 ]] && unpacked_data
 IFS=, read -ra AB <<< "${SHAPES:-0.5b lora,0.5b full}"
 KNOB=${KNOB:-LF_CUDA_GRAPHS}
 for r in "${AB[@]}"; do
   set -- $r
   for g in 1 0; do
-    run "lf $1 $2 $KNOB=$g" env $KNOB=$g $LF $(lf_args $1 $2) $extra output_dir=$WORK/out/$1-$2-g$g
+    run "lf $1 $2 $KNOB=$g" env $KNOB=$g $LF $(lf_args $1 $2) $extra \
+      $( [[ ${UNPACKED:-0} == 1 ]] && unpacked_args $1 $2 ) output_dir=$WORK/out/$1-$2-g$g
     grep -E "CUDA graphs" "$OUTD/cur.log" | head -3
   done
 done
@@ -69,8 +73,8 @@ for shape in shapes:
     da, db = on["data"], off["data"]
     verdict = "pass" if rel <= max_rel else "FAIL"
     ok = ok and rel <= max_rel
-    print(f"GRAPHS_AB {size} {mode}: {knob}=1 {da['tokens_per_s']:,.0f} tok/s vs =0 {db['tokens_per_s']:,.0f} = "
-          f"x{da['tokens_per_s'] / db['tokens_per_s']:.3f}; peak {da.get('peak_memory_gib', 0):.1f} vs "
+    ta, tb = da.get("real_tokens_per_s", da["tokens_per_s"]), db.get("real_tokens_per_s", db["tokens_per_s"])
+    print(f"GRAPHS_AB {size} {mode}: {knob}=1 {ta:,.0f} real tok/s vs =0 {tb:,.0f} = x{ta / tb:.3f}; peak {da.get('peak_memory_gib', 0):.1f} vs "
           f"{db.get('peak_memory_gib', 0):.1f} GiB allocated, {da.get('peak_reserved_gib', 0):.1f} vs "
           f"{db.get('peak_reserved_gib', 0):.1f} reserved; {len(a)} steps, max rel loss diff {rel:.2e} ({verdict}); "
           f"{da.get('cuda_graphs', 'no cuda_graphs field')}")

@@ -12,8 +12,10 @@
 // gradients are the graph's outputs: each replay writes them into the same tensors, which are
 // put back into the parameters' .grad after it (the optimizer's zero_grad drops them). Only
 // a step's first micro-step replays the first graph; further ones (gradient accumulation)
-// replay a second graph that adds into those gradients in place; batches of another shape
-// than the warm-up's run eagerly (unpacked rows: nearly all of them; bucketing is not done).
+// replay a second graph that adds into those gradients in place. Each batch shape gets its
+// graphs when first seen (after the run's first micro-step, the warm-up); unpacked rows are
+// padded to graph_bucket_width() so that the shapes are few; they share one memory pool and
+// one set of gradient tensors (a later shape's first graph zeroes them, then adds).
 //
 // Where it applies (make_micro_step_graph returns nullptr elsewhere, and the CPU build
 // always): a CUDA device, one process (no unit hooks, no gradient routes), no dropout (the
@@ -64,6 +66,10 @@ struct StepGraphSetup {
 
 // LF_CUDA_GRAPHS=0 turns graphs off (for comparison); a value other than 0/1 is an error.
 bool cuda_graphs_requested();
+// The padding multiple of the rows while graphs run (LF_CUDA_GRAPH_BUCKET, default 128; an
+// unpacked run's batch shapes are then at most cutoff_len / this per micro-batch size): a
+// value that is not a positive multiple of 8 is an error.
+int64_t graph_bucket_width();
 // Why graphs do not apply to this run ("" when they do), for the log.
 std::string step_graph_refusal(const StepGraphSetup& s);
 std::unique_ptr<MicroStepGraph> make_micro_step_graph(StepGraphSetup setup);

@@ -33,6 +33,18 @@ struct Captured {
   int64_t replays = 0;
 };
 
+// The graphs of one batch shape: the first micro-step's and the accumulating one, and the
+// input buffers each replay's batch is copied into.
+struct Bucket {
+  BatchKey key;
+  DeviceBatch inputs;
+  Captured first, accumulate;
+};
+
+// Shapes beyond this many run eagerly (rows are padded to graph_bucket_width(), so a run's
+// shapes are the micro-batch sizes times cutoff_len / that width: 16 for 2048 / 128).
+constexpr size_t kMaxBuckets = 32;
+
 class CudaMicroStepGraph final : public MicroStepGraph {
  public:
   explicit CudaMicroStepGraph(StepGraphSetup s)
@@ -41,24 +53,33 @@ class CudaMicroStepGraph final : public MicroStepGraph {
   std::optional<at::Tensor> run(const Batch& b, double factor) override {
     if (failed_) return eager();
     const auto key = key_of(b);
+    Bucket* k = find(key);
     if (!grads_unset()) {  // a later micro-step of the step: it adds into the gradients
-      if (!first_.graph || accumulate_failed_ || key != key_ || !grads_are_the_graphs()) return eager();
-      return accumulate_.graph ? std::optional(replay(accumulate_, b, factor)) : capture(accumulate_, b, factor);
+      if (grads_.empty() || !grads_are_the_graphs()) return eager();
+      if (!k && !(k = add(b, key))) return eager();
+      if (k->accumulate.graph) return replay(*k, k->accumulate, b, factor);
+      return accumulate_failed_ ? eager() : capture(*k, k->accumulate, b, factor);
     }
-    if (first_.graph) return key == key_ ? std::optional(replay(first_, b, factor)) : eager();
-    if (!warmed_) return warm_up(b, factor, key);
-    // Only the warm-up's shape is captured, when it comes again: with unpacked rows (a shape a
-    // batch) that may be never, and every micro-step then runs eagerly at its usual cost.
-    if (key != key_) return eager();
-    return capture(first_, b, factor);
+    if (k && k->first.graph) return replay(*k, k->first, b, factor);
+    if (!warmed_) return warm_up(b, factor);
+    if (!k && !(k = add(b, key))) return eager_first();
+    return capture(*k, k->first, b, factor);
   }
 
   std::string describe() const override {
     if (failed_) return fmt::format("CUDA graphs: capture failed ({}); every micro-step eager", failure_);
-    if (!first_.graph) return fmt::format("CUDA graphs: nothing captured; {} eager micro-steps", eager_);
-    return fmt::format("CUDA graphs: shape [{}], {} first-micro-step replays, {} accumulation replays, {} eager "
+    if (buckets_.empty()) return fmt::format("CUDA graphs: nothing captured; {} eager micro-steps", eager_);
+    int64_t first = 0, accumulate = 0;
+    std::vector<std::string> shapes;
+    for (const auto& k : buckets_) {
+      first += k->first.replays;
+      accumulate += k->accumulate.replays;
+      shapes.push_back(fmt::format("[{}]", fmt::join(k->key.shape, ", ")));
+    }
+    return fmt::format("CUDA graphs: {} shape{} {}, {} first-micro-step replays, {} accumulation replays, {} eager "
                        "micro-steps",
-                       fmt::join(key_.shape, ", "), first_.replays, accumulate_.replays, eager_);
+                       buckets_.size(), buckets_.size() == 1 ? "" : "s", fmt::join(shapes, " "), first, accumulate,
+                       eager_);
   }
 
  private:
@@ -67,10 +88,46 @@ class CudaMicroStepGraph final : public MicroStepGraph {
     return std::nullopt;
   }
 
+  // A first micro-step the caller runs eagerly once graphs exist: it accumulates into the
+  // graphs' gradient tensors, zeroed here (no second set of gradients in memory, and the
+  // accumulation graph of its shape may still replay after it).
+  std::nullopt_t eager_first() {
+    lend_grads(/*zero=*/true);
+    return eager();
+  }
+
+  void lend_grads(bool zero) {
+    if (zero) at::_foreach_zero_(defined_grads());
+    for (size_t i = 0; i < grads_.size(); ++i)
+      if (grads_[i].defined()) s_.trainable[i]->mutable_grad() = grads_[i];
+  }
+
+  std::vector<at::Tensor> defined_grads() const {
+    std::vector<at::Tensor> out;
+    for (const auto& g : grads_)
+      if (g.defined()) out.push_back(g);
+    return out;
+  }
+
   bool grads_unset() const {
     for (const auto* p : s_.trainable)
       if (p->grad().defined()) return false;
     return true;
+  }
+
+  Bucket* find(const BatchKey& key) {
+    for (auto& k : buckets_)
+      if (k->key == key) return k.get();
+    return nullptr;
+  }
+
+  Bucket* add(const Batch& b, const BatchKey& key) {
+    if (buckets_.size() >= kMaxBuckets) return nullptr;
+    auto k = std::make_unique<Bucket>();
+    k->key = key;
+    k->inputs = to_device(b);
+    buckets_.push_back(std::move(k));
+    return buckets_.back().get();
   }
 
   DeviceBatch to_device(const Batch& b) const {
@@ -78,10 +135,10 @@ class CudaMicroStepGraph final : public MicroStepGraph {
     return {on(b.input_ids), on(b.labels), on(b.position_ids), on(b.segment_ids)};
   }
 
-  // The first micro-step of a shape runs eagerly on the capture stream: what a capture cannot
-  // do (cuBLAS handles and workspaces, autograd's device thread, the kernels' lazy state)
-  // happens here, on the stream that will capture.
-  at::Tensor warm_up(const Batch& b, double factor, const BatchKey& key) {
+  // The run's first micro-step runs eagerly on the capture stream: what a capture cannot do
+  // (cuBLAS handles and workspaces, autograd's device thread, the kernels' lazy state) happens
+  // here, on the stream that will capture. Later shapes are captured when first seen.
+  at::Tensor warm_up(const Batch& b, double factor) {
     c10::cuda::device_synchronize();
     at::Tensor loss;
     {
@@ -93,65 +150,63 @@ class CudaMicroStepGraph final : public MicroStepGraph {
     // accumulation micro-step before the capture would reserve a second set of activations.
     c10::cuda::CUDACachingAllocator::emptyCache();
     warmed_ = true;
-    key_ = key;
+    factor_ = at::empty({}, at::TensorOptions().dtype(at::kFloat).device(s_.device));
     ++eager_;
     return loss;
   }
 
-  void fill(const Batch& b, double factor) {
-    static_.input_ids.copy_(b.input_ids);
-    static_.labels.copy_(b.labels);
-    if (b.position_ids.defined()) static_.position_ids.copy_(b.position_ids);
-    if (b.segment_ids.defined()) static_.segment_ids.copy_(b.segment_ids);
+  void fill(Bucket& k, const Batch& b, double factor) {
+    k.inputs.input_ids.copy_(b.input_ids);
+    k.inputs.labels.copy_(b.labels);
+    if (b.position_ids.defined()) k.inputs.position_ids.copy_(b.position_ids);
+    if (b.segment_ids.defined()) k.inputs.segment_ids.copy_(b.segment_ids);
     factor_.fill_(factor);
   }
 
-  // The first micro-step's graph writes the gradients (they are its outputs, attached to .grad
-  // after each replay); the accumulation graph, captured while they are attached, adds into
-  // them in place and shares the first one's memory pool (never replayed at the same time).
-  std::optional<at::Tensor> capture(Captured& g, const Batch& b, double factor) {
-    const bool first = &g == &first_;
-    if (first) {
-      static_ = to_device(b);  // the graphs' input buffers: each replay's batch is copied into them
-      factor_ = at::empty({}, at::TensorOptions().dtype(at::kFloat).device(s_.device));
-    }
-    fill(b, factor);
+  // The run's first graph writes the gradients: they are its outputs, attached to .grad after
+  // each replay. Every later graph adds into those tensors in place (a later shape's first
+  // micro-step zeroes them inside its graph first), and all share the first graph's memory pool
+  // (replays never overlap; the outputs that outlive a replay, losses and gradients, stay held).
+  std::optional<at::Tensor> capture(Bucket& k, Captured& g, const Batch& b, double factor) {
+    const bool first = &g == &k.first, writes_grads = first && grads_.empty();
+    fill(k, b, factor);
+    if (first && !writes_grads) lend_grads(/*zero=*/false);  // zeroed inside the graph
     c10::cuda::device_synchronize();
-    c10::cuda::CUDACachingAllocator::emptyCache();  // the eager steps' cached blocks: the graph has its own pool
+    c10::cuda::CUDACachingAllocator::emptyCache();  // the eager steps' cached blocks: the graphs have their own pool
     g.graph = std::make_unique<at::cuda::CUDAGraph>();
     try {
       const c10::cuda::CUDAStreamGuard guard(stream_);
-      if (first) g.graph->capture_begin();
-      else g.graph->capture_begin(first_.graph->pool());
+      if (pool_) g.graph->capture_begin(*pool_);
+      else g.graph->capture_begin();
       try {
-        g.loss = s_.step(static_, factor_);
+        if (first && !writes_grads) at::_foreach_zero_(defined_grads());
+        g.loss = s_.step(k.inputs, factor_);
       } catch (...) {
         abandon_capture();
         throw;
       }
       g.graph->capture_end();
     } catch (const std::exception& e) {
-      return give_up(g, e.what());
+      return give_up(first, e.what());
     }
-    if (first)
+    if (!pool_) pool_ = g.graph->pool();
+    if (writes_grads)
       for (auto* p : s_.trainable) grads_.push_back(p->grad());  // the graph's outputs (undefined: unused)
     spdlog::info("CUDA graphs: captured the {} micro-step of shape [{}]", first ? "first" : "accumulating",
-                 fmt::join(key_.shape, ", "));
-    return replay(g, b, factor);
+                 fmt::join(k.key.shape, ", "));
+    return replay(k, g, b, factor);
   }
 
-  at::Tensor replay(Captured& g, const Batch& b, double factor) {
-    fill(b, factor);
+  at::Tensor replay(Bucket& k, Captured& g, const Batch& b, double factor) {
+    fill(k, b, factor);
     g.graph->replay();
-    if (&g == &first_)
-      for (size_t i = 0; i < grads_.size(); ++i)
-        if (grads_[i].defined()) s_.trainable[i]->mutable_grad() = grads_[i];
+    if (&g == &k.first) lend_grads(/*zero=*/false);
     ++g.replays;
     return g.loss;
   }
 
-  // Whether .grad holds exactly the first graph's outputs (the accumulation graph adds into
-  // those addresses; after an eager first micro-step they are other tensors).
+  // Whether .grad holds exactly the graphs' gradient tensors (the accumulation graphs add into
+  // those addresses; after an eager micro-step that did not borrow them they are other tensors).
   bool grads_are_the_graphs() const {
     for (size_t i = 0; i < grads_.size(); ++i)
       if (s_.trainable[i]->grad().unsafeGetTensorImpl() != grads_[i].unsafeGetTensorImpl()) return false;
@@ -167,19 +222,17 @@ class CudaMicroStepGraph final : public MicroStepGraph {
     (void)cudaGetLastError();
   }
 
-  // This micro-step, of which nothing ran, runs eagerly, and so does every later one that
-  // would have used this graph (a failed first graph: the whole run).
-  std::nullopt_t give_up(Captured& g, const std::string& what) {
-    const bool first = &g == &first_;
+  // This micro-step, of which nothing ran, runs eagerly. A failed first micro-step leaves the
+  // whole run eager (the gradients the capture attached hold nothing); a failed accumulating
+  // one, the accumulation micro-steps (the gradients the step's first micro-step wrote stay).
+  std::nullopt_t give_up(bool first, const std::string& what) {
     const auto why = what.substr(0, what.find('\n'));
-    // Kept, not destroyed: a pool a capture never finished is not handed back.
-    (void)g.graph.release();
     if (first) {
       failed_ = true;
       failure_ = why;
-      for (auto* p : s_.trainable) p->mutable_grad() = at::Tensor();  // what the capture attached
+      for (auto* p : s_.trainable) p->mutable_grad() = at::Tensor();
     } else {
-      accumulate_failed_ = true;  // the gradients the first graph wrote stay: this step adds to them
+      accumulate_failed_ = true;
     }
     c10::cuda::device_synchronize();
     spdlog::warn("CUDA graphs: the {} micro-step could not be captured ({}); it stays eager (LF_CUDA_GRAPHS=0 "
@@ -190,9 +243,9 @@ class CudaMicroStepGraph final : public MicroStepGraph {
 
   StepGraphSetup s_;
   c10::cuda::CUDAStream stream_;
-  Captured first_, accumulate_;
-  BatchKey key_;
-  DeviceBatch static_;
+  // Graphs are kept, failed captures too: a pool a capture never finished is not handed back.
+  std::vector<std::unique_ptr<Bucket>> buckets_;
+  std::optional<c10::MempoolId_t> pool_;  // the first graph's, shared by the others
   at::Tensor factor_;
   std::vector<at::Tensor> grads_;  // the first graph's gradient outputs, by s_.trainable's order
   bool warmed_ = false, failed_ = false, accumulate_failed_ = false;

@@ -63,7 +63,10 @@ std::unique_ptr<MicroStepGraph> Trainer::State::make_graph() {
     if (device.is_cuda()) spdlog::info("CUDA graphs: off ({})", why);
     return nullptr;
   }
-  return make_micro_step_graph(std::move(g));
+  auto graph = make_micro_step_graph(std::move(g));
+  // Packed rows all have cutoff_len's length already: bucketing would only pad them further.
+  if (graph && !c.packing) pad_multiple = graph_bucket_width();
+  return graph;
 }
 
 at::Tensor Trainer::State::eager_micro_step(const Batch& b, double factor, PhaseClock& phases) {
@@ -112,7 +115,7 @@ StepRecord Trainer::State::run_step(const std::vector<int64_t>& perm, int64_t st
       if (strategy->needs_every_forward()) forward_backward_without_targets();
       continue;
     }
-    const auto b = collate(data, micro[static_cast<size_t>(k)], s.pad_id);
+    const auto b = collate(data, micro[static_cast<size_t>(k)], s.pad_id, pad_multiple);
     std::optional<at::Tensor> graphed;
     if (graph) {
       RECORD_USER_SCOPE("lf::graph_replay");

@@ -103,6 +103,7 @@ struct Trainer::State {
   ModelFlops model_flops;  // for lf_train_mfu
   double peak_flops = 0;   // the device's peak FLOP/s (peak_flops.h); 0: MFU not reported
   std::unique_ptr<MicroStepGraph> graph;  // CUDA graphs of the micro-step (step_graph.h), or none
+  int64_t pad_multiple = kPadToMultipleOf;  // the rows' padding: graph_bucket_width() under graphs
 
   // Log state (HF TrainerState.log_history and LLaMA-Factory's trainer_log.jsonl).
   json log_history = json::array();

@@ -51,6 +51,19 @@ TEST(StepGraph, RefusalsNameTheReason) {
   EXPECT_TRUE(cuda_graphs_requested());
 }
 
+TEST(StepGraph, BucketWidthIsAMultipleOfEight) {
+  ::unsetenv("LF_CUDA_GRAPH_BUCKET");
+  EXPECT_EQ(graph_bucket_width(), 128);
+  {
+    const EnvVar w("LF_CUDA_GRAPH_BUCKET", "64");
+    EXPECT_EQ(graph_bucket_width(), 64);
+  }
+  for (const char* bad : {"100", "0", "-8", "wide"}) {
+    const EnvVar w("LF_CUDA_GRAPH_BUCKET", bad);
+    EXPECT_THROW(graph_bucket_width(), std::exception) << bad;
+  }
+}
+
 TEST(StepGraph, BadKnobValueIsAnError) {
   const EnvVar bad("LF_CUDA_GRAPHS", "yes");
   EXPECT_THROW(cuda_graphs_requested(), std::exception);

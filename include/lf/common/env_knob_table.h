@@ -152,6 +152,9 @@ inline constexpr EnvKnob kEnvKnobs[] = {
      "1: at world size 1 on a GPU, each step's first micro-step (forward, loss, backward) is captured once as a CUDA "
      "graph and replayed (no dropout; other batch shapes and accumulation micro-steps run eagerly); 0: eager "
      "(for comparison)"},
+    {"LF_CUDA_GRAPH_BUCKET", KnobType::kInt, "128", "", "lf-worker",
+     "with CUDA graphs on, unpacked rows are padded to a multiple of this many tokens (a multiple of 8), so that a "
+     "run has few batch shapes and each gets its graph (cutoff_len 2048: 16)"},
     {"LF_VARLEN_ATTENTION", KnobType::kBool, "1", "", "lf-worker",
      "1: neat_packing on a GPU runs flash attention over each packed sequence (variable lengths, no mask); 0: "
      "SDPA under the block-diagonal mask, as on the CPU (for comparison)"},
