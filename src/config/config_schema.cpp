@@ -127,8 +127,8 @@ std::vector<KeyDecl> data_keys() {
           .data(LF_DATA(packing))
           .differs("None: off for sft, on for pt (LLaMA-Factory's rule)"),
       implemented("neat_packing", LF_FIELD(neat_packing),
-                  "packing without attention across the packed sequences (per-sequence positions, a block-diagonal "
-                  "causal mask); implies packing, as LLaMA-Factory's")
+                  "packing without attention across the packed sequences (per-sequence positions; flash varlen "
+                  "attention on a GPU, a block-diagonal causal mask elsewhere); implies packing, as LLaMA-Factory's")
           .data(LF_DATA(neat_packing)),
       implemented("tokenized_path", LF_FIELD(tokenized_path), "a tokenized cache folder: written once, then loaded")
           .data(LF_DATA(tokenized_path)),

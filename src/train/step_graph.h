@@ -7,15 +7,14 @@
 // ignored ones masked: lm_head_loss_sum_all_rows, so shapes depend on [B,T] only) and its
 // backward of loss x factor (the step's loss scale / target count, a device scalar refilled
 // before each replay). The run's first micro-step runs eagerly on the graph's stream (warm-up:
-// cuBLAS handles, autograd's device thread, lazy kernel state); the next first micro-step of
-// that shape is captured and replayed, and so is every later one. The
-// gradients are the graph's outputs: each replay writes them into the same tensors, which are
-// put back into the parameters' .grad after it (the optimizer's zero_grad drops them). Only
-// a step's first micro-step replays the first graph; further ones (gradient accumulation)
-// replay a second graph that adds into those gradients in place. Each batch shape gets its
-// graphs when first seen (after the run's first micro-step, the warm-up); unpacked rows are
-// padded to graph_bucket_width() so that the shapes are few; they share one memory pool and
-// one set of gradient tensors (a later shape's first graph zeroes them, then adds).
+// cuBLAS handles, autograd's device thread, lazy kernel state); after it each batch shape is
+// captured when first seen and replayed from then on (unpacked rows are padded to
+// graph_bucket_width(), so the shapes are few). The run's first graph writes the gradients as
+// its outputs: each replay writes them into the same tensors, which are put back into the
+// parameters' .grad after it (the optimizer's zero_grad drops them). Every other graph adds
+// into those tensors: another shape's first-micro-step graph zeroes them first, and a step's
+// further micro-steps (gradient accumulation) replay an accumulating graph of their shape. All
+// graphs share one memory pool (their replays never overlap).
 //
 // Where it applies (make_micro_step_graph returns nullptr elsewhere, and the CPU build
 // always): a CUDA device, one process (no unit hooks, no gradient routes), no dropout (the
@@ -51,7 +50,7 @@ class MicroStepGraph {
   // Runs micro-step `b` (graphed, or eagerly as the warm-up) and returns its loss sum, or
   // nullopt when the caller must run it eagerly itself (another shape, accumulation, no graph).
   virtual std::optional<at::Tensor> run(const Batch& b, double factor) = 0;
-  // "CUDA graphs: 1 shape captured [4, 2048], 118 replays, 3 eager micro-steps" for the perf line.
+  // "CUDA graphs: 2 shapes [4, 2048] [2, 2048], 118 first-micro-step replays, ..." for the perf line.
   virtual std::string describe() const = 0;
 };
 

@@ -97,16 +97,16 @@ class CudaMicroStepGraph final : public MicroStepGraph {
   }
 
   void lend_grads(bool zero) {
-    if (zero) at::_foreach_zero_(defined_grads());
+    if (zero) zero_grads();
     for (size_t i = 0; i < grads_.size(); ++i)
       if (grads_[i].defined()) s_.trainable[i]->mutable_grad() = grads_[i];
   }
 
-  std::vector<at::Tensor> defined_grads() const {
-    std::vector<at::Tensor> out;
+  void zero_grads() {  // one multi-tensor kernel
+    std::vector<at::Tensor> defined;
     for (const auto& g : grads_)
-      if (g.defined()) out.push_back(g);
-    return out;
+      if (g.defined()) defined.push_back(g);
+    if (!defined.empty()) at::_foreach_zero_(defined);
   }
 
   bool grads_unset() const {
@@ -179,7 +179,7 @@ class CudaMicroStepGraph final : public MicroStepGraph {
       if (pool_) g.graph->capture_begin(*pool_);
       else g.graph->capture_begin();
       try {
-        if (first && !writes_grads) at::_foreach_zero_(defined_grads());
+        if (first && !writes_grads) zero_grads();
         g.loss = s_.step(k.inputs, factor_);
       } catch (...) {
         abandon_capture();
