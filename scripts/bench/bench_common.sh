@@ -107,9 +107,10 @@ json.dump(rows, open(f"{sys.argv[1]}/unpacked.json", "w"))
 json.dump({"unpacked": {"file_name": "unpacked.json"}}, open(f"{sys.argv[1]}/dataset_info.json", "w"))
 PYEOF
 }
+unpacked_tok() { echo "$WORK/tok_unpacked_$1_$2"; }  # SIZE MODE: lf-train's tokenized cache (the peer reads it)
 unpacked_args() {  # SIZE MODE
   echo "dataset=unpacked dataset_dir=$DATA packing=false train_on_prompt=false cutoff_len=2048 \
-tokenized_path=$WORK/tok_unpacked_$1_$2"
+tokenized_path=$(unpacked_tok $1 $2)"
 }
 
 # Two agents on this host, each with half of the GPUs, over the network transport.

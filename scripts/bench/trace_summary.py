@@ -13,7 +13,8 @@ fell in, lf::ddp_hook's launches apart):
   nccl_ms        NCCL kernels: summed, their union, and how much of that union no compute
                  overlaps (exposed), plus the tail: last NCCL end - last backward compute end
 Prints one line `RESULT {json}` per rank (the bench scripts collect RESULT lines), and with
---top the N longest kernels of each phase, to compare a 1-GPU trace with a 2-GPU one.
+--top the N longest kernels of each phase, to compare a 1-GPU trace with a 2-GPU one, and with
+--runtime the N host CUDA runtime calls of most total time (cudaMalloc, syncs, launches).
 """
 import argparse
 import bisect
@@ -149,13 +150,29 @@ def summarise(path, top):
     return result, tops
 
 
+def print_runtime_calls(path, n):
+    """The n host CUDA runtime calls with the most total time over the traced steps."""
+    total, count = defaultdict(float), defaultdict(int)
+    with open(path) as f:
+        for e in json.load(f)["traceEvents"]:
+            if e.get("cat") == "cuda_runtime" and "dur" in e:
+                total[e["name"]] += e["dur"] / 1e3
+                count[e["name"]] += 1
+    print(f"host runtime calls over the traced steps ({path}; ms, count):")
+    for name in sorted(total, key=total.get, reverse=True)[:n]:
+        print(f"  {name:40s} {total[name]:9.2f} {count[name]:7d}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--label", default="")
     ap.add_argument("--top", type=int, default=0)
+    ap.add_argument("--runtime", type=int, default=0, help="also list the N costliest host CUDA runtime calls")
     ap.add_argument("traces", nargs="+")
     a = ap.parse_args()
     for path in a.traces:
+        if a.runtime:
+            print_runtime_calls(path, a.runtime)
         result, tops = summarise(path, a.top)
         if a.label:
             result["label"] = a.label

@@ -12,7 +12,7 @@
 # Env: SHAPES, STEPS, RUN_TIMEOUT (600 s: compile recompiles), PEERS ("eager compile"; "" for
 #      lf-train alone), VARIANT (a label suffix for lf-train's row, e.g. when an env var differs),
 #      TRACE_STEPS (e.g. 20:21: one more lf-train run under LF_PROFILE_TRACE, summarised with
-#      trace_summary.py, and its host runtime calls by total time), TINY=1 (CPU dry run, tiny model).
+#      trace_summary.py --runtime: its host runtime calls by total time), TINY=1 (CPU dry run, tiny model).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 . scripts/bench/bench_common.sh
@@ -22,7 +22,6 @@ IFS=, read -ra RUNS <<< "${SHAPES:-0.5b lora,1.5b full}"
 peer_dev=(); [[ ${TINY:-0} == 1 ]] && peer_dev=(--device cpu --shape tiny)
 for r in "${RUNS[@]}"; do
   set -- $r
-  TOK=$WORK/tok_unpacked_$1_$2
   ua=($(unpacked_args $1 $2) max_steps=$((STEPS + 3)) output_dir=$WORK/out/unpacked-$1-$2)
   run "lf-unpacked${VARIANT:+-$VARIANT} $1 $2" $LF $(lf_args $1 $2) "${ua[@]}"
   if [[ -n ${TRACE_STEPS:-} ]]; then
@@ -30,25 +29,14 @@ for r in "${RUNS[@]}"; do
     rm -rf "$TR"
     run "trace-unpacked $1 $2" env LF_PROFILE_TRACE="$TR" LF_PROFILE_TRACE_STEPS=$TRACE_STEPS $LF $(lf_args $1 $2) \
       "${ua[@]}"
-    "$PY" scripts/bench/trace_summary.py --label "unpacked $1 $2" --top 12 "$TR"/trace-rank0.json \
+    "$PY" scripts/bench/trace_summary.py --label "unpacked $1 $2" --top 12 --runtime 12 "$TR"/trace-rank0.json \
       > "$OUTD/trace_unpacked_$1_$2.txt" 2>&1
-    "$PY" - "$TR"/trace-rank0.json >> "$OUTD/trace_unpacked_$1_$2.txt" <<'PYEOF'
-import json, sys
-from collections import defaultdict
-tot, n = defaultdict(float), defaultdict(int)
-for e in json.load(open(sys.argv[1]))["traceEvents"]:
-    if e.get("cat") == "cuda_runtime" and "dur" in e:
-        tot[e["name"]] += e["dur"] / 1e3; n[e["name"]] += 1
-print("host runtime calls over the traced steps (ms, count):")
-for k in sorted(tot, key=tot.get, reverse=True)[:12]:
-    print(f"  {k:40s} {tot[k]:9.2f} {n[k]:7d}")
-PYEOF
     cat "$OUTD/trace_unpacked_$1_$2.txt"
   fi
   for c in ${PEERS-eager compile}; do
     flag=""; [[ $c == compile ]] && flag=--compile
-    run "hf-unpacked$flag $1 $2" "$PY" scripts/bench/unpacked_peer.py --cache $TOK/train.lftok --model $1 --mode $2 \
-      --mbs 4 --steps $STEPS ${peer_dev[@]+"${peer_dev[@]}"} $flag
+    run "hf-unpacked$flag $1 $2" "$PY" scripts/bench/unpacked_peer.py --cache "$(unpacked_tok $1 $2)/train.lftok" \
+      --model $1 --mode $2 --mbs 4 --steps $STEPS ${peer_dev[@]+"${peer_dev[@]}"} $flag
   done
 done
 print_table
