@@ -1,5 +1,7 @@
 #include "lf/model/checkpointing.h"
 
+#include "lf/model/backward_only_linear.h"
+
 #include <ATen/ATen.h>
 #include <torch/csrc/autograd/autograd.h>
 #include <torch/csrc/autograd/custom_function.h>
@@ -24,28 +26,51 @@ struct LayerCheckpoint : public torch::autograd::Function<LayerCheckpoint> {
     ctx->saved_data["cu_seqlens"] = rope->varlen.cu_seqlens;
     ctx->saved_data["max_seqlen"] = rope->varlen.max_seqlen;
     ctx->saved_data["training"] = training;
-    ctx->save_for_backward({x});
-    return layer->forward(x, *rope, training);
+    if (!lean_recompute_enabled()) {
+      ctx->save_for_backward({x});
+      return layer->forward(x, *rope, training);
+    }
+    auto [y, mid] = layer->forward_keeping_mid(x, *rope, training);
+    ctx->save_for_backward({x, mid});
+    return y;
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grad_out) {
-    const auto x = ctx->get_saved_variables()[0];
+    const auto saved = ctx->get_saved_variables();
+    const auto& x = saved[0];
     const auto* layer = reinterpret_cast<const DecoderLayer*>(ctx->saved_data["layer"].toInt());
     const RopeTables rope{ctx->saved_data["cos"].toTensor(), ctx->saved_data["sin"].toTensor(),
                           ctx->saved_data["mask"].toTensor(),
                           {ctx->saved_data["cu_seqlens"].toTensor(), ctx->saved_data["max_seqlen"].toInt()}};
+    const bool training = ctx->saved_data["training"].toBool();
     auto gen = at::globalContext().defaultGenerator(x.device());
     const bool rng = ctx->saved_data.count("rng") > 0;
     const auto now = rng ? gen.get_state() : at::Tensor();
     if (rng) gen.set_state(ctx->saved_data["rng"].toTensor());
     auto input = x.detach().requires_grad_(true);
-    at::Tensor y;
+    if (saved.size() == 1) {  // LF_LEAN_RECOMPUTE=0: the whole layer again
+      at::Tensor y;
+      {
+        at::AutoGradMode enable(true);
+        y = layer->forward(input, rope, training);
+      }
+      if (rng) gen.set_state(now);
+      torch::autograd::backward({y}, {grad_out[0]});
+      return {input.grad(), at::Tensor(), at::Tensor(), at::Tensor()};
+    }
+    // Lean: each half from its own saved input, without the projections whose outputs backward
+    // never reads (DecoderLayer::mlp_half_for_backward); the MLP half's backward gives h its
+    // gradient, which the attention half's then takes. Same draws in the same order as forward.
+    auto mid = saved[1].detach().requires_grad_(true);
+    at::Tensor h, y;
     {
       at::AutoGradMode enable(true);
-      y = layer->forward(input, rope, ctx->saved_data["training"].toBool());
+      h = layer->attention_half_for_backward(input, rope, training);
+      y = layer->mlp_half_for_backward(mid, training);
     }
     if (rng) gen.set_state(now);
     torch::autograd::backward({y}, {grad_out[0]});
+    torch::autograd::backward({h}, {mid.grad()});
     return {input.grad(), at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };

@@ -5,6 +5,7 @@
 #include <tuple>
 
 #include "lf/kernels/fused_ops.h"
+#include "lf/model/backward_only_linear.h"
 #include "lf/model/fused_dispatch.h"
 #include "lf/model/grad_sink.h"
 #include "lf/model/sdpa.h"
@@ -34,11 +35,19 @@ at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
 
 }  // namespace
 
-at::Tensor Linear::forward(const at::Tensor& x, bool training) const {
+at::Tensor Linear::forward(const at::Tensor& x, bool training) const { return forward_with(x, training, true); }
+
+at::Tensor Linear::forward_for_backward(const at::Tensor& x, bool training) const {
+  return forward_with(x, training, /*base_values=*/false);
+}
+
+at::Tensor Linear::forward_with(const at::Tensor& x, bool training, bool base_values) const {
   if (lora_ && lora_->magnitude_.defined()) return forward_dora(x, training);
-  if (lora_ && fused_ops_for(x)) return forward_lora_accumulated(x, training);
-  auto y = at::linear(x, as(weight_, x),
-                      bias_.defined() ? std::optional<at::Tensor>(as(bias_, x)) : std::nullopt);
+  const auto w = as(weight_, x);
+  const auto b = bias_.defined() ? as(bias_, x) : at::Tensor();
+  auto y = base_values ? at::linear(x, w, b.defined() ? std::optional<at::Tensor>(b) : std::nullopt)
+                       : backward_only_linear(x, w, b);
+  if (lora_ && fused_ops_for(x)) return add_lora_accumulated(y, x, training);
   if (lora_) {
     auto h = lora_->dropout_ > 0 ? at::dropout(x, lora_->dropout_, training) : x;
     h = at::linear(at::linear(h, as(lora_->a_, x)), as(lora_->b_, x));
@@ -47,12 +56,11 @@ at::Tensor Linear::forward(const at::Tensor& x, bool training) const {
   return y;
 }
 
-// LoRA's update accumulated into the base output by its second GEMM (addmm: beta 1, alpha
+// LoRA's update accumulated into the base output y by its second GEMM (addmm: beta 1, alpha
 // scaling), instead of h * scaling and y + h: two [N, out] passes fewer in the forward and one
 // in the backward, and one rounding instead of three.
-at::Tensor Linear::forward_lora_accumulated(const at::Tensor& x, bool training) const {
+at::Tensor Linear::add_lora_accumulated(const at::Tensor& y, const at::Tensor& x, bool training) const {
   const int64_t out = weight_.size(0);
-  auto y = at::linear(x, as(weight_, x), bias_.defined() ? std::optional<at::Tensor>(as(bias_, x)) : std::nullopt);
   auto h = lora_->dropout_ > 0 ? at::dropout(x, lora_->dropout_, training) : x;
   h = at::linear(h, as(lora_->a_, x));  // [.., r]
   auto sum = at::addmm(y.reshape({-1, out}), h.reshape({-1, h.size(-1)}), as(lora_->b_, x).t(), 1.0, lora_->scaling_);
@@ -78,7 +86,18 @@ at::Tensor RmsNorm::forward(const at::Tensor& x) const {
 }
 
 at::Tensor Attention::forward(const at::Tensor& x, const RopeTables& rope, bool training) const {
+  return forward_with(x, rope, training, true);
+}
+
+at::Tensor Attention::forward_for_backward(const at::Tensor& x, const RopeTables& rope, bool training) const {
+  return forward_with(x, rope, training, /*o_values=*/false);
+}
+
+at::Tensor Attention::forward_with(const at::Tensor& x, const RopeTables& rope, bool training, bool o_values) const {
   const int64_t b = x.size(0), t = x.size(1);
+  const auto out = [&](const at::Tensor& o) {
+    return o_values ? o_proj_.forward(o, training) : o_proj_.forward_for_backward(o, training);
+  };
   // Qwen3's q/k norms sit between the projections and RoPE, which the fused path rotates in place:
   // it takes the ATen path (untested on CUDA with the norms in between; kept exact rather than fast).
   if (const auto* fused = qk_norm_ ? nullptr : fused_ops_for(x)) {
@@ -90,7 +109,7 @@ at::Tensor Attention::forward(const at::Tensor& x, const RopeTables& rope, bool 
     std::tie(q, k) = fused->rope_qk(q, k, rope.cos, rope.sin, t, head_dim_);
     auto o = attention(q.view({b, t, num_heads_, head_dim_}).transpose(1, 2),
                        k.view({b, t, num_kv_heads_, head_dim_}).transpose(1, 2), v, rope);  // [B,H,T,D]
-    return o_proj_.forward(o.transpose(1, 2).reshape({b, t, num_heads_ * head_dim_}), training);
+    return out(o.transpose(1, 2).reshape({b, t, num_heads_ * head_dim_}));
   }
   // [B,T,H*D] -> [B,T,H,D] (-> Qwen3's q/k norms) -> [B,H,T,D]
   auto q = q_proj_.forward(x, training).view({b, t, num_heads_, head_dim_});
@@ -103,28 +122,51 @@ at::Tensor Attention::forward(const at::Tensor& x, const RopeTables& rope, bool 
   k = apply_rope(k, rope);
   auto o = attention(q, k, v, rope);                              // [B,H,T,D]
   o = o.transpose(1, 2).reshape({b, t, num_heads_ * head_dim_});  // [B,T,H*D]
-  return o_proj_.forward(o, training);
+  return out(o);
 }
 
-at::Tensor Mlp::forward(const at::Tensor& x, bool training) const {
-  if (const auto* fused = fused_ops_for(x)) {
-    auto gate = gate_proj_.forward(x, training);
-    auto up = up_proj_.forward(x, training);
-    return down_proj_.forward(fused->swiglu(gate, up), training);
-  }
-  return down_proj_.forward(at::silu(gate_proj_.forward(x, training)) * up_proj_.forward(x, training), training);
+at::Tensor Mlp::forward(const at::Tensor& x, bool training) const { return forward_with(x, training, true); }
+
+at::Tensor Mlp::forward_for_backward(const at::Tensor& x, bool training) const {
+  return forward_with(x, training, /*down_values=*/false);
+}
+
+at::Tensor Mlp::forward_with(const at::Tensor& x, bool training, bool down_values) const {
+  const auto* fused = fused_ops_for(x);
+  auto gate = gate_proj_.forward(x, training);
+  auto up = up_proj_.forward(x, training);
+  auto act = fused ? fused->swiglu(gate, up) : at::silu(gate) * up;
+  return down_values ? down_proj_.forward(act, training) : down_proj_.forward_for_backward(act, training);
 }
 
 at::Tensor DecoderLayer::forward(const at::Tensor& x, const RopeTables& rope, bool training) const {
+  return forward_keeping_mid(x, rope, training).first;
+}
+
+std::pair<at::Tensor, at::Tensor> DecoderLayer::forward_keeping_mid(const at::Tensor& x, const RopeTables& rope,
+                                                                    bool training) const {
+  at::Tensor h, n;
   if (const auto* fused = fused_ops_for(x)) {
     // The residual add and the next norm in one kernel: h = x + attn, n = norm(h).
     auto attn = self_attn_.forward(input_layernorm_.forward(x), rope, training);
     const auto& post = post_attention_layernorm_;
-    auto [h, n] = fused->add_rms_norm(x, attn, as(post.weight_, x), post.eps_);
-    return h + mlp_.forward(n, training);
+    std::tie(h, n) = fused->add_rms_norm(x, attn, as(post.weight_, x), post.eps_);
+  } else {
+    h = x + self_attn_.forward(input_layernorm_.forward(x), rope, training);
+    n = post_attention_layernorm_.forward(h);
   }
-  auto h = x + self_attn_.forward(input_layernorm_.forward(x), rope, training);
-  return h + mlp_.forward(post_attention_layernorm_.forward(h), training);
+  return {h + mlp_.forward(n, training), h};
+}
+
+at::Tensor DecoderLayer::attention_half_for_backward(const at::Tensor& x, const RopeTables& rope,
+                                                     bool training) const {
+  return x + self_attn_.forward_for_backward(input_layernorm_.forward(x), rope, training);
+}
+
+// The fused add_rms_norm rounds h to the activation dtype before normalising it: norm(h) of the
+// kept h is the forward's n, bit for bit.
+at::Tensor DecoderLayer::mlp_half_for_backward(const at::Tensor& h, bool training) const {
+  return h + mlp_.forward_for_backward(post_attention_layernorm_.forward(h), training);
 }
 
 bool DecoderLayer::draws_random(bool training) const {

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <optional>
 
 #include "lf/common/error.h"
 
@@ -49,8 +50,12 @@ void AdamW::init_state() {
 
 void adamw_update(const std::vector<at::Tensor>& params, const std::vector<at::Tensor>& grads,
                   const std::vector<at::Tensor>& exp_avg, const std::vector<at::Tensor>& exp_avg_sq, int64_t step,
-                  double lr, double weight_decay, const AdamWOptions& o) {
+                  double lr, double weight_decay, const AdamWOptions& o, const at::Tensor& grad_factor) {
   c10::NoGradGuard no_grad;
+  std::vector<at::Tensor> unfused_grads;  // those the fused kernel does not scale
+  for (size_t k = 0; k < params.size(); ++k)
+    if (grad_factor.defined() && !(o.fused && params[k].is_cuda())) unfused_grads.push_back(grads[k]);
+  if (!unfused_grads.empty()) at::_foreach_mul_(unfused_grads, grad_factor.to(unfused_grads[0].scalar_type()));
   const double b1 = o.beta1, b2 = o.beta2, eps = o.eps;
   const double bias_correction1 = 1.0 - std::pow(b1, static_cast<double>(step));
   const double bias_correction2_sqrt = std::sqrt(1.0 - std::pow(b2, static_cast<double>(step)));
@@ -80,11 +85,16 @@ void adamw_update(const std::vector<at::Tensor>& params, const std::vector<at::T
     auto denom = (v.sqrt() / bias_correction2_sqrt).add_(eps);
     pm.addcdiv_(m, denom, -step_size);
   }
-  if (!fp.empty())
-    at::_fused_adamw_(fp, fg, fm, fv, {}, fs, lr, b1, b2, weight_decay, eps, /*amsgrad=*/false, /*maximize=*/false);
+  if (fp.empty()) return;
+  // The kernel divides each gradient by grad_scale (GradScaler's unscale) and stores it back.
+  const auto grad_scale = grad_factor.defined()
+                              ? std::optional<at::Tensor>(at::reciprocal(grad_factor.to(fp[0].device(), at::kFloat)))
+                              : std::nullopt;
+  at::_fused_adamw_(fp, fg, fm, fv, {}, fs, lr, b1, b2, weight_decay, eps, /*amsgrad=*/false, /*maximize=*/false,
+                    grad_scale);
 }
 
-void AdamW::step() {
+void AdamW::step(const at::Tensor& grad_factor) {
   c10::NoGradGuard no_grad;
   init_state();
   ++step_;
@@ -99,7 +109,7 @@ void AdamW::step() {
       m.push_back(exp_avg_[i]);
       v.push_back(exp_avg_sq_[i]);
     }
-    adamw_update(p, gr, m, v, step_, options_.lr * g.lr_scale, g.weight_decay, options_);
+    adamw_update(p, gr, m, v, step_, options_.lr * g.lr_scale, g.weight_decay, options_, grad_factor);
   }
 }
 

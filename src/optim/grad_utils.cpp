@@ -7,19 +7,31 @@
 
 namespace lf::optim {
 
-double clip_grad_norm(const std::vector<at::Tensor>& params, double max_norm) {
+at::Tensor global_grad_norm(const std::vector<at::Tensor>& params) {
   c10::NoGradGuard no_grad;
   std::vector<at::Tensor> grads;
   for (const auto& p : params)
     if (p.grad().defined()) grads.push_back(p.grad());
-  if (grads.empty()) return 0.0;
+  if (grads.empty()) return at::Tensor();
   // torch: the norm of the per-tensor norms (one multi-tensor launch per device / dtype group).
   std::vector<at::Tensor> norms;
   for (const auto& n : at::_foreach_norm(grads, 2)) norms.push_back(n.to(at::kFloat).to(grads[0].device()));
-  auto total = at::linalg_vector_norm(at::stack(norms), 2);
+  return at::linalg_vector_norm(at::stack(norms), 2);
+}
+
+at::Tensor clip_factor(const at::Tensor& norm, double max_norm) {
+  return at::clamp_max(max_norm / (norm + 1e-6), 1.0);
+}
+
+double clip_grad_norm(const std::vector<at::Tensor>& params, double max_norm) {
+  c10::NoGradGuard no_grad;
+  const auto total = global_grad_norm(params);
+  if (!total.defined()) return 0.0;
   if (max_norm > 0) {
-    auto coef = at::clamp_max(max_norm / (total + 1e-6), 1.0);
-    at::_foreach_mul_(grads, coef.to(grads[0].scalar_type()));
+    std::vector<at::Tensor> grads;
+    for (const auto& p : params)
+      if (p.grad().defined()) grads.push_back(p.grad());
+    at::_foreach_mul_(grads, clip_factor(total, max_norm).to(grads[0].scalar_type()));
   }
   return total.item<double>();
 }

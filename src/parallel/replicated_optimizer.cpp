@@ -6,6 +6,7 @@
 #include "lf/ckpt/optimizer_state.h"
 #include <fmt/ranges.h>
 
+#include "lf/common/env_knobs.h"
 #include "lf/common/error.h"
 #include "lf/model/tensor_io.h"
 #include "lf/optim/grad_utils.h"
@@ -43,11 +44,19 @@ bool ReplicatedOptimizer::unscale(double scale) const {
   return optim::unscale_gradients(tensors_, scale);
 }
 
-double ReplicatedOptimizer::clip(double max_norm) const { return optim::clip_grad_norm(tensors_, max_norm); }
+double ReplicatedOptimizer::clip(double max_norm) {
+  pending_clip_ = at::Tensor();
+  if (!knob_bool("LF_FUSED_CLIP").value_or(true)) return optim::clip_grad_norm(tensors_, max_norm);
+  const auto norm = optim::global_grad_norm(tensors_);
+  if (!norm.defined()) return 0.0;
+  if (max_norm > 0) pending_clip_ = optim::clip_factor(norm, max_norm);
+  return norm.item<double>();
+}
 
 void ReplicatedOptimizer::step(double lr) {
   opt_->set_lr(lr);
-  opt_->step();
+  opt_->step(pending_clip_);
+  pending_clip_ = at::Tensor();
 }
 
 int64_t ReplicatedOptimizer::numel() const {

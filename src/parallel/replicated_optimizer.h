@@ -25,10 +25,15 @@ class ReplicatedOptimizer {
 
   // Unscale in place; true when a local gradient holds inf/nan.
   bool unscale(double scale) const;
-  // Sum of squares would lose torch's rounding: the norm is torch's clip_grad_norm_.
-  double clip(double max_norm) const;
+  // Sum of squares would lose torch's rounding: the norm is torch's clip_grad_norm_. With
+  // LF_FUSED_CLIP (default) the multiply is left to step() (inside the fused CUDA AdamW; on the
+  // CPU the same multiply, just later): the gradients are unclipped until then.
+  double clip(double max_norm);
   void step(double lr);
-  void zero_grad() { opt_->zero_grad(); }
+  void zero_grad() {
+    opt_->zero_grad();
+    pending_clip_ = at::Tensor();
+  }
   int64_t steps() const { return opt_->steps(); }
   int64_t numel() const;
 
@@ -46,6 +51,7 @@ class ReplicatedOptimizer {
   std::vector<std::pair<std::string, at::Tensor>> named_;
   std::vector<at::Tensor> tensors_;
   std::unique_ptr<optim::AdamW> opt_;
+  at::Tensor pending_clip_;  // clip()'s factor for the next step(), or undefined
 };
 
 }  // namespace lf::parallel

@@ -82,6 +82,39 @@ TEST(GradUtils, ClipOnTheGlobalNorm) {
   EXPECT_NEAR(b.grad()[0].item<float>(), 0.8, 1e-5);
 }
 
+// What the trainer does with LF_FUSED_CLIP (the default): the norm and factor first, the multiply
+// inside the update. On the CPU that multiply is clip_grad_norm's own: the same bits.
+TEST(GradUtils, ClipFactorInTheStepEqualsClipThenStep) {
+  at::manual_seed(3);
+  std::vector<at::Tensor> clipped, deferred;
+  for (int64_t n : {7, 33, 1}) {
+    auto p = at::randn({n}, at::kFloat);
+    clipped.push_back(p.clone().set_requires_grad(true));
+    deferred.push_back(p.clone().set_requires_grad(true));
+  }
+  AdamW a({{clipped, 0.1}}, {1e-2, 0.9, 0.999, 1e-8});
+  AdamW b({{deferred, 0.1}}, {1e-2, 0.9, 0.999, 1e-8});
+  for (int t = 1; t <= 3; ++t) {
+    for (size_t i = 0; i < clipped.size(); ++i) {
+      auto g = at::randn(clipped[i].sizes(), at::kFloat) * 3.0;
+      clipped[i].mutable_grad() = g.clone();
+      deferred[i].mutable_grad() = g.clone();
+    }
+    const double norm = clip_grad_norm(clipped, 1.0);
+    a.step();
+    const auto total = global_grad_norm(deferred);
+    EXPECT_EQ(total.item<double>(), norm);
+    EXPECT_LT(clip_factor(total, 1.0).item<double>(), 1.0) << "the grads are clipped: the factor is exercised";
+    EXPECT_EQ(clip_factor(total, 1e9).item<double>(), 1.0);
+    b.step(clip_factor(total, 1.0));
+    for (size_t i = 0; i < clipped.size(); ++i) {
+      EXPECT_TRUE(at::equal(deferred[i].detach(), clipped[i].detach())) << "step " << t << " param " << i;
+      EXPECT_TRUE(at::equal(deferred[i].grad(), clipped[i].grad())) << "the grads are left clipped, as torch's";
+    }
+  }
+  EXPECT_FALSE(global_grad_norm({at::zeros({2})}).defined()) << "no grads: no norm";
+}
+
 TEST(GradUtils, LossScalerBacksOffAndGrows) {
   DynamicLossScaler s({1024.0, 2.0, 0.5, 3});
   auto p = at::zeros({2}, at::kFloat).set_requires_grad(true);

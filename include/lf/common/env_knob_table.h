@@ -158,6 +158,12 @@ inline constexpr EnvKnob kEnvKnobs[] = {
     {"LF_VARLEN_ATTENTION", KnobType::kBool, "1", "", "lf-worker",
      "1: neat_packing on a GPU runs flash attention over each packed sequence (variable lengths, no mask); 0: "
      "SDPA under the block-diagonal mask, as on the CPU (for comparison)"},
+    {"LF_LEAN_RECOMPUTE", KnobType::kBool, "1", "", "lf-worker",
+     "1: activation checkpointing's recompute leaves out each layer's down_proj GEMM (backward reads its input, "
+     "not its output); 0: the whole layer again, as torch.utils.checkpoint (for comparison)"},
+    {"LF_FUSED_CLIP", KnobType::kBool, "1", "", "lf-worker",
+     "1: on a GPU, max_grad_norm's clipping factor is applied inside the fused AdamW kernel (one pass over the "
+     "gradients fewer); 0: a separate multiply first, as torch's clip_grad_norm_ (for comparison)"},
     {"LF_DDP_GRAD_SINK", KnobType::kBool, "1", "", "lf-worker",
      "1: under bf16/fp16 the layers' gradients go from the cast straight into the DDP buckets; 0: through fp32 "
      ".grad tensors (same bits, for comparison)"},

@@ -14,6 +14,7 @@
 
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace lf::model {
@@ -40,10 +41,15 @@ struct Linear {
   std::unique_ptr<LoraWeights> lora_;
 
   at::Tensor forward(const at::Tensor& x, bool training) const;  // [.., in] -> [.., out]
+  // forward's autograd graph with the base GEMM's output left unwritten (backward_only_linear.h):
+  // for a checkpoint recompute that only back-propagates through this use. DoRA runs forward
+  // (its magnitude's gradient reads the base output).
+  at::Tensor forward_for_backward(const at::Tensor& x, bool training) const;
   void named_parameters(const std::string& prefix, std::vector<NamedParam>& out);
 
  private:
-  at::Tensor forward_lora_accumulated(const at::Tensor& x, bool training) const;  // the fused path's LoRA
+  at::Tensor forward_with(const at::Tensor& x, bool training, bool base_values) const;
+  at::Tensor add_lora_accumulated(const at::Tensor& y, const at::Tensor& x, bool training) const;  // the fused path's LoRA
   at::Tensor forward_dora(const at::Tensor& x, bool training) const;              // dora.cpp
 };
 
@@ -76,11 +82,21 @@ struct Attention {
   std::unique_ptr<QkNorm> qk_norm_;  // Qwen3 only
   int64_t num_heads_ = 0, num_kv_heads_ = 0, head_dim_ = 0;
   at::Tensor forward(const at::Tensor& x, const RopeTables& rope, bool training) const;  // [B,T,C]
+  // The same graph with o_proj's output unwritten (Linear::forward_for_backward).
+  at::Tensor forward_for_backward(const at::Tensor& x, const RopeTables& rope, bool training) const;
+
+ private:
+  at::Tensor forward_with(const at::Tensor& x, const RopeTables& rope, bool training, bool o_values) const;
 };
 
 struct Mlp {
   Linear gate_proj_, up_proj_, down_proj_;
   at::Tensor forward(const at::Tensor& x, bool training) const;  // silu(gate) * up -> down
+  // The same graph with down_proj's output unwritten (Linear::forward_for_backward).
+  at::Tensor forward_for_backward(const at::Tensor& x, bool training) const;
+
+ private:
+  at::Tensor forward_with(const at::Tensor& x, bool training, bool down_values) const;
 };
 
 // One pre-norm decoder layer; the unit activation checkpointing and ZeRO-3 wrap.
@@ -91,6 +107,16 @@ struct DecoderLayer {
   Mlp mlp_;
 
   at::Tensor forward(const at::Tensor& x, const RopeTables& rope, bool training) const;  // [B,T,C]
+  // Activation checkpointing's lean recompute (checkpointing.cpp) splits the layer at its
+  // residual midpoint h = x + attn(norm1(x)), which the checkpointed forward keeps beside x:
+  // forward_keeping_mid returns {forward's output, h}. The two halves' recomputes are forward's
+  // autograd graph with values left garbage where backward does not read them: o_proj's and
+  // down_proj's outputs (Linear::forward_for_backward), so h - x and the layer's output too.
+  // Only for back-propagating a gradient given from outside.
+  std::pair<at::Tensor, at::Tensor> forward_keeping_mid(const at::Tensor& x, const RopeTables& rope,
+                                                        bool training) const;
+  at::Tensor attention_half_for_backward(const at::Tensor& x, const RopeTables& rope, bool training) const;  // -> h
+  at::Tensor mlp_half_for_backward(const at::Tensor& h, bool training) const;  // h -> output
   // Whether forward(.., training) draws from the random generator (LoRA dropout): activation
   // checkpointing saves and restores the generator only then (a CUDA graph cannot capture that).
   bool draws_random(bool training) const;

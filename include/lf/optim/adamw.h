@@ -41,9 +41,13 @@ double loraplus_lr_scale(const std::string& hf_name, int64_t ndim, double ratio)
 // One AdamW update (step is the 1-based count after this update) of params from grads, with
 // their moments, all lists of equal length and matching shapes; the math above, fused on CUDA.
 // What AdamW::step runs per group; a sharded strategy calls it on its own shard pieces.
+// grad_factor (0-dim fp32 on the grads' device, optional): the grads are first multiplied by it
+// in place (clipping's factor, clip_factor in grad_utils.h): inside the fused CUDA kernel (which
+// divides by 1 / factor: within an ulp of the product), else by torch's _foreach_mul_.
 void adamw_update(const std::vector<at::Tensor>& params, const std::vector<at::Tensor>& grads,
                   const std::vector<at::Tensor>& exp_avg, const std::vector<at::Tensor>& exp_avg_sq, int64_t step,
-                  double lr, double weight_decay, const AdamWOptions& options);
+                  double lr, double weight_decay, const AdamWOptions& options,
+                  const at::Tensor& grad_factor = at::Tensor());
 
 class AdamW {
  public:
@@ -51,8 +55,9 @@ class AdamW {
 
   void set_lr(double lr) { options_.lr = lr; }
   double lr() const { return options_.lr; }
-  // One update from the current gradients; steps() counts them.
-  void step();
+  // One update from the current gradients (multiplied first by grad_factor when defined:
+  // adamw_update); steps() counts them.
+  void step(const at::Tensor& grad_factor = at::Tensor());
   void zero_grad();  // sets every grad to undefined (set_to_none, torch's default)
   int64_t steps() const { return step_; }
 

@@ -14,6 +14,12 @@ namespace lf::optim {
 // clipping (may be inf/nan; then the grads are scaled by nan, as torch does).
 double clip_grad_norm(const std::vector<at::Tensor>& params, double max_norm);
 
+// clip_grad_norm in two halves, so that the multiply can ride in the optimizer's own pass
+// (AdamW::step(grad_factor)): the global norm as a 0-dim fp32 tensor on the grads' device
+// (undefined when no grad is defined), and min(1, max_norm / (norm + 1e-6)) from it.
+at::Tensor global_grad_norm(const std::vector<at::Tensor>& params);
+at::Tensor clip_factor(const at::Tensor& norm, double max_norm);
+
 // Divides every defined grad of `params` by `scale` in place; true when any held inf/nan.
 // One flag per device and one host sync at the end.
 bool unscale_gradients(const std::vector<at::Tensor>& params, double scale);
