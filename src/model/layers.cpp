@@ -8,6 +8,8 @@
 #include "lf/model/backward_only_linear.h"
 #include "lf/model/fused_dispatch.h"
 #include "lf/model/grad_sink.h"
+#include "lf/model/lora_linear.h"
+#include "lf/model/master_weight_linear.h"
 #include "lf/model/sdpa.h"
 
 namespace lf::model {
@@ -43,8 +45,15 @@ at::Tensor Linear::forward_for_backward(const at::Tensor& x, bool training) cons
 
 at::Tensor Linear::forward_with(const at::Tensor& x, bool training, bool base_values) const {
   if (lora_ && lora_->magnitude_.defined()) return forward_dora(x, training);
+  if (!lora_ && !bias_.defined() && weight_.requires_grad() && weight_.scalar_type() == at::kFloat &&
+      x.scalar_type() != at::kFloat && grad_route(weight_) == nullptr && fused_ops_for(x) &&
+      fp32_weight_grads_enabled())
+    return master_weight_linear(x, weight_, base_values);
   const auto w = as(weight_, x);
   const auto b = bias_.defined() ? as(bias_, x) : at::Tensor();
+  if (lora_ && lora_->dropout_ == 0 && !w.requires_grad() && !(b.defined() && b.requires_grad()) &&
+      fused_ops_for(x) && fused_lora_enabled())
+    return lora_linear(x, w, b, as(lora_->a_, x), as(lora_->b_, x), lora_->scaling_, base_values);
   auto y = base_values ? at::linear(x, w, b.defined() ? std::optional<at::Tensor>(b) : std::nullopt)
                        : backward_only_linear(x, w, b);
   if (lora_ && fused_ops_for(x)) return add_lora_accumulated(y, x, training);

@@ -161,6 +161,14 @@ inline constexpr EnvKnob kEnvKnobs[] = {
     {"LF_LEAN_RECOMPUTE", KnobType::kBool, "1", "", "lf-worker",
      "1: activation checkpointing's recompute leaves out each layer's down_proj GEMM (backward reads its input, "
      "not its output); 0: the whole layer again, as torch.utils.checkpoint (for comparison)"},
+    {"LF_FUSED_LORA", KnobType::kBool, "1", "", "lf-worker",
+     "1: with the fused kernels, a LoRA projection without dropout is one autograd node whose backward adds the "
+     "adapter's input gradient into the base one's inside the GEMM; 0: ATen's ops, autograd adding them (for "
+     "comparison)"},
+    {"LF_FP32_WEIGHT_GRADS", KnobType::kBool, "1", "", "lf-worker",
+     "1: with the fused kernels, full fine-tuning's fp32 master weights get their gradients from a GEMM that "
+     "writes fp32 (no bf16 gradient, no cast pass); 0: a bf16 gradient cast to fp32, as under autocast (for "
+     "comparison)"},
     {"LF_FUSED_CLIP", KnobType::kBool, "1", "", "lf-worker",
      "1: on a GPU, max_grad_norm's clipping factor is applied inside the fused AdamW kernel (one pass over the "
      "gradients fewer); 0: a separate multiply first, as torch's clip_grad_norm_ (for comparison)"},
