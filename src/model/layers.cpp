@@ -142,8 +142,18 @@ at::Tensor Mlp::forward_for_backward(const at::Tensor& x, bool training) const {
 
 at::Tensor Mlp::forward_with(const at::Tensor& x, bool training, bool down_values) const {
   const auto* fused = fused_ops_for(x);
-  auto gate = gate_proj_.forward(x, training);
-  auto up = up_proj_.forward(x, training);
+  // The ATen path runs up_proj first, as its old one-expression form did under GCC (right to
+  // left): the order decides autograd's and so DDP's gradient order, the LoRA dropout draws and
+  // the rounding of x's summed gradient, and CPU runs stay bit-identical to earlier commits
+  // (scripts/fixtures/bitwise_runs.py). The fused path has always run gate_proj first.
+  at::Tensor gate, up;
+  if (fused) {
+    gate = gate_proj_.forward(x, training);
+    up = up_proj_.forward(x, training);
+  } else {
+    up = up_proj_.forward(x, training);
+    gate = gate_proj_.forward(x, training);
+  }
   auto act = fused ? fused->swiglu(gate, up) : at::silu(gate) * up;
   return down_values ? down_proj_.forward(act, training) : down_proj_.forward_for_backward(act, training);
 }

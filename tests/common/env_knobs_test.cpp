@@ -12,24 +12,13 @@
 
 #include "lf/common/env_knobs.h"
 #include "lf/common/error.h"
+#include "../support/scoped_env.h"
 
 namespace fs = std::filesystem;
 
 namespace {
 
-// Sets (or unsets) a variable for one scope.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = ::getenv(name)) old_ = old;
-    value ? ::setenv(name, value, 1) : ::unsetenv(name);
-  }
-  ~ScopedEnv() { old_ ? ::setenv(name_, old_->c_str(), 1) : ::unsetenv(name_); }
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
+using lf::test::ScopedEnv;
 
 std::string error_of(const std::function<void()>& read) {
   try {

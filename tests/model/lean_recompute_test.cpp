@@ -6,12 +6,12 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
-#include <cstdlib>
 
 #include "lf/model/backward_only_linear.h"
 #include "lf/model/loader.h"
 #include "lf/model/lora.h"
 #include "lf/model/loss.h"
+#include "../support/scoped_env.h"
 #include "model_test_util.h"
 
 namespace lf::model {
@@ -48,7 +48,7 @@ struct Run {
 // One checkpointed forward and backward of the tiny Qwen2 (all parameters trainable, or LoRA
 // on all seven projections), with LF_LEAN_RECOMPUTE as given.
 Run run(const char* lean, bool lora) {
-  setenv("LF_LEAN_RECOMPUTE", lean, 1);
+  const lf::test::ScopedEnv knob("LF_LEAN_RECOMPUTE", lean);
   auto model = load_causal_lm(fixture("qwen2_tiny").string(), LoadOptions{});
   model->set_gradient_checkpointing(true);
   std::vector<at::Tensor> params;
@@ -70,7 +70,6 @@ Run run(const char* lean, bool lora) {
     r.backward_linears = counter.count();
   }
   for (auto& p : params) r.grads.push_back(p.grad().clone());
-  unsetenv("LF_LEAN_RECOMPUTE");
   return r;
 }
 

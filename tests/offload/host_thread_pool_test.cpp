@@ -14,6 +14,7 @@
 
 #include "lf/common/error.h"
 #include "lf/offload/host_thread_pool.h"
+#include "../support/scoped_env.h"
 
 namespace lf::offload {
 namespace {
@@ -106,19 +107,7 @@ TEST(HostThreadPool, BadSizesAreConfigErrors) {
   EXPECT_THROW(pool.parallel_for(10, 0, [](int64_t, int64_t) {}), ConfigError);
 }
 
-// Sets (or unsets, value nullptr) an environment variable for one scope.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = getenv(name)) old_ = old;
-    value ? setenv(name, value, 1) : unsetenv(name);
-  }
-  ~ScopedEnv() { old_ ? setenv(name_, old_->c_str(), 1) : unsetenv(name_); }
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
+using lf::test::ScopedEnv;
 
 int affinity_cpus() {
   cpu_set_t set;

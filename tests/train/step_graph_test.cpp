@@ -6,19 +6,13 @@
 
 #include <string>
 
+#include "../support/scoped_env.h"
 #include "step_graph.h"
 
 namespace lf::train {
 namespace {
 
-class EnvVar {
- public:
-  EnvVar(const char* name, const char* value) : name_(name) { ::setenv(name, value, 1); }
-  ~EnvVar() { ::unsetenv(name_); }
-
- private:
-  const char* name_;
-};
+using EnvVar = lf::test::ScopedEnv;
 
 StepGraphSetup eligible() {
   StepGraphSetup s;
