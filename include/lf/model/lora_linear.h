@@ -3,9 +3,9 @@
 //
 // As separate ATen ops, autograd gives x two gradients (g W from the base GEMM, (g B) A
 // scaling from the adapter's) and adds them in a kernel of its own: one [N, in] tensor written
-// and two read again, per adapted projection and micro-step (7B, seq 8192: 17 ms a step). Here
-// the adapter's part is accumulated into the base's by its GEMM (addmm_, beta 1) instead: one
-// rounding, no add. For the fused path (fused_dispatch.h) with no LoRA dropout (LLaMA-Factory's
+// and two read again, per adapted projection and micro-step. Here the adapter's part is
+// accumulated into the base's by its GEMM (addmm_, beta 1) instead: one rounding, no add (7B
+// LoRA, checkpointed, 4 x 2048 tokens: the step's bf16 add kernels 24.5 -> 17.3 ms, 1.04x). For the fused path (fused_dispatch.h) with no LoRA dropout (LLaMA-Factory's
 // default: the adapter then reads x itself) and a frozen base weight and bias; Linear::forward
 // keeps ATen's ops elsewhere (the CPU's results stay those of the per-op path).
 #include <ATen/core/Tensor.h>
