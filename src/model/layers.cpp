@@ -45,18 +45,18 @@ at::Tensor Linear::forward_for_backward(const at::Tensor& x, bool training) cons
 
 at::Tensor Linear::forward_with(const at::Tensor& x, bool training, bool base_values) const {
   if (lora_ && lora_->magnitude_.defined()) return forward_dora(x, training);
-  if (!lora_ && !bias_.defined() && weight_.requires_grad() && weight_.scalar_type() == at::kFloat &&
-      x.scalar_type() != at::kFloat && grad_route(weight_) == nullptr && fused_ops_for(x) &&
-      fp32_weight_grads_enabled())
+  const bool fused = fused_ops_for(x) != nullptr;
+  if (fused && !lora_ && !bias_.defined() && weight_.requires_grad() && weight_.scalar_type() == at::kFloat &&
+      x.scalar_type() != at::kFloat && grad_route(weight_) == nullptr && fp32_weight_grads_enabled())
     return master_weight_linear(x, weight_, base_values);
   const auto w = as(weight_, x);
   const auto b = bias_.defined() ? as(bias_, x) : at::Tensor();
-  if (lora_ && lora_->dropout_ == 0 && !w.requires_grad() && !(b.defined() && b.requires_grad()) &&
-      fused_ops_for(x) && fused_lora_enabled())
+  if (fused && lora_ && lora_->dropout_ == 0 && !w.requires_grad() && !(b.defined() && b.requires_grad()) &&
+      fused_lora_enabled())
     return lora_linear(x, w, b, as(lora_->a_, x), as(lora_->b_, x), lora_->scaling_, base_values);
   auto y = base_values ? at::linear(x, w, b.defined() ? std::optional<at::Tensor>(b) : std::nullopt)
                        : backward_only_linear(x, w, b);
-  if (lora_ && fused_ops_for(x)) return add_lora_accumulated(y, x, training);
+  if (fused && lora_) return add_lora_accumulated(y, x, training);
   if (lora_) {
     auto h = lora_->dropout_ > 0 ? at::dropout(x, lora_->dropout_, training) : x;
     h = at::linear(at::linear(h, as(lora_->a_, x)), as(lora_->b_, x));

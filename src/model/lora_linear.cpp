@@ -65,6 +65,10 @@ at::Tensor lora_linear(const at::Tensor& x, const at::Tensor& w, const at::Tenso
                            base_values);
 }
 
-bool fused_lora_enabled() { return knob_bool("LF_FUSED_LORA").value_or(true); }
+// Read once: Linear asks on every projection's forward (an environment scan each time otherwise).
+bool fused_lora_enabled() {
+  static const bool on = knob_bool("LF_FUSED_LORA").value_or(true);
+  return on;
+}
 
 }  // namespace lf::model

@@ -47,6 +47,10 @@ at::Tensor master_weight_linear(const at::Tensor& x, const at::Tensor& w, bool b
   return MasterWeightLinear::apply(x, w, base_values);
 }
 
-bool fp32_weight_grads_enabled() { return knob_bool("LF_FP32_WEIGHT_GRADS").value_or(true); }
+// Read once: Linear asks on every projection's forward (an environment scan each time otherwise).
+bool fp32_weight_grads_enabled() {
+  static const bool on = knob_bool("LF_FP32_WEIGHT_GRADS").value_or(true);
+  return on;
+}
 
 }  // namespace lf::model

@@ -7,16 +7,29 @@
 
 namespace lf::optim {
 
-at::Tensor global_grad_norm(const std::vector<at::Tensor>& params) {
-  c10::NoGradGuard no_grad;
+namespace {
+
+std::vector<at::Tensor> defined_grads(const std::vector<at::Tensor>& params) {
   std::vector<at::Tensor> grads;
   for (const auto& p : params)
     if (p.grad().defined()) grads.push_back(p.grad());
-  if (grads.empty()) return at::Tensor();
+  return grads;
+}
+
+// torch's global norm over `grads` (non-empty).
+at::Tensor norm_of(const std::vector<at::Tensor>& grads) {
   // torch: the norm of the per-tensor norms (one multi-tensor launch per device / dtype group).
   std::vector<at::Tensor> norms;
   for (const auto& n : at::_foreach_norm(grads, 2)) norms.push_back(n.to(at::kFloat).to(grads[0].device()));
   return at::linalg_vector_norm(at::stack(norms), 2);
+}
+
+}  // namespace
+
+at::Tensor global_grad_norm(const std::vector<at::Tensor>& params) {
+  c10::NoGradGuard no_grad;
+  const auto grads = defined_grads(params);
+  return grads.empty() ? at::Tensor() : norm_of(grads);
 }
 
 at::Tensor clip_factor(const at::Tensor& norm, double max_norm) {
@@ -25,14 +38,10 @@ at::Tensor clip_factor(const at::Tensor& norm, double max_norm) {
 
 double clip_grad_norm(const std::vector<at::Tensor>& params, double max_norm) {
   c10::NoGradGuard no_grad;
-  const auto total = global_grad_norm(params);
-  if (!total.defined()) return 0.0;
-  if (max_norm > 0) {
-    std::vector<at::Tensor> grads;
-    for (const auto& p : params)
-      if (p.grad().defined()) grads.push_back(p.grad());
-    at::_foreach_mul_(grads, clip_factor(total, max_norm).to(grads[0].scalar_type()));
-  }
+  const auto grads = defined_grads(params);
+  if (grads.empty()) return 0.0;
+  const auto total = norm_of(grads);
+  if (max_norm > 0) at::_foreach_mul_(grads, clip_factor(total, max_norm).to(grads[0].scalar_type()));
   return total.item<double>();
 }
 

@@ -10,14 +10,12 @@
 
 #include "lf/optim/adamw.h"
 #include "lf/optim/grad_utils.h"
+#include "../support/rel_l2_err.h"
 
 namespace lf::optim {
 namespace {
 
-double rel_err(const at::Tensor& out, const at::Tensor& ref) {
-  const auto o = out.detach().to(at::kCPU, at::kDouble), r = ref.detach().to(at::kCPU, at::kDouble);
-  return (o - r).norm().item<double>() / std::max(r.norm().item<double>(), 1e-30);
-}
+using lf::test::rel_l2_err;
 
 TEST(FusedClip, FactorInsideTheKernelEqualsClipThenStep) {
   const auto gpu = at::TensorOptions().device(c10::DeviceType::CUDA, 0).dtype(at::kFloat);
@@ -43,8 +41,8 @@ TEST(FusedClip, FactorInsideTheKernelEqualsClipThenStep) {
     EXPECT_NEAR(total.item<double>(), norm, 1e-6 * norm);
     fused.step(clip_factor(total, 1.0));
     for (size_t i = 0; i < a.size(); ++i) {
-      EXPECT_LT(rel_err(b[i], a[i]), 1e-6) << "step " << t << " param " << i;
-      EXPECT_LT(rel_err(b[i].grad(), a[i].grad()), 1e-6) << "the kernel stores the clipped gradient back";
+      EXPECT_LT(rel_l2_err(b[i], a[i]), 1e-6) << "step " << t << " param " << i;
+      EXPECT_LT(rel_l2_err(b[i].grad(), a[i].grad()), 1e-6) << "the kernel stores the clipped gradient back";
     }
   }
 }

@@ -17,16 +17,14 @@
 #include "lf/model/fused_dispatch.h"
 #include "lf/model/lora.h"
 #include "../support/scoped_env.h"
+#include "../support/rel_l2_err.h"
 
 namespace lf::model {
 namespace {
 
 const c10::Device kGpu(c10::DeviceType::CUDA, 0);
 
-double rel_err(const at::Tensor& out, const at::Tensor& ref) {
-  const auto o = out.detach().to(at::kCPU, at::kDouble), r = ref.detach().to(at::kCPU, at::kDouble);
-  return (o - r).norm().item<double>() / std::max(r.norm().item<double>(), 1e-30);
-}
+using lf::test::rel_l2_err;
 
 // The gradients of every trainable parameter after one checkpointed forward and backward.
 std::vector<at::Tensor> grads(bool lora, const char* lean) {
@@ -74,7 +72,7 @@ TEST(LeanRecomputeGpu, FusedLayersGiveTheFullRecomputesGradients) {
       ASSERT_EQ(lean[i].defined(), full[i].defined()) << i;
       if (!full[i].defined()) continue;
       ASSERT_TRUE(at::isfinite(lean[i]).all().item<bool>()) << i << ": no garbage reaches a gradient";
-      worst = std::max(worst, rel_err(lean[i], full[i]));
+      worst = std::max(worst, rel_l2_err(lean[i], full[i]));
     }
     std::printf("note: lean vs full recompute (%s): worst gradient rel err %.2e over %zu tensors\n",
                 lora ? "lora" : "full", worst, full.size());

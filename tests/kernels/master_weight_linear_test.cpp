@@ -9,14 +9,12 @@
 #include <cstdio>
 
 #include "lf/model/master_weight_linear.h"
+#include "../support/rel_l2_err.h"
 
 namespace lf::model {
 namespace {
 
-double rel_err(const at::Tensor& out, const at::Tensor& ref) {
-  const auto o = out.detach().to(at::kCPU, at::kDouble), r = ref.detach().to(at::kCPU, at::kDouble);
-  return (o - r).norm().item<double>() / std::max(r.norm().item<double>(), 1e-30);
-}
+using lf::test::rel_l2_err;
 
 TEST(MasterWeightLinear, Fp32WeightGradientCloserToExactThanAutocasts) {
   const auto gpu = at::TensorOptions().device(c10::DeviceType::CUDA, 0);
@@ -32,19 +30,19 @@ TEST(MasterWeightLinear, Fp32WeightGradientCloserToExactThanAutocasts) {
 
   const auto y = master_weight_linear(x, w, true);
   EXPECT_EQ(y.scalar_type(), at::kBFloat16);
-  EXPECT_LT(rel_err(y, at::linear(x.detach(), w.detach().to(at::kBFloat16))), 1e-3);
+  EXPECT_LT(rel_l2_err(y, at::linear(x.detach(), w.detach().to(at::kBFloat16))), 1e-3);
   y.backward(g);
   const auto dw = w.grad().clone(), dx = x.grad().clone();
   EXPECT_EQ(dw.scalar_type(), at::kFloat);
   w.mutable_grad().reset();
   x.mutable_grad().reset();
   at::linear(x, w.to(at::kBFloat16)).backward(g);  // autocast's way: bf16 gradient, cast to fp32
-  const double ours = rel_err(dw, dw_exact), autocast = rel_err(w.grad(), dw_exact);
+  const double ours = rel_l2_err(dw, dw_exact), autocast = rel_l2_err(w.grad(), dw_exact);
   std::printf("note: weight gradient rel err vs fp64: fp32 GEMM %.2e, autocast (bf16) %.2e\n", ours, autocast);
   EXPECT_LT(ours, 1e-5);
   EXPECT_LT(ours, autocast);
-  EXPECT_LT(rel_err(dx, dx_exact), 1e-2);
-  EXPECT_LT(rel_err(dx, x.grad()), 1e-3) << "the input gradient is the cast's";
+  EXPECT_LT(rel_l2_err(dx, dx_exact), 1e-2);
+  EXPECT_LT(rel_l2_err(dx, x.grad()), 1e-3) << "the input gradient is the cast's";
   // The checkpoint recompute's form: the same gradients, no output.
   w.mutable_grad().reset();
   master_weight_linear(x, w, false).backward(g);

@@ -24,16 +24,14 @@
 #include "lf/model/packed_attention.h"
 #include "lf/model/sdpa.h"
 #include "lf/model/varlen_attention.h"
+#include "../support/rel_l2_err.h"
 
 namespace lf::model {
 namespace {
 
 const c10::Device kGpu(c10::DeviceType::CUDA, 0);
 
-double rel_err(const at::Tensor& out, const at::Tensor& ref) {
-  const auto o = out.detach().to(at::kCPU, at::kDouble), r = ref.detach().to(at::kCPU, at::kDouble);
-  return (o - r).norm().item<double>() / std::max(r.norm().item<double>(), 1e-30);
-}
+using lf::test::rel_l2_err;
 
 // Sequence lengths of each row (the rest of a row is padding).
 using Rows = std::vector<std::vector<int64_t>>;
@@ -122,7 +120,7 @@ TEST_F(VarlenAttention, EqualsEachSequenceAloneForwardAndBackward) {
         {"output", {varlen.o, masked.o, ref.o}}, {"dq", {varlen.dq, masked.dq, ref.dq}},
         {"dk", {varlen.dk, masked.dk, ref.dk}}, {"dv", {varlen.dv, masked.dv, ref.dv}}};
     for (const auto& [name, p] : parts) {
-      const double e_var = rel_err(p[0], p[2]), e_mask = rel_err(p[1], p[2]);
+      const double e_var = rel_l2_err(p[0], p[2]), e_mask = rel_l2_err(p[1], p[2]);
       std::printf("note: varlen %s: rel err %.2e (mask %.2e)\n", name, e_var, e_mask);
       EXPECT_LT(e_var, 1e-2) << name;
       EXPECT_LE(e_var, 1.5 * e_mask + 1e-3) << name;
@@ -201,13 +199,13 @@ TEST_F(VarlenAttention, NeatPackedModelEqualsTheSequencesUnpacked) {
       set_fused_ops(fused ? &kernels::fused_ops() : nullptr);
       m.set_gradient_checkpointing(checkpointing);
       const auto unpacked = run_model(m, ids, rows, false, probe), packed = run_model(m, ids, rows, true, probe);
-      const auto hidden_err = rel_err(packed.hidden, unpacked.hidden);
+      const auto hidden_err = rel_l2_err(packed.hidden, unpacked.hidden);
       std::printf("note: neat packed vs unpacked: hidden states rel err %.2e\n", hidden_err);
       EXPECT_LT(hidden_err, 1e-2);
       ASSERT_EQ(packed.grads.size(), unpacked.grads.size());
       ASSERT_GE(packed.grads.size(), 2u * 12u) << "every layer's weights should have a gradient";
       double worst = 0;
-      for (size_t i = 0; i < packed.grads.size(); ++i) worst = std::max(worst, rel_err(packed.grads[i], unpacked.grads[i]));
+      for (size_t i = 0; i < packed.grads.size(); ++i) worst = std::max(worst, rel_l2_err(packed.grads[i], unpacked.grads[i]));
       std::printf("note: neat packed vs unpacked: worst parameter gradient rel err %.2e\n", worst);
       EXPECT_LT(worst, 2e-2);
     }

@@ -20,6 +20,7 @@ at::Tensor lora_linear(const at::Tensor& x, const at::Tensor& w, const at::Tenso
                        const at::Tensor& b, double scaling, bool base_values);
 
 // LF_FUSED_LORA (default 1): whether Linear takes lora_linear where it may; 0: ATen's ops.
+// Read once per process.
 bool fused_lora_enabled();
 
 }  // namespace lf::model

@@ -18,6 +18,7 @@ namespace lf::model {
 at::Tensor master_weight_linear(const at::Tensor& x, const at::Tensor& w, bool base_values);
 
 // LF_FP32_WEIGHT_GRADS (default 1): whether Linear takes master_weight_linear where it may.
+// Read once per process.
 bool fp32_weight_grads_enabled();
 
 }  // namespace lf::model
