@@ -4,6 +4,9 @@
 # seams    : lf-train at this commit vs OLD_LF (an lf-train-local built from the commit before the
 #            trainer seams), 1.5B full and 7B LoRA, back to back, SEAMS_REPEAT times (issue 12: within noise)
 # offload15: the offload modes on 1.5B full (6 steps): a smoke run before the 7B ones
+# offload_ab: 1.5B full, stage 3 offload: copy streams + device norm on vs off (optimizer and
+#            params), max_grad_norm=0 (the FSDP2 peer does not clip), 8 host threads; losses compared
+# offload15_peer: FSDP2 + CPUOffloadPolicy on 1.5B (where 7B's does not fit the host)
 # zero1gpu : 1.5B full, zero_stage 0 vs 3 at world size 1: tokens/s (issue 13: <= 3% cost) and
 #            the per-step losses (bf16 tolerance, EQUIV line)
 # offload  : (offload_lf / offload_peer: one side) 7B full fine-tuning, seq 2048, micro-batch 4, bf16, activation checkpointing on:
@@ -52,6 +55,23 @@ for part in "${parts[@]}"; do
       done
       run "lf 1.5b full z2 offload=optimizer" lf_timed $LF $(lf_args 1.5b full) zero_stage=2 offload=optimizer max_steps=6 \
         disable_gradient_checkpointing=false output_dir=$WORK/out/o15-z2 ;;
+    offload_ab)  # issue 14's copy streams and device norm against the old path, 1.5B full, one call
+      o15="$(lf_args 1.5b full) zero_stage=3 max_steps=${OFFLOAD_STEPS:-8} disable_gradient_checkpointing=false"
+      run "lf 1.5b z3 opt new" lf_timed $LF $o15 offload=optimizer output_dir=$WORK/out/ab-new
+      run "lf 1.5b z3 opt old" lf_timed env LF_OFFLOAD_COPY_STREAMS=0 LF_OFFLOAD_DEVICE_NORM=0 $LF $o15 \
+        offload=optimizer output_dir=$WORK/out/ab-old
+      run "lf 1.5b z3 opt noclip" lf_timed $LF $o15 offload=optimizer max_grad_norm=0 output_dir=$WORK/out/ab-noclip
+      run "lf 1.5b z3 opt 8thr" lf_timed env LF_HOST_ADAM_THREADS=8 $LF $o15 offload=optimizer output_dir=$WORK/out/ab-t8
+      run "lf 1.5b z3 params new" lf_timed $LF $o15 offload=params output_dir=$WORK/out/ab-params
+      run "lf 1.5b z3 params old" lf_timed env LF_OFFLOAD_COPY_STREAMS=0 LF_OFFLOAD_DEVICE_NORM=0 $LF $o15 \
+        offload=params output_dir=$WORK/out/ab-params-old
+      run "ab losses" "$PY" - $WORK/out/ab-{new,old,t8,params,params-old}/trainer_log.jsonl <<'PYEOF'
+import json, sys
+runs = [[json.loads(l)["loss"] for l in open(p) if '"loss"' in l] for p in sys.argv[1:]]
+rel = max(abs(x - y) / abs(y) for r in runs[1:] for x, y in zip(runs[0], r))
+print("AB_LOSSES " + json.dumps({"runs": sys.argv[1:], "max_rel_vs_first": rel, "first": runs[0]}))
+PYEOF
+      ;;
     offload15_peer)  # FSDP2 + CPUOffloadPolicy on the same shape (where 7B's does not fit the host)
       run "fsdp2 1.5b offload ckpt" lf_timed torchrun --nproc_per_node 1 --master_port 29612 "$HF_REF" --model 1.5b \
         --mode fsdp --offload --ckpt --seq 2048 --mbs 4 --steps 6 --warmup 2 ;;

@@ -13,6 +13,7 @@
 #include <unordered_map>
 
 #include "lf/ckpt/optimizer_state.h"
+#include "lf/common/env_knobs.h"
 #include "lf/common/error.h"
 #include "lf/common/log.h"
 #include "lf/model/causal_lm.h"
@@ -24,6 +25,7 @@
 #include "lf/optim/adamw.h"
 #include "host_pinning.h"
 #include "host_step_pipeline.h"
+#include "offload_copies.h"
 #include "host_sums.h"
 #include "zero_units.h"
 
@@ -124,11 +126,12 @@ class ZeroImpl final : public ZeroStrategy, public model::GradSink, public model
   c10::Device device() const { return device_; }
   // Where the trainable state lives: the device, or (offload) host memory, pinned on a GPU run.
   at::TensorOptions state_options() const;
-  at::Tensor gather_input(Unit& u) const;
+  // Offload: the unit's gather queued on the up stream, behind its input's copy up.
+  void start_gather_from_host(int64_t unit);
   // Offload (the pipeline's thread): a unit's host AdamW, then its compute-dtype shard up to the
   // device where the next forward reads it (stage 3 keeps it there; stage 2 gathers it in refresh).
   void host_update(Unit& u, double lr, double grad_scale, int64_t step);
-  void stage_up(Unit& u);
+  void stage_up(int64_t unit);
   void refresh(int64_t unit);  // offload, stage 2 (training thread): gather the updated shard
 
   ZeroOptions opt_;
@@ -151,7 +154,12 @@ class ZeroImpl final : public ZeroStrategy, public model::GradSink, public model
   bool open_ = false, syncing_ = false;
   int64_t next_to_launch_ = 0;  // units launch from the head down, in the same order on every rank
   std::deque<int64_t> pending_;  // stage 2, 3: launched reductions not yet added to the shards
+  std::unique_ptr<OffloadCopies> copies_;       // offload: the copies down and up on streams of their own
   std::unique_ptr<HostStepPipeline> pipeline_;  // offload; after units_: it stops before they go
+  // Offload: the step's gradient norm squared, summed on the device from each unit's reduced
+  // gradient before it goes down (one micro-step a step, no loss scale: else the host's norm).
+  at::Tensor device_sq_norm_;
+  bool device_norm_valid_ = true;
   // Saving: the last unit whose full fp32 values were gathered.
   int64_t cached_unit_ = -1;
   at::Tensor cached_values_;
@@ -170,7 +178,6 @@ ZeroImpl::ZeroImpl(const StrategySetup& s, const ZeroOptions& o)
            "offloading the parameters needs zero_stage 3 (stage {} keeps them on the device)", o.stage);
   if (offload_) {
     pool_ = std::make_unique<offload::HostThreadPool>(std::max(1, o.host_threads));
-    pipeline_ = std::make_unique<HostStepPipeline>();
   }
   adam_.lr = s.learning_rate;
   adam_.beta1 = s.adam_beta1;
@@ -205,6 +212,10 @@ ZeroImpl::ZeroImpl(const StrategySetup& s, const ZeroOptions& o)
   units_.resize(head_ + 1);
   for (int64_t u = 0; u <= head_; ++u) build_unit(u, std::move(train[u]), std::move(frozen[u]));
   next_to_launch_ = head_;
+  if (offload_) {
+    copies_ = std::make_unique<OffloadCopies>(device_, head_ + 1);
+    pipeline_ = std::make_unique<HostStepPipeline>();
+  }
 }
 
 ZeroImpl::~ZeroImpl() {
@@ -375,11 +386,17 @@ void ZeroImpl::retire(int64_t unit) {
   } else if (!offload_) {
     u.grad_shard.add_(u.rs_out);
   } else if (u.grad_fresh) {
-    // Device -> pinned host, queued behind the reduction: backward goes on meanwhile; the host
-    // reads it after the micro-step's synchronisation (flush).
-    u.grad_shard.copy_(u.rs_out, /*non_blocking=*/true);
+    // Its share of the norm while it is still on the device, then device -> pinned host on the
+    // down stream: backward goes on meanwhile; the host reads it after the micro-step's
+    // synchronisation (flush).
+    if (device_norm_valid_) {
+      const auto sq = at::linalg_vector_norm(u.rs_out, 2).to(at::kDouble).square();
+      device_sq_norm_ = device_sq_norm_.defined() ? device_sq_norm_ + sq : sq;
+    }
+    copies_->copy_down(u.grad_shard, u.rs_out);
     u.grad_fresh = false;
   } else {
+    device_norm_valid_ = false;  // the step's gradient is a sum over micro-steps: the host's norm
     u.grad_shard.add_(u.rs_out.to(at::kCPU));  // later micro-steps of an accumulating step
   }
   u.rs_out = at::Tensor();
@@ -433,13 +450,22 @@ at::TensorOptions ZeroImpl::state_options() const {
   return at::TensorOptions().dtype(at::kFloat).device(offload_ ? c10::Device(at::kCPU) : device_);
 }
 
-// The compute-dtype shard a unit's trainable parameters are gathered from: cast from the fp32
-// master; offloaded, the device copy, or (parameters offloaded) the fp32 master copied up now
-// and cast on the device, as FSDP2's offload does (no compute-dtype copy in host memory).
-at::Tensor ZeroImpl::gather_input(Unit& u) const {
-  if (!offload_) return u.master.to(opt_.compute_dtype);
-  if (u.dev_shard.defined()) return u.dev_shard;
-  return u.master.to(device_, /*non_blocking=*/true).to(opt_.compute_dtype);
+// Offloaded, a unit's trainable parameters are gathered on the up stream, behind their copy up:
+// from the device shard the host step's thread refreshed (optimizer offloaded), or (parameters
+// offloaded) from the fp32 master copied up now and cast on the device, as FSDP2's offload does
+// (no compute-dtype copy in host memory). A prefetch so overlaps the compute of the unit before
+// instead of holding the compute stream; gather(wait) makes the compute stream wait for it.
+void ZeroImpl::start_gather_from_host(int64_t unit) {
+  auto& u = units_[unit];
+  allocate_storage(u.train);  // on the compute stream: its block is the model's
+  copies_->on_up(
+      unit,
+      [&] {
+        start_gather(u.train, comm_,
+                     u.dev_shard.defined() ? u.dev_shard
+                                           : u.master.to(device_, /*non_blocking=*/true).to(opt_.compute_dtype));
+      },
+      /*after_caller=*/true);
 }
 
 void ZeroImpl::gather(int64_t unit, bool wait) {
@@ -463,10 +489,12 @@ void ZeroImpl::gather(int64_t unit, bool wait) {
         log("gather_done", unit);
         continue;
       }
-      start_gather(*g, comm_, g == &u.train ? gather_input(u) : u.frozen_shard);
+      if (g == &u.train && offload_) start_gather_from_host(unit);
+      else start_gather(*g, comm_, g == &u.train ? u.master.to(opt_.compute_dtype) : u.frozen_shard);
     }
     if (wait && g->gather) {
       g->gather->wait();
+      if (g == &u.train && offload_) copies_->wait_up(unit);  // a gather queued on the up stream
       g->gather.reset();
       g->gather_input = at::Tensor();
       log("gather_done", unit);
@@ -479,6 +507,7 @@ void ZeroImpl::release(int64_t unit) {
   for (auto* g : {&u.train, &u.frozen}) {
     if (g->gather) {  // never free what a collective still writes
       g->gather->wait();
+      if (g == &u.train && offload_) copies_->wait_up(unit);
       g->gather.reset();
       g->gather_input = at::Tensor();
     }
@@ -493,6 +522,7 @@ void ZeroImpl::refresh(int64_t unit) {
   auto& u = units_[unit];
   if (u.refreshed || u.train.empty()) return;
   pipeline_->wait_unit(unit);
+  copies_->wait_up(unit);
   start_gather(u.train, comm_, u.dev_shard);
   u.train.gather->wait();
   u.train.gather.reset();
@@ -572,9 +602,13 @@ double ZeroImpl::clip_grad_norm(double max_norm) {
   c10::NoGradGuard no_grad;
   auto grads = grad_shards();
   // The squares of each shard's norm, summed over shards and ranks (the padding holds zeros).
-  const auto norms = at::stack(at::_foreach_norm(grads, 2)).to(at::kDouble);
+  // Offloaded, one micro-step: summed on the device as the gradients went down (no host pass).
+  const bool on_device = offload_ && device_norm_valid_ && device_sq_norm_.defined();
+  log(on_device ? "grad_norm_device" : "grad_norm_host", -1);
+  const double local_sq = on_device ? device_sq_norm_.item<double>()
+                                    : at::stack(at::_foreach_norm(grads, 2)).to(at::kDouble).pow(2).sum().item<double>();
   // Offloaded gradients are not unscaled yet: their norm is grad_scale_ times the stored one.
-  const double total = std::sqrt(all_reduce_sum(norms.pow(2).sum().item<double>())) * (offload_ ? grad_scale_ : 1.0);
+  const double total = std::sqrt(all_reduce_sum(local_sq)) * (offload_ ? grad_scale_ : 1.0);
   if (max_norm > 0) {
     const double coef = std::min(1.0, max_norm / (total + 1e-6));
     if (coef < 1.0 && offload_) grad_scale_ *= coef;
@@ -599,10 +633,12 @@ void ZeroImpl::host_update(Unit& u, double lr, double grad_scale, int64_t step_c
   }
 }
 
-// The fp32 master up (async from page-locked memory, queued before any later work of the
-// stream) and cast into the device shard there.
-void ZeroImpl::stage_up(Unit& u) {
-  if (u.dev_shard.defined()) u.dev_shard.copy_(u.master.to(device_, /*non_blocking=*/true));
+// The fp32 master up on the up stream (async from page-locked memory) and cast into the
+// device shard there; the gather or refresh that reads it waits on the device. Its readers of
+// the last step are done: the step began after backward's synchronisation.
+void ZeroImpl::stage_up(int64_t unit) {
+  auto& u = units_[unit];
+  if (u.dev_shard.defined()) copies_->copy_up(unit, u.dev_shard, u.master, /*after_caller=*/false);
 }
 
 void ZeroImpl::optimizer_step(double lr) {
@@ -618,7 +654,7 @@ void ZeroImpl::optimizer_step(double lr) {
       auto& u = units_[unit];
       if (u.train.empty()) return;
       host_update(u, lr, scale, step);
-      stage_up(u);
+      stage_up(unit);
     });
     return;
   }
@@ -650,6 +686,8 @@ void ZeroImpl::optimizer_step(double lr) {
 void ZeroImpl::zero_grad() {
   c10::NoGradGuard no_grad;
   grad_scale_ = 1.0;
+  device_sq_norm_ = at::Tensor();
+  device_norm_valid_ = knob_bool("LF_OFFLOAD_DEVICE_NORM").value_or(true);
   for (auto& u : units_) {
     if (u.train.empty()) continue;
     if (offload_) {  // the next step's first gradient is copied in, not added: no pass over host memory

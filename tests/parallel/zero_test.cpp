@@ -6,6 +6,7 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <mutex>
@@ -275,6 +276,26 @@ TEST(ZeroOffload, EqualsTheSameStageWithoutOffload) {
           expect_same_run(run_zero(c, data, world, stage, Offload::kParams), plain,
                           fmt::format("{}, stage 3, {} rank(s), parameters offloaded", kind, world), 1e-6);
       }
+    }
+  }
+}
+
+// The norm of a step of one micro-step is summed on the device as each unit's gradient goes
+// down (no pass over host memory); a step that sums micro-steps in host memory takes the norm
+// there. Both equal the run without offload.
+TEST(ZeroOffload, TheNormIsSummedWhereTheWholeGradientIs) {
+  const auto data = fixture_dataset();
+  auto c = zero_config("full", false);
+  c.max_steps = 3;
+  for (const int accumulation : {1, 2}) {
+    c.gradient_accumulation_steps = accumulation;
+    for (const int world : {1, 2}) {
+      const auto plain = run_zero(c, data, world, 3);
+      const auto r = run_zero(c, data, world, 3, Offload::kOptimizer);
+      expect_same_run(r, plain, fmt::format("{} micro-step(s), {} rank(s)", accumulation, world), 1e-6);
+      const char* want = accumulation == 1 ? "grad_norm_device" : "grad_norm_host";
+      const auto found = std::count_if(r.events.begin(), r.events.end(), [&](const auto& e) { return e.what == want; });
+      EXPECT_EQ(found, 1) << want << " with " << accumulation << " micro-step(s), " << world << " rank(s)";
     }
   }
 }

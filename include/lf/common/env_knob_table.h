@@ -142,6 +142,12 @@ inline constexpr EnvKnob kEnvKnobs[] = {
      "offload: the host AdamW's threads per worker (default: the CPUs the worker may run on / LOCAL_WORLD_SIZE)"},
     {"LF_HOST_ADAM_ISA", KnobType::kString, "", "", "lf-worker",
      "offload: force the host AdamW's vector path, avx512, avx2 or scalar (default: the best this CPU runs)"},
+    {"LF_OFFLOAD_COPY_STREAMS", KnobType::kBool, "1", "", "lf-worker",
+     "offload on a GPU: 1: gradients go down and updated shards come up on copy streams of their own, overlapping "
+     "compute; 0: queued on the compute stream (for comparison)"},
+    {"LF_OFFLOAD_DEVICE_NORM", KnobType::kBool, "1", "", "lf-worker",
+     "offload: 1: max_grad_norm's norm summed on the device as each unit's gradient goes down (steps of one "
+     "micro-step); 0: a pass over the gradients in host memory (for comparison)"},
     {"LF_FUSED_KERNELS", KnobType::kString, "1", "", "lf-worker",
      "1: the fused CUDA kernels (RMSNorm with the residual add, RoPE, SwiGLU) where the build has them; 0: the "
      "ATen ops (for comparison)"},

@@ -59,7 +59,8 @@ struct ZeroMemory {
 // What happened when, for tests (overlap) and profiling; the current step's events.
 struct ZeroEvent {
   std::string what;  // gather_start, gather_done, forward_begin, forward_end, backward_begin, backward_end,
-                     // reduce_start, release, backward_returned
+                     // reduce_start, release, backward_returned, grad_norm_device / grad_norm_host
+                     // (offload: where max_grad_norm's norm was summed)
   int64_t unit = -1;
   std::chrono::steady_clock::time_point t;
 };

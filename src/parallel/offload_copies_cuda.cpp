@@ -1,0 +1,105 @@
+// OffloadCopies with CUDA (LF_WITH_CUDA builds): two pool streams and one event per unit.
+#include <ATen/ATen.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#include <cuda_runtime_api.h>
+
+#include <optional>
+#include <vector>
+
+#include "lf/common/env_knobs.h"
+#include "lf/common/error.h"
+#include "offload_copies.h"
+
+namespace lf::parallel {
+namespace {
+
+// A timing-free CUDA event (not ATen's CUDAEvent: its header pulls in cuBLAS and cuSPARSE).
+class Event {
+ public:
+  Event() = default;
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+  ~Event() {
+    if (event_) cudaEventDestroy(event_);
+  }
+  void record(cudaStream_t s) {
+    if (!event_) check(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming), "create");
+    check(cudaEventRecord(event_, s), "record");
+  }
+  // s waits for the last record (nothing when never recorded).
+  void block(cudaStream_t s) const {
+    if (event_) check(cudaStreamWaitEvent(s, event_, 0), "wait");
+  }
+
+ private:
+  static void check(cudaError_t rc, const char* what) {
+    LF_CHECK(rc == cudaSuccess, BackendError, "offload copies: CUDA event {} failed: {}", what, cudaGetErrorString(rc));
+  }
+  cudaEvent_t event_ = nullptr;
+};
+
+cudaStream_t current(c10::Device device) { return c10::cuda::getCurrentCUDAStream(device.index()).stream(); }
+
+}  // namespace
+
+struct OffloadCopies::Impl {
+  c10::Device device;
+  std::optional<c10::cuda::CUDAStream> down, up;  // unset: the copies queue on the caller's stream
+  std::vector<Event> up_done;                     // per unit: its last copy up
+};
+
+OffloadCopies::OffloadCopies(c10::Device device, int64_t units) : impl_(std::make_unique<Impl>(Impl{device, {}, {}, {}})) {
+  if (!device.is_cuda() || !knob_bool("LF_OFFLOAD_COPY_STREAMS").value_or(true)) return;
+  impl_->down = c10::cuda::getStreamFromPool(false, device.index());
+  impl_->up = c10::cuda::getStreamFromPool(false, device.index());
+  impl_->up_done = std::vector<Event>(static_cast<size_t>(units));
+}
+
+OffloadCopies::~OffloadCopies() = default;
+
+bool OffloadCopies::streams() const { return impl_->down.has_value(); }
+
+void OffloadCopies::copy_down(const at::Tensor& dst, const at::Tensor& src) {
+  if (!streams()) {
+    dst.copy_(src, /*non_blocking=*/impl_->device.is_cuda());
+    return;
+  }
+  const c10::cuda::CUDAGuard device_guard(impl_->device);
+  Event produced;
+  produced.record(current(impl_->device));
+  produced.block(impl_->down->stream());
+  const c10::cuda::CUDAStreamGuard guard(*impl_->down);
+  dst.copy_(src, /*non_blocking=*/true);
+  // The caller frees src when it likes: the allocator must not hand its block out again
+  // before the down stream has read it.
+  src.record_stream(*impl_->down);
+}
+
+void OffloadCopies::copy_up(int64_t unit, const at::Tensor& dst, const at::Tensor& src, bool after_caller) {
+  // The fp32 staging tensor is allocated, used and freed on the up stream: stream-ordered.
+  on_up(unit, [&] { dst.copy_(src.to(dst.device(), /*non_blocking=*/impl_->device.is_cuda())); }, after_caller);
+}
+
+void OffloadCopies::on_up(int64_t unit, const std::function<void()>& work, bool after_caller) {
+  if (!streams()) {
+    work();
+    return;
+  }
+  const c10::cuda::CUDAGuard device_guard(impl_->device);
+  if (after_caller) {
+    Event queued;
+    queued.record(current(impl_->device));
+    queued.block(impl_->up->stream());
+  }
+  const c10::cuda::CUDAStreamGuard guard(*impl_->up);
+  work();
+  impl_->up_done.at(static_cast<size_t>(unit)).record(impl_->up->stream());
+}
+
+void OffloadCopies::wait_up(int64_t unit) {
+  if (!streams()) return;
+  impl_->up_done.at(static_cast<size_t>(unit)).block(current(impl_->device));
+}
+
+}  // namespace lf::parallel
