@@ -55,23 +55,33 @@ for part in "${parts[@]}"; do
       done
       run "lf 1.5b full z2 offload=optimizer" lf_timed $LF $(lf_args 1.5b full) zero_stage=2 offload=optimizer max_steps=6 \
         disable_gradient_checkpointing=false output_dir=$WORK/out/o15-z2 ;;
-    offload_ab)  # issue 14's copy streams and device norm against the old path, 1.5B full, one call
+    offload_ab)  # issue 14 on 1.5B full, stage 3, checkpointing, one call: the copy streams and the device
+      # norm against the old path (optimizer and params), offload_ratio (part of the state on the GPU),
+      # max_grad_norm=0 (the FSDP2 peer does not clip), 8 host threads; the per-step losses compared
       o15="$(lf_args 1.5b full) zero_stage=3 max_steps=${OFFLOAD_STEPS:-8} disable_gradient_checkpointing=false"
-      run "lf 1.5b z3 opt new" lf_timed $LF $o15 offload=optimizer output_dir=$WORK/out/ab-new
-      run "lf 1.5b z3 opt old" lf_timed env LF_OFFLOAD_COPY_STREAMS=0 LF_OFFLOAD_DEVICE_NORM=0 $LF $o15 \
-        offload=optimizer output_dir=$WORK/out/ab-old
-      run "lf 1.5b z3 opt noclip" lf_timed $LF $o15 offload=optimizer max_grad_norm=0 output_dir=$WORK/out/ab-noclip
-      run "lf 1.5b z3 opt 8thr" lf_timed env LF_HOST_ADAM_THREADS=8 $LF $o15 offload=optimizer output_dir=$WORK/out/ab-t8
-      run "lf 1.5b z3 params new" lf_timed $LF $o15 offload=params output_dir=$WORK/out/ab-params
-      run "lf 1.5b z3 params old" lf_timed env LF_OFFLOAD_COPY_STREAMS=0 LF_OFFLOAD_DEVICE_NORM=0 $LF $o15 \
-        offload=params output_dir=$WORK/out/ab-params-old
-      run "ab losses" "$PY" - $WORK/out/ab-{new,old,t8,params,params-old}/trainer_log.jsonl <<'PYEOF'
-import json, sys
-runs = [[json.loads(l)["loss"] for l in open(p) if '"loss"' in l] for p in sys.argv[1:]]
-rel = max(abs(x - y) / abs(y) for r in runs[1:] for x, y in zip(runs[0], r))
-print("AB_LOSSES " + json.dumps({"runs": sys.argv[1:], "max_rel_vs_first": rel, "first": runs[0]}))
+      old="LF_OFFLOAD_COPY_STREAMS=0 LF_OFFLOAD_DEVICE_NORM=0"
+      # name|environment|arguments, ';' between runs
+      runs="new||offload=optimizer;old|$old|offload=optimizer;params||offload=params;params-old|$old|offload=params"
+      runs+=";r0.6||offload=optimizer offload_ratio=0.6;r0.5||offload=optimizer offload_ratio=0.5"
+      runs+=";noclip||offload=optimizer max_grad_norm=0;noclip-r0.5||offload=optimizer offload_ratio=0.5 max_grad_norm=0"
+      runs+=";t8|LF_HOST_ADAM_THREADS=8|offload=optimizer"
+      AB_RUNS=${AB_RUNS:-$runs}
+      IFS=';' read -ra ab <<< "$AB_RUNS"
+      logs=()
+      for spec in "${ab[@]}"; do
+        IFS='|' read -r name envs args <<< "$spec"
+        run "lf 1.5b z3 $name" lf_timed env $envs $LF $o15 $args output_dir=$WORK/out/ab-$name
+        grep -a -m1 "ZeRO-3:" "$OUTD/cur.log" | cut -c1-400 | tee -a "$LOG"
+        logs+=("$WORK/out/ab-$name/trainer_log.jsonl")
+      done
+      run "ab losses" "$PY" - "${logs[@]}" <<'PYEOF'
+import json, os, sys
+runs = {p.split("/")[-2]: [json.loads(l)["loss"] for l in open(p) if '"loss"' in l] for p in sys.argv[1:] if os.path.exists(p)}
+first = next(iter(runs.values()))
+rel = {k: max(abs(x - y) / abs(y) for x, y in zip(first, v)) for k, v in runs.items()}
+print("AB_LOSSES " + json.dumps({"max_rel_vs_first": rel, "first": first}), flush=True)
 PYEOF
-      ;;
+      grep -a "AB_LOSSES" "$OUTD/cur.log" | tee -a "$LOG" ;;
     offload15_peer)  # FSDP2 + CPUOffloadPolicy on the same shape (where 7B's does not fit the host)
       run "fsdp2 1.5b offload ckpt" lf_timed torchrun --nproc_per_node 1 --master_port 29612 "$HF_REF" --model 1.5b \
         --mode fsdp --offload --ckpt --seq 2048 --mbs 4 --steps 6 --warmup 2 ;;

@@ -50,7 +50,8 @@ KeyDecl sharding_key(std::string name, std::string type, std::string note, bool 
   d.sample_context = std::move(sample_context);
   d.field = "zero_stage";
   d.show = [](const TrainConfig& c) {
-    return fmt::format("zero_stage {}, offload {} ({})", c.zero_stage, c.offload, c.sharding_source);
+    return fmt::format("zero_stage {}, offload {} (ratio {}) ({})", c.zero_stage, c.offload, c.offload_ratio,
+                       c.sharding_source);
   };
   return d;
 }
@@ -265,6 +266,11 @@ std::vector<KeyDecl> distribution_keys() {
                    "lf-train's own: optimizer (its state and step on the CPU) or params (parameters too); needs "
                    "zero_stage 2 or 3 (params: 3)",
                    true, "none", "optimizer", "zero_stage: 2"),
+      sharding_key("offload_ratio", "number in (0, 1]",
+                   "lf-train's own (DeepSpeed's offload_optimizer.ratio): the share of the trainable parameters whose "
+                   "optimizer state and step go to the host, whole units from the head down; the rest stay on the GPU "
+                   "(16 bytes a parameter there) and step there",
+                   true, "1.0", "0.5", "offload: optimizer\nzero_stage: 3"),
       // The test that every implemented key is read gives these a file (a sample here would need one).
       sharding_key("deepspeed", "path or mapping",
                    "a DeepSpeed JSON (LLaMA-Factory's examples/deepspeed/*.json work as they are): see the DeepSpeed "

@@ -294,6 +294,19 @@ class DeepSpeedReader {
     if (opt == "cpu" && s_.stage == 0)
       problem("`zero_optimization.offload_optimizer` needs ZeRO stage 1, 2 or 3 (got stage 0)");
     s_.offload = param == "cpu" ? "params" : opt == "cpu" ? "optimizer" : "none";
+    if (const json* ratio = get("zero_optimization.offload_optimizer.ratio")) {
+      const double v = ratio->is_number() ? ratio->get<double>() : -1;
+      if (!(v > 0 && v <= 1))
+        problem(fmt::format("`zero_optimization.offload_optimizer.ratio: {}`: expected the share of the optimizer "
+                            "offloaded, a number in (0, 1]",
+                            json_text(*ratio)));
+      else if (v < 1 && s_.offload == "none")
+        problem(fmt::format("`zero_optimization.offload_optimizer.ratio: {}` without `offload_optimizer.device: "
+                            "\"cpu\"` offloads nothing: set the device, or drop the ratio",
+                            json_text(*ratio)));
+      else
+        s_.offload_ratio = v;
+    }
     if (s_.offload == "none") return;
     bool pin = false;
     for (const char* p : {"zero_optimization.offload_optimizer.pin_memory", "zero_optimization.offload_param.pin_memory",

@@ -20,6 +20,7 @@ struct DeepSpeedSettings {
   int64_t stage = 0;
   std::string offload = "none";  // none | optimizer | params
   std::optional<bool> pin_memory;  // set when something is offloaded
+  std::optional<double> offload_ratio;  // zero_optimization.offload_optimizer.ratio, when given
   bool overlap_comm = false;
   double reduce_bucket_mb = 0;
   double allgather_bucket_mb = 0;

@@ -122,8 +122,9 @@ constexpr DsKey kKeys[] = {
     no_effect("zero_optimization.offload_optimizer.pipeline_read", T::kBool, "false", kNvmeOnly),
     no_effect("zero_optimization.offload_optimizer.pipeline_write", T::kBool, "false", kNvmeOnly),
     no_effect("zero_optimization.offload_optimizer.fast_init", T::kBool, "false", kNvmeOnly),
-    refused("zero_optimization.offload_optimizer.ratio", T::kNumber, "1.0",
-            "partial optimizer offload is not supported: offload all of it (1.0) or none"),
+    implemented("zero_optimization.offload_optimizer.ratio", T::kNumber, "1.0",
+                "offload_ratio: the share of the optimizer on the host (ZeRO-Offload++); whole units from the head "
+                "down, the rest steps on the GPU"),
     refused("zero_optimization.offload_optimizer.super_offload", T::kBool, "false",
             "SuperOffload (Grace-Hopper superchips) is not supported"),
     no_effect("zero_optimization.offload_optimizer.convert_grad_on_cpu", T::kBool, "true",

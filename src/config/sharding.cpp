@@ -58,6 +58,13 @@ void resolve_sharding(const Reader& r, const std::string& config_dir, LoadedConf
     check_choice(r, "offload", c.offload, {"none", "optimizer", "params"}, "params offloads the optimizer too");
     own_offload = Ask{"offload: " + c.offload, r.where("offload"), 0, c.offload};
   }
+  const bool own_ratio = r.has("offload_ratio");
+  if (own_ratio) {
+    r.read("offload_ratio", c.offload_ratio, "a number");
+    LF_CHECK(c.offload_ratio > 0 && c.offload_ratio <= 1, ConfigError,
+             "{}: `offload_ratio: {}`: expected the share of the trainable parameters offloaded, in (0, 1] (1: all)",
+             r.where("offload_ratio"), r.text("offload_ratio"));
+  }
 
   auto ds = read_deepspeed(r, c, config_dir, out.warnings);
   auto fsdp = read_fsdp(r, config_dir, out.warnings, out.notes);
@@ -75,6 +82,12 @@ void resolve_sharding(const Reader& r, const std::string& config_dir, LoadedConf
     c.allgather_bucket_mb = ds->allgather_bucket_mb;
     c.prefetch_bucket_mb = ds->prefetch_bucket_mb;
     if (ds->pin_memory) c.pin_memory = *ds->pin_memory;
+    if (ds->offload_ratio) {
+      LF_CHECK(!own_ratio || c.offload_ratio == *ds->offload_ratio, ConfigError,
+               "{}: `offload_ratio: {}` and `{}` ({}: offload_optimizer.ratio {}) disagree: keep one (or make them equal)",
+               r.where("offload_ratio"), c.offload_ratio, ds->label, r.where("deepspeed"), *ds->offload_ratio);
+      c.offload_ratio = *ds->offload_ratio;
+    }
     c.train_batch_size = ds->train_batch_size;
     out.canonical += "deepspeed (content)=" + json_text(ds->content) + "\n";
   } else if (fsdp) {
@@ -87,6 +100,10 @@ void resolve_sharding(const Reader& r, const std::string& config_dir, LoadedConf
     c.sharding_source = own_stage->label;
   }
   check_offload_needs_stage(c);
+  LF_CHECK(c.offload_ratio == 1 || c.offload != "none", ConfigError,
+           "`offload_ratio: {}` offloads nothing without an offload: add `offload: optimizer` (or params), or drop "
+           "the ratio",
+           c.offload_ratio);
 }
 
 void check_world_size(const TrainConfig& c, int64_t world_size) {

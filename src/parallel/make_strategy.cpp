@@ -33,6 +33,7 @@ std::unique_ptr<ParallelStrategy> make_strategy(const config::TrainConfig& confi
                 : config.offload == "optimizer" ? Offload::kOptimizer
                                                 : Offload::kNone;
     o.host_threads = context.host_threads;
+    o.offload_ratio = config.offload_ratio;
     return make_zero_strategy(std::move(setup), o);
   }
   if (setup.world == 1) return make_single_strategy(std::move(setup));

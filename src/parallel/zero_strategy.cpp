@@ -7,7 +7,9 @@
 #include <c10/core/GradMode.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
+#include <algorithm>
 #include <deque>
+#include <optional>
 #include <map>
 #include <mutex>
 #include <unordered_map>
@@ -44,6 +46,7 @@ int64_t unit_of(const std::string& name, int64_t head) {
 }
 
 struct Unit {
+  bool host = false;  // offload: this unit's trainable state and step are on the host (offload_ratio)
   FlatGroup train;   // trainable parameters
   FlatGroup frozen;  // stage 3: the frozen ones (a LoRA base); else empty (left replicated)
   // Trainable state, [train.shard] fp32 (this rank's shard).
@@ -114,7 +117,14 @@ class ZeroImpl final : public ZeroStrategy, public model::GradSink, public model
   const Where& where(const at::Tensor& param) const;
   void log(const char* what, int64_t unit);
   at::Tensor& grad_flat(Unit& u);
-  bool direct_grads() const { return world() == 1 && opt_.stage >= 2 && !offload_; }
+  int64_t host_unit_count() const {
+    return std::count_if(units_.begin(), units_.end(), [](const Unit& u) { return u.host; });
+  }
+  bool direct_grads(const Unit& u) const { return world() == 1 && opt_.stage >= 2 && !u.host; }
+  // offload_ratio: which units' state goes to the host (from the head down, while it fits).
+  std::vector<bool> host_units(const std::vector<std::vector<model::NamedParam>>& train) const;
+  // AdamW on the device over the pieces of the units that are not on the host.
+  void device_step(double lr);
   void arrived(int64_t unit);
   void launch_ready();
   void launch(int64_t unit);
@@ -122,10 +132,11 @@ class ZeroImpl final : public ZeroStrategy, public model::GradSink, public model
   void flush();
   void gather(int64_t unit, bool wait);
   void release(int64_t unit);
-  std::vector<at::Tensor> grad_shards() const;
+  // The gradient shards of the units on the host (true) or on the device (false), or of all.
+  std::vector<at::Tensor> grad_shards(std::optional<bool> host = std::nullopt) const;
   c10::Device device() const { return device_; }
   // Where the trainable state lives: the device, or (offload) host memory, pinned on a GPU run.
-  at::TensorOptions state_options() const;
+  at::TensorOptions state_options(const Unit& u) const;
   // Offload: the unit's gather queued on the up stream, behind its input's copy up.
   void start_gather_from_host(int64_t unit);
   // Offload (the pipeline's thread): a unit's host AdamW, then its compute-dtype shard up to the
@@ -176,6 +187,8 @@ ZeroImpl::ZeroImpl(const StrategySetup& s, const ZeroOptions& o)
            "offload needs zero_stage 2 or 3 (stage 1 keeps every gradient on the device); got zero_stage {}", o.stage);
   LF_CHECK(o.offload != Offload::kParams || o.stage == 3, ConfigError,
            "offloading the parameters needs zero_stage 3 (stage {} keeps them on the device)", o.stage);
+  LF_CHECK(o.offload_ratio > 0 && o.offload_ratio <= 1, ConfigError,
+           "offload_ratio {}: expected a share of the trainable parameters in (0, 1]", o.offload_ratio);
   if (offload_) {
     pool_ = std::make_unique<offload::HostThreadPool>(std::max(1, o.host_threads));
   }
@@ -210,12 +223,35 @@ ZeroImpl::ZeroImpl(const StrategySetup& s, const ZeroOptions& o)
   }
   LF_CHECK(trainable_numel_ > 0, ConfigError, "the model has no trainable parameters");
   units_.resize(head_ + 1);
-  for (int64_t u = 0; u <= head_; ++u) build_unit(u, std::move(train[u]), std::move(frozen[u]));
+  const auto host = host_units(train);
+  for (int64_t u = 0; u <= head_; ++u) {
+    units_[u].host = host[u];
+    build_unit(u, std::move(train[u]), std::move(frozen[u]));
+  }
   next_to_launch_ = head_;
   if (offload_) {
     copies_ = std::make_unique<OffloadCopies>(device_, head_ + 1);
     pipeline_ = std::make_unique<HostStepPipeline>();
   }
+}
+
+std::vector<bool> ZeroImpl::host_units(const std::vector<std::vector<model::NamedParam>>& train) const {
+  std::vector<bool> host(train.size(), false);
+  if (!offload_) return host;
+  // At most the ratio's share of the trainable parameters, so that the host memory checked at
+  // start (the ratio x 16 bytes a parameter) bounds what is pinned; the later units first: the
+  // next forward runs the earlier ones (on the device, updated at once) while the host works.
+  const double budget = opt_.offload_ratio * static_cast<double>(trainable_numel_);
+  double taken = 0;
+  for (int64_t u = static_cast<int64_t>(train.size()) - 1; u >= 0; --u) {
+    double numel = 0;
+    for (const auto& p : train[u]) numel += static_cast<double>(p.tensor->numel());
+    if (numel > 0 && taken + numel <= budget * (1 + 1e-12)) {
+      host[u] = true;
+      taken += numel;
+    }
+  }
+  return host;
 }
 
 ZeroImpl::~ZeroImpl() {
@@ -235,13 +271,13 @@ void ZeroImpl::build_unit(int64_t index, std::vector<model::NamedParam> train, s
     comm_.broadcast(values, 0)->wait();
     u.train = make_flat_group(train, opt_.compute_dtype, rank(), world, /*trainable=*/true);
     u.train.flat.copy_(values);
-    const auto so = state_options();
+    const auto so = state_options(u);
     u.master = at::empty({u.train.shard}, so);
     u.master.copy_(values.narrow(0, u.train.shard_begin(), u.train.shard));
     u.exp_avg = at::zeros({u.train.shard}, so);
     u.exp_avg_sq = at::zeros({u.train.shard}, so);
     u.grad_shard = at::zeros({u.train.shard}, so);
-    if (offload_) {
+    if (u.host) {
       for (const auto* t : {&u.master, &u.exp_avg, &u.exp_avg_sq, &u.grad_shard})
         u.pinned.emplace_back(*t, device_.is_cuda());
       if (opt_.offload == Offload::kOptimizer)
@@ -277,8 +313,11 @@ std::string ZeroImpl::describe() const {
       "{:.3f} GiB, master weights {:.3f} GiB, optimizer moments {:.3f} GiB = {:.3f} GiB{}{}",
       opt_.stage, rank(), world(), comm_.backend(), units_.size(), p.params / gib, p.grads / gib, p.master / gib,
       p.moments / gib, p.total() / gib,
-      offload_ ? fmt::format(" ({:.3f} GiB of it in host memory{}: {})", p.host / gib, device_.is_cuda() ? ", pinned" : "",
-                             opt_.offload == Offload::kParams ? "parameters and optimizer offloaded" : "optimizer offloaded")
+      offload_ ? fmt::format(" ({:.3f} GiB of it in host memory{}: {}{})", p.host / gib, device_.is_cuda() ? ", pinned" : "",
+                             opt_.offload == Offload::kParams ? "parameters and optimizer offloaded" : "optimizer offloaded",
+                             opt_.offload_ratio < 1 ? fmt::format(", {} of {} units (offload_ratio {})", host_unit_count(),
+                                                                  units_.size(), opt_.offload_ratio)
+                                                    : std::string())
                : std::string(),
       opt_.stage == 3 ? fmt::format(", + {:.3f} GiB per gathered unit (at most 2 at a time)", p.largest_unit / gib)
                       : std::string());
@@ -300,7 +339,7 @@ void ZeroImpl::log(const char* what, int64_t unit) {
 at::Tensor& ZeroImpl::grad_flat(Unit& u) {
   // One rank at stages 2 and 3 (not offloaded): the shard is the whole and nothing is reduced,
   // so backward adds straight into it (no buffer to zero, no pass to add it in afterwards).
-  if (!u.grad_flat.defined() && direct_grads()) u.grad_flat = u.grad_shard;
+  if (!u.grad_flat.defined() && direct_grads(u)) u.grad_flat = u.grad_shard;
   // Else on the device, offloaded or not: backward's gradients land here.
   if (!u.grad_flat.defined()) u.grad_flat = at::zeros({u.train.padded}, u.master.options().device(device_));
   return u.grad_flat;
@@ -381,9 +420,9 @@ void ZeroImpl::retire(int64_t unit) {
   u.reduce.reset();
   if (opt_.stage == 1) return;
   c10::NoGradGuard no_grad;
-  if (direct_grads()) {
+  if (direct_grads(u)) {
     // backward added into grad_shard itself
-  } else if (!offload_) {
+  } else if (!u.host) {
     u.grad_shard.add_(u.rs_out);
   } else if (u.grad_fresh) {
     // Its share of the norm while it is still on the device, then device -> pinned host on the
@@ -445,9 +484,9 @@ void ZeroImpl::after_backward() {
 
 // ---- parameters (stage 3)
 
-at::TensorOptions ZeroImpl::state_options() const {
+at::TensorOptions ZeroImpl::state_options(const Unit& u) const {
   // Offloaded: plain host memory, page-locked by HostPinning (not torch's pinned allocator).
-  return at::TensorOptions().dtype(at::kFloat).device(offload_ ? c10::Device(at::kCPU) : device_);
+  return at::TensorOptions().dtype(at::kFloat).device(u.host ? c10::Device(at::kCPU) : device_);
 }
 
 // Offloaded, a unit's trainable parameters are gathered on the up stream, behind their copy up:
@@ -470,7 +509,7 @@ void ZeroImpl::start_gather_from_host(int64_t unit) {
 
 void ZeroImpl::gather(int64_t unit, bool wait) {
   auto& u = units_[unit];
-  if (offload_ && !u.train.empty() && !u.train.resident && !u.train.gather) {
+  if (u.host && !u.train.empty() && !u.train.resident && !u.train.gather) {
     // Its host step first (the pipeline runs units in forward order); a prefetch never waits.
     if (!wait && !pipeline_->unit_done(unit)) return;
     pipeline_->wait_unit(unit);
@@ -479,7 +518,7 @@ void ZeroImpl::gather(int64_t unit, bool wait) {
     if (g->empty()) continue;
     if (!g->resident && !g->gather) {
       log("gather_start", unit);
-      if (world() == 1 && !offload_ && g == &u.train) {
+      if (world() == 1 && !u.host && g == &u.train) {
         // One rank: the fp32 master cast straight into the storage, one pass.
         allocate_storage(*g);
         c10::NoGradGuard no_grad;
@@ -489,12 +528,12 @@ void ZeroImpl::gather(int64_t unit, bool wait) {
         log("gather_done", unit);
         continue;
       }
-      if (g == &u.train && offload_) start_gather_from_host(unit);
+      if (g == &u.train && u.host) start_gather_from_host(unit);
       else start_gather(*g, comm_, g == &u.train ? u.master.to(opt_.compute_dtype) : u.frozen_shard);
     }
     if (wait && g->gather) {
       g->gather->wait();
-      if (g == &u.train && offload_) copies_->wait_up(unit);  // a gather queued on the up stream
+      if (g == &u.train && u.host) copies_->wait_up(unit);  // a gather queued on the up stream
       g->gather.reset();
       g->gather_input = at::Tensor();
       log("gather_done", unit);
@@ -507,7 +546,7 @@ void ZeroImpl::release(int64_t unit) {
   for (auto* g : {&u.train, &u.frozen}) {
     if (g->gather) {  // never free what a collective still writes
       g->gather->wait();
-      if (g == &u.train && offload_) copies_->wait_up(unit);
+      if (g == &u.train && u.host) copies_->wait_up(unit);
       g->gather.reset();
       g->gather_input = at::Tensor();
     }
@@ -568,12 +607,29 @@ void ZeroImpl::after_backward(int64_t unit) {
 
 // ---- the update
 
-std::vector<at::Tensor> ZeroImpl::grad_shards() const {
+std::vector<at::Tensor> ZeroImpl::grad_shards(std::optional<bool> host) const {
   std::vector<at::Tensor> out;
   for (const auto& u : units_)
-    if (!u.train.empty()) out.push_back(u.grad_shard);
+    if (!u.train.empty() && (!host || *host == u.host)) out.push_back(u.grad_shard);
   return out;
 }
+
+namespace {
+
+// The sum of the tensors' squared norms (one device per list), 0 for none.
+double squared_norm(const std::vector<at::Tensor>& tensors) {
+  if (tensors.empty()) return 0;
+  return at::stack(at::_foreach_norm(tensors, 2)).to(at::kDouble).pow(2).sum().item<double>();
+}
+
+// 1 when a tensor holds an inf or a NaN (one device per list).
+double any_non_finite(const std::vector<at::Tensor>& tensors) {
+  double bad = 0;
+  for (const auto& g : tensors) bad = std::max(bad, at::logical_not(at::isfinite(g).all()).item<double>());
+  return bad;
+}
+
+}  // namespace
 
 std::vector<double> ZeroImpl::all_reduce_sums(std::vector<double> values) {
   return sum_over_ranks(comm_, std::move(values), device());
@@ -590,29 +646,29 @@ bool ZeroImpl::unscale_gradients(double scale) {
   if (pipeline_) pipeline_->wait_all();
   c10::NoGradGuard no_grad;
   auto grads = grad_shards();
-  if (offload_) grad_scale_ /= scale;  // applied by the host step, not a pass of its own
+  if (offload_) grad_scale_ /= scale;  // applied by the steps (host and device), not a pass of its own
   else at::_foreach_mul_(grads, 1.0 / scale);
-  at::Tensor bad = at::zeros({}, grads.front().options());
-  for (const auto& g : grads) bad = at::maximum(bad, at::logical_not(at::isfinite(g).all()).to(at::kFloat));
-  return all_reduce_sum(bad.item<double>()) > 0;
+  return all_reduce_sum(any_non_finite(grads)) > 0;
 }
 
 double ZeroImpl::clip_grad_norm(double max_norm) {
   if (pipeline_) pipeline_->wait_all();
   c10::NoGradGuard no_grad;
-  auto grads = grad_shards();
   // The squares of each shard's norm, summed over shards and ranks (the padding holds zeros).
-  // Offloaded, one micro-step: summed on the device as the gradients went down (no host pass).
-  const bool on_device = offload_ && device_norm_valid_ && device_sq_norm_.defined();
-  log(on_device ? "grad_norm_device" : "grad_norm_host", -1);
-  const double local_sq = on_device ? device_sq_norm_.item<double>()
-                                    : at::stack(at::_foreach_norm(grads, 2)).to(at::kDouble).pow(2).sum().item<double>();
+  double local_sq = squared_norm(grad_shards(false));
+  const auto host_grads = grad_shards(true);
+  if (!host_grads.empty()) {
+    // Offloaded, one micro-step: summed on the device as the gradients went down (no host pass).
+    const bool on_device = device_norm_valid_ && device_sq_norm_.defined();
+    log(on_device ? "grad_norm_device" : "grad_norm_host", -1);
+    local_sq += on_device ? device_sq_norm_.item<double>() : squared_norm(host_grads);
+  }
   // Offloaded gradients are not unscaled yet: their norm is grad_scale_ times the stored one.
   const double total = std::sqrt(all_reduce_sum(local_sq)) * (offload_ ? grad_scale_ : 1.0);
   if (max_norm > 0) {
     const double coef = std::min(1.0, max_norm / (total + 1e-6));
     if (coef < 1.0 && offload_) grad_scale_ *= coef;
-    else if (coef < 1.0) at::_foreach_mul_(grads, coef);
+    else if (coef < 1.0) at::_foreach_mul_(grad_shards(), coef);
   }
   return total;
 }
@@ -644,26 +700,35 @@ void ZeroImpl::stage_up(int64_t unit) {
 void ZeroImpl::optimizer_step(double lr) {
   c10::NoGradGuard no_grad;
   ++steps_;
-  if (offload_) {
-    // Unit by unit on the pipeline's thread, in forward order: the next forward starts as soon
-    // as its first unit is updated (gather / refresh wait per unit), and each unit's copy up
-    // overlaps the host's work on the next.
-    pipeline_->wait_all();
-    for (auto& u : units_) u.refreshed = u.train.empty();
-    pipeline_->start(head_ + 1, [this, lr, scale = grad_scale_, step = steps_](int64_t unit) {
-      auto& u = units_[unit];
-      if (u.train.empty()) return;
-      host_update(u, lr, scale, step);
-      stage_up(unit);
-    });
+  if (!offload_) {
+    device_step(lr);
     return;
   }
+  // The units on the device at once; those on the host unit by unit on the pipeline's thread,
+  // in forward order: the next forward starts as soon as its first unit is updated (gather /
+  // refresh wait per unit), and each unit's copy up overlaps the host's work on the next.
+  pipeline_->wait_all();
+  device_step(lr);
+  for (auto& u : units_) u.refreshed = u.train.empty() || !u.host;
+  pipeline_->start(head_ + 1, [this, lr, scale = grad_scale_, step = steps_](int64_t unit) {
+    auto& u = units_[unit];
+    if (u.train.empty() || !u.host) return;
+    host_update(u, lr, scale, step);
+    stage_up(unit);
+  });
+}
+
+void ZeroImpl::device_step(double lr) {
+  std::vector<at::Tensor> grads = grad_shards(false);
+  if (grads.empty()) return;
+  // Offloaded runs defer the unscale and clip factors to the steps (the host's does it in its pass).
+  if (offload_ && grad_scale_ != 1.0) at::_foreach_mul_(grads, grad_scale_);
   for (const bool decays : {true, false})
     for (const double scale : loraplus_ > 0 ? std::vector<double>{1.0, loraplus_} : std::vector<double>{1.0}) {
       std::vector<at::Tensor> p, g, m, v;
       for (auto& u : units_)
         for (auto& piece : u.pieces)
-          if (piece.decays == decays && (loraplus_ <= 0 || (piece.lr_scale != 1.0) == (scale != 1.0))) {
+          if (!u.host && piece.decays == decays && (loraplus_ <= 0 || (piece.lr_scale != 1.0) == (scale != 1.0))) {
             p.push_back(piece.master);
             g.push_back(piece.grad);
             m.push_back(piece.exp_avg);
@@ -674,7 +739,7 @@ void ZeroImpl::optimizer_step(double lr) {
   if (opt_.stage == 3) return;  // the next forward gathers from the new master shards
   // Stages 1, 2: every rank's new parameters into every rank's full copy.
   for (auto& u : units_)
-    if (!u.train.empty()) start_gather(u.train, comm_, u.master.to(opt_.compute_dtype));
+    if (!u.train.empty() && !u.host) start_gather(u.train, comm_, u.master.to(opt_.compute_dtype));
   for (auto& u : units_)
     if (u.train.gather) {
       u.train.gather->wait();
@@ -690,7 +755,7 @@ void ZeroImpl::zero_grad() {
   device_norm_valid_ = knob_bool("LF_OFFLOAD_DEVICE_NORM").value_or(true);
   for (auto& u : units_) {
     if (u.train.empty()) continue;
-    if (offload_) {  // the next step's first gradient is copied in, not added: no pass over host memory
+    if (u.host) {  // the next step's first gradient is copied in, not added: no pass over host memory
       u.grad_fresh = true;
       continue;
     }
@@ -778,7 +843,7 @@ ZeroMemory ZeroImpl::resident_bytes() const {
       if (opt_.stage == 1) m.grads += static_cast<int64_t>(u.grad_flat.nbytes());
     }
     if (u.frozen_shard.defined()) m.params += static_cast<int64_t>(u.frozen_shard.nbytes());
-    if (offload_ && !u.train.empty()) {
+    if (u.host && !u.train.empty()) {
       m.host += static_cast<int64_t>(u.master.nbytes() + u.exp_avg.nbytes() + u.exp_avg_sq.nbytes() + u.grad_shard.nbytes());
       if (u.dev_shard.defined()) m.params += static_cast<int64_t>(u.dev_shard.nbytes());
     }
@@ -804,10 +869,14 @@ ZeroMemory ZeroImpl::predicted_bytes() const {
     m.largest_unit = std::max<int64_t>(
         m.largest_unit, static_cast<int64_t>(c * static_cast<double>(u.train.numel + u.frozen.numel)));
   if (offload_) {
-    // 16 bytes a parameter over N in host memory; on the device, unless the parameters are
-    // offloaded too, the compute-dtype shard (stage 3's gather input, stage 2's refresh).
-    m.host = m.grads + m.master + m.moments;
-    m.params += opt_.offload == Offload::kParams ? 0 : static_cast<int64_t>(c * t / n);
+    // 16 bytes a parameter of the host's units over N in host memory (offload_ratio's share);
+    // on the device, unless the parameters are offloaded too, their compute-dtype shard (stage
+    // 3's gather input, stage 2's refresh).
+    double th = 0;
+    for (const auto& u : units_)
+      if (u.host) th += static_cast<double>(u.train.numel);
+    m.host = static_cast<int64_t>(16 * th / n);
+    m.params += opt_.offload == Offload::kParams ? 0 : static_cast<int64_t>(c * th / n);
   }
   return m;
 }

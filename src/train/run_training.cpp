@@ -199,11 +199,14 @@ void check_offload_host_memory(const config::TrainConfig& c, const comm::WorldIn
     trainable = static_cast<double>(c.lora_rank * mc.num_layers) *
                 static_cast<double>(4 * mc.hidden_size + 2 * mc.num_heads * mc.head_dim +
                                     4 * mc.num_kv_heads * mc.head_dim + 3 * (mc.hidden_size + mc.intermediate_size));
-  const double per_rank = 16.0 * trainable / static_cast<double>(world.world_size);
+  // offload_ratio: at most that share goes to the host (whole units, while they fit).
+  const double per_rank = 16.0 * trainable * c.offload_ratio / static_cast<double>(world.world_size);
   offload::check_host_memory(static_cast<uint64_t>(per_rank * world.local_world_size),
                              fmt::format("offload: {}: fp32 master weights, AdamW moments and gradients of {:.2f}B "
-                                         "trainable parameters over {} rank(s), {} worker(s) on this node",
-                                         c.offload, trainable / 1e9, world.world_size, world.local_world_size));
+                                         "trainable parameters{} over {} rank(s), {} worker(s) on this node",
+                                         c.offload, trainable / 1e9,
+                                         c.offload_ratio < 1 ? fmt::format(" x offload_ratio {}", c.offload_ratio) : "",
+                                         world.world_size, world.local_world_size));
 }
 
 // The model on this worker's device, checked against the tokenizer and data, with LoRA

@@ -270,6 +270,34 @@ TEST(DeepSpeed, InlineMappingAndContentInTheCanonicalConfig) {
   EXPECT_NE(b.find("\"overlap_comm\":true"), std::string::npos) << b;
 }
 
+// DeepSpeed's ZeRO-Offload++ ratio and lf-train's offload_ratio: the share on the host.
+TEST(DeepSpeed, OffloadRatioFromTheFileOrOwnKey) {
+  auto part = write("ratio.json", R"({"zero_optimization": {"stage": 3, "offload_optimizer": {"device": "cpu",
+      "ratio": 0.4}}})");
+  auto c = parse("deepspeed: " + part + "\n").config;
+  EXPECT_EQ(c.offload, "optimizer");
+  EXPECT_DOUBLE_EQ(c.offload_ratio, 0.4);
+  EXPECT_DOUBLE_EQ(parse("deepspeed: " + part + "\noffload_ratio: 0.4\n").config.offload_ratio, 0.4);
+  auto e = error_of("deepspeed: " + part + "\noffload_ratio: 0.5\n");
+  EXPECT_NE(e.find("`offload_ratio: 0.5` and `deepspeed:"), std::string::npos) << e;
+  EXPECT_NE(e.find("offload_optimizer.ratio 0.4"), std::string::npos) << e;
+  auto bad = write("ratio0.json", R"({"zero_optimization": {"stage": 3, "offload_optimizer": {"device": "cpu",
+      "ratio": 0}}})");
+  e = error_of("deepspeed: " + bad + "\n");
+  EXPECT_NE(e.find("`zero_optimization.offload_optimizer.ratio: 0`: expected the share"), std::string::npos) << e;
+  auto nothing = write("ratio_none.json", R"({"zero_optimization": {"stage": 3, "offload_optimizer": {"ratio": 0.3}}})");
+  e = error_of("deepspeed: " + nothing + "\n");
+  EXPECT_NE(e.find("offloads nothing"), std::string::npos) << e;
+
+  auto own = parse("zero_stage: 3\noffload: optimizer\noffload_ratio: 0.25\n").config;
+  EXPECT_DOUBLE_EQ(own.offload_ratio, 0.25);
+  EXPECT_DOUBLE_EQ(parse("zero_stage: 3\noffload: optimizer\n").config.offload_ratio, 1.0);
+  e = error_of("zero_stage: 3\noffload: optimizer\noffload_ratio: 1.5\n");
+  EXPECT_NE(e.find("`offload_ratio: 1.5`: expected the share"), std::string::npos) << e;
+  e = error_of("zero_stage: 3\noffload_ratio: 0.5\n");
+  EXPECT_NE(e.find("offloads nothing without an offload"), std::string::npos) << e;
+}
+
 TEST(DeepSpeed, OwnKeysZeroStageAndOffload) {
   auto c = parse("zero_stage: 3\noffload: params\n").config;
   EXPECT_EQ(c.zero_stage, 3);

@@ -105,7 +105,7 @@ RunResult run_one_process(const config::TrainConfig& c, const TokenizedDataset& 
 // initialisation draws from the global generator).
 // The same global batch as one process: the micro-batch shrinks with the world size.
 RunResult run_zero(const config::TrainConfig& one_process, const TokenizedDataset& data, int world, int stage,
-                   Offload offload = Offload::kNone) {
+                   Offload offload = Offload::kNone, double offload_ratio = 1.0) {
   auto c = one_process;
   c.per_device_train_batch_size = one_process.per_device_train_batch_size / world;
   EXPECT_EQ(c.per_device_train_batch_size * world, one_process.per_device_train_batch_size);
@@ -118,6 +118,7 @@ RunResult run_zero(const config::TrainConfig& one_process, const TokenizedDatase
     o.stage = stage;
     o.offload = offload;
     o.host_threads = 2;
+    o.offload_ratio = offload_ratio;
     auto strategy = make_zero_strategy(setup_of(c, *models[rank], rank, world, &comm), o);
     train::Trainer t(trainer_setup(c, *models[rank], data, strategy.get()));
     auto r = collect(t.train());
@@ -291,11 +292,42 @@ TEST(ZeroOffload, TheNormIsSummedWhereTheWholeGradientIs) {
     c.gradient_accumulation_steps = accumulation;
     for (const int world : {1, 2}) {
       const auto plain = run_zero(c, data, world, 3);
-      const auto r = run_zero(c, data, world, 3, Offload::kOptimizer);
-      expect_same_run(r, plain, fmt::format("{} micro-step(s), {} rank(s)", accumulation, world), 1e-6);
-      const char* want = accumulation == 1 ? "grad_norm_device" : "grad_norm_host";
-      const auto found = std::count_if(r.events.begin(), r.events.end(), [&](const auto& e) { return e.what == want; });
-      EXPECT_EQ(found, 1) << want << " with " << accumulation << " micro-step(s), " << world << " rank(s)";
+      for (const double ratio : {1.0, 0.5}) {  // 0.5: the device's units' share summed beside it
+        const auto r = run_zero(c, data, world, 3, Offload::kOptimizer, ratio);
+        expect_same_run(r, plain, fmt::format("{} micro-step(s), {} rank(s), ratio {}", accumulation, world, ratio),
+                        1e-6);
+        const char* want = accumulation == 1 ? "grad_norm_device" : "grad_norm_host";
+        const auto found =
+            std::count_if(r.events.begin(), r.events.end(), [&](const auto& e) { return e.what == want; });
+        EXPECT_EQ(found, 1) << want << " with " << accumulation << " micro-step(s), " << world << " rank(s)";
+      }
+    }
+  }
+}
+
+// offload_ratio: some units keep their state and step on the device, the others go to the host;
+// the run still equals the one without offload, and the host holds at most the ratio's share.
+TEST(ZeroOffload, PartOfTheOptimizerOffloadedEqualsNoOffload) {
+  const auto data = fixture_dataset();
+  for (const std::string kind : {"full", "lora"}) {
+    const auto c = zero_config(kind, false);
+    for (const int world : {1, 2}) {
+      for (const int stage : {2, 3}) {
+        const auto plain = run_zero(c, data, world, stage);
+        for (const auto offload : stage == 3 ? std::vector{Offload::kOptimizer, Offload::kParams}
+                                             : std::vector{Offload::kOptimizer}) {
+          const auto r = run_zero(c, data, world, stage, offload, 0.5);
+          expect_same_run(r, plain,
+                          fmt::format("{}, stage {}, {} rank(s), {} offloaded, ratio 0.5", kind, stage, world,
+                                      offload == Offload::kParams ? "parameters" : "optimizer"),
+                          1e-6);
+          const double all = static_cast<double>(r.resident.master + r.resident.moments + r.resident.grads);
+          EXPECT_GT(r.resident.host, 0) << "nothing went to the host";
+          EXPECT_LE(static_cast<double>(r.resident.host), 0.5 * all + 64 * 16) << "more than the ratio's share";
+          EXPECT_LT(r.resident.host, r.resident.master + r.resident.moments + r.resident.grads);
+          EXPECT_NEAR(r.resident.host, r.predicted.host, 64 * 16);
+        }
+      }
     }
   }
 }

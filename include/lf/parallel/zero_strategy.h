@@ -43,6 +43,10 @@ struct ZeroOptions {
   bool prefetch = true;                       // stage 3: gather the next unit while one computes
   Offload offload = Offload::kNone;
   int host_threads = 1;                       // offload: the host AdamW's threads
+  // offload: the share of the trainable parameters whose state and step go to the host
+  // (DeepSpeed's offload_optimizer.ratio): whole units from the head down while they fit;
+  // the others keep theirs on the device and step there (16 bytes a parameter more there).
+  double offload_ratio = 1.0;
 };
 
 // Bytes this rank holds for training state (not activations), by kind.
