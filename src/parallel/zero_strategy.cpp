@@ -170,7 +170,8 @@ class ZeroImpl final : public ZeroStrategy, public model::GradSink, public model
   // Offload: the step's gradient norm squared, summed on the device from each unit's reduced
   // gradient before it goes down (one micro-step a step, no loss scale: else the host's norm).
   at::Tensor device_sq_norm_;
-  bool device_norm_valid_ = true;
+  const bool use_device_norm_ = knob_bool("LF_OFFLOAD_DEVICE_NORM").value_or(true);
+  bool device_norm_valid_ = use_device_norm_;
   // Saving: the last unit whose full fp32 values were gathered.
   int64_t cached_unit_ = -1;
   at::Tensor cached_values_;
@@ -752,7 +753,7 @@ void ZeroImpl::zero_grad() {
   c10::NoGradGuard no_grad;
   grad_scale_ = 1.0;
   device_sq_norm_ = at::Tensor();
-  device_norm_valid_ = knob_bool("LF_OFFLOAD_DEVICE_NORM").value_or(true);
+  device_norm_valid_ = use_device_norm_;
   for (auto& u : units_) {
     if (u.train.empty()) continue;
     if (u.host) {  // the next step's first gradient is copied in, not added: no pass over host memory

@@ -40,6 +40,7 @@
 #include "lf/rendezvous/store_client.h"
 #include "lf/train/batch.h"
 #include "lf/train/trainer.h"
+#include "offload_host_bytes.h"
 
 namespace lf::train {
 namespace fs = std::filesystem;
@@ -187,24 +188,18 @@ fs::path resolve_resume(const config::TrainConfig& c, const comm::WorldInfo& wor
   return resume;
 }
 
-// Offload pins 16 bytes a trainable parameter over the world (master, moments, gradient) in
-// host memory: checked against the node's and the container's room before anything loads, not
-// an OOM kill after the model did. Local rank 0 checks for the node's workers together.
+// Offload pins 16 bytes a trainable parameter over the world (master, moments, gradient; times
+// offload_ratio) in host memory: checked against the node's and the container's room before
+// anything loads, not an OOM kill after the model did. Local rank 0 checks for the node's workers.
 void check_offload_host_memory(const config::TrainConfig& c, const comm::WorldInfo& world) {
   if (c.offload == "none" || world.local_rank != 0) return;
   const fs::path src(c.model_name_or_path);
   const auto mc = model::load_model_config(fs::is_directory(src) ? src / "config.json" : src);
-  double trainable = static_cast<double>(model::num_parameters(mc));
-  if (c.finetuning_type == "lora")  // an upper bound: A and B on all seven projections of every layer
-    trainable = static_cast<double>(c.lora_rank * mc.num_layers) *
-                static_cast<double>(4 * mc.hidden_size + 2 * mc.num_heads * mc.head_dim +
-                                    4 * mc.num_kv_heads * mc.head_dim + 3 * (mc.hidden_size + mc.intermediate_size));
-  // offload_ratio: at most that share goes to the host (whole units, while they fit).
-  const double per_rank = 16.0 * trainable * c.offload_ratio / static_cast<double>(world.world_size);
-  offload::check_host_memory(static_cast<uint64_t>(per_rank * world.local_world_size),
+  const auto b = predict_offload_host_bytes(c, mc, world.world_size);
+  offload::check_host_memory(static_cast<uint64_t>(b.per_rank * world.local_world_size),
                              fmt::format("offload: {}: fp32 master weights, AdamW moments and gradients of {:.2f}B "
                                          "trainable parameters{} over {} rank(s), {} worker(s) on this node",
-                                         c.offload, trainable / 1e9,
+                                         c.offload, b.trainable / 1e9,
                                          c.offload_ratio < 1 ? fmt::format(" x offload_ratio {}", c.offload_ratio) : "",
                                          world.world_size, world.local_world_size));
 }

@@ -33,8 +33,10 @@ namespace lf::parallel {
 // ZeRO-Offload (stages 2 and 3): the fp32 master shards, moments and gradient shards in host
 // memory (pinned on a GPU run) and the AdamW step on the host (offload/host_adamw.h), each
 // unit's reduced gradient copied device -> host as its backward finishes, its updated
-// compute-dtype shard host -> device as the host moves on to the next unit. kParams (stage 3)
-// also keeps the compute-dtype parameter shards on the host: each gather copies its unit up.
+// compute-dtype shard host -> device as the host moves on to the next unit, both on copy streams
+// of their own (offload_copies.h). kParams (stage 3) also keeps the compute-dtype parameter shards
+// on the host: each gather copies its unit up. ZeroOptions::offload_ratio < 1 offloads only some
+// units (ZeRO-Offload++); the others keep their state on the device and step there.
 enum class Offload { kNone, kOptimizer, kParams };
 
 struct ZeroOptions {
