@@ -623,11 +623,12 @@ double squared_norm(const std::vector<at::Tensor>& tensors) {
   return at::stack(at::_foreach_norm(tensors, 2)).to(at::kDouble).pow(2).sum().item<double>();
 }
 
-// 1 when a tensor holds an inf or a NaN (one device per list).
+// 1 when a tensor holds an inf or a NaN (one device per list: one synchronisation), 0 for none.
 double any_non_finite(const std::vector<at::Tensor>& tensors) {
-  double bad = 0;
-  for (const auto& g : tensors) bad = std::max(bad, at::logical_not(at::isfinite(g).all()).item<double>());
-  return bad;
+  if (tensors.empty()) return 0;
+  at::Tensor bad = at::zeros({}, tensors.front().options());
+  for (const auto& g : tensors) bad = at::maximum(bad, at::logical_not(at::isfinite(g).all()).to(bad.scalar_type()));
+  return bad.item<double>();
 }
 
 }  // namespace
@@ -649,7 +650,7 @@ bool ZeroImpl::unscale_gradients(double scale) {
   auto grads = grad_shards();
   if (offload_) grad_scale_ /= scale;  // applied by the steps (host and device), not a pass of its own
   else at::_foreach_mul_(grads, 1.0 / scale);
-  return all_reduce_sum(any_non_finite(grads)) > 0;
+  return all_reduce_sum(std::max(any_non_finite(grad_shards(false)), any_non_finite(grad_shards(true)))) > 0;
 }
 
 double ZeroImpl::clip_grad_norm(double max_norm) {
