@@ -7,8 +7,15 @@
 // On a CPU run (and in a build without CUDA) every copy is a plain synchronous copy: the same
 // order, the same bytes. LF_OFFLOAD_COPY_STREAMS=0 queues them on the compute stream instead
 // (the A/B). Internal to lf_parallel.
-// Threading: copy_down / wait_up from the training thread; copy_up from one thread
-// at a time (the host step's); a unit's wait_up only after its copy_up has returned.
+// The fp32 temporaries of a copy up are allocated on the up stream (stream-ordered there), so
+// the up stream's pool keeps the largest unit's fp32 shard (and, parameters offloaded, its
+// compute-dtype copy) reserved, out of the compute stream's reach: counted in the allocator's
+// peak, not in ZeRO's predicted bytes. A small persistent staging buffer copied through in
+// chunks would free that; not done (it changes a path measured only as it is).
+// Threading: copy_down / on_up / wait_up from the training thread or autograd's (whose current
+// stream is the training thread's); copy_up from the host step's thread; a unit is gathered only
+// after its host step, so the two never use the up stream for the same unit at once; a unit's
+// wait_up only after its copy_up / on_up has returned.
 #include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
 

@@ -168,7 +168,8 @@ class ZeroImpl final : public ZeroStrategy, public model::GradSink, public model
   std::unique_ptr<OffloadCopies> copies_;       // offload: the copies down and up on streams of their own
   std::unique_ptr<HostStepPipeline> pipeline_;  // offload; after units_: it stops before they go
   // Offload: the step's gradient norm squared, summed on the device from each unit's reduced
-  // gradient before it goes down (one micro-step a step, no loss scale: else the host's norm).
+  // gradient before it goes down (one micro-step a step, else the host's norm; under fp16 the
+  // loss-scaled gradients' norm, times grad_scale_ as the host's is).
   at::Tensor device_sq_norm_;
   const bool use_device_norm_ = knob_bool("LF_OFFLOAD_DEVICE_NORM").value_or(true);
   bool device_norm_valid_ = use_device_norm_;
@@ -239,23 +240,39 @@ ZeroImpl::ZeroImpl(const StrategySetup& s, const ZeroOptions& o)
 std::vector<bool> ZeroImpl::host_units(const std::vector<std::vector<model::NamedParam>>& train) const {
   std::vector<bool> host(train.size(), false);
   if (!offload_) return host;
-  // At most the ratio's share of the trainable parameters, so that the host memory checked at
-  // start (the ratio x 16 bytes a parameter) bounds what is pinned; the later units first: the
+  double smallest = 0;
+  // As many whole units as fit in the ratio's share of the trainable parameters, so that the host
+  // memory checked at start (the ratio x 16 bytes a parameter, up to the shards' padding) bounds
+  // what is pinned; taken from the head down, skipping a unit that does not fit: the
   // next forward runs the earlier ones (on the device, updated at once) while the host works.
   const double budget = opt_.offload_ratio * static_cast<double>(trainable_numel_);
   double taken = 0;
   for (int64_t u = static_cast<int64_t>(train.size()) - 1; u >= 0; --u) {
     double numel = 0;
     for (const auto& p : train[u]) numel += static_cast<double>(p.tensor->numel());
+    if (numel > 0 && (smallest == 0 || numel < smallest)) smallest = numel;
     if (numel > 0 && taken + numel <= budget * (1 + 1e-12)) {
       host[u] = true;
       taken += numel;
     }
   }
+  LF_CHECK(taken > 0, ConfigError,
+           "offload_ratio {} offloads nothing: the smallest unit with trainable parameters holds {:.4f} of them (units "
+           "go to the host whole); raise offload_ratio to at least that, or use offload: none",
+           opt_.offload_ratio, smallest / static_cast<double>(trainable_numel_));
   return host;
 }
 
 ZeroImpl::~ZeroImpl() {
+  // Offload: no copy may still read or write host or device memory that the members free
+  // (an exception can unwind mid-step, with copies and the host step in flight).
+  if (offload_) {
+    try {
+      if (pipeline_) pipeline_->wait_all();
+      if (device_.is_cuda()) c10::impl::getDeviceGuardImpl(device_.type())->synchronizeDevice(device_.index());
+    } catch (...) {  // the step's own error is already on its way
+    }
+  }
   for (const auto& t : routed_) model::set_grad_route(t, nullptr);
 }
 
@@ -429,6 +446,7 @@ void ZeroImpl::retire(int64_t unit) {
     // Its share of the norm while it is still on the device, then device -> pinned host on the
     // down stream: backward goes on meanwhile; the host reads it after the micro-step's
     // synchronisation (flush).
+    if (device_norm_valid_ && !syncing_) device_norm_valid_ = false;  // micro-steps to come: the host's norm
     if (device_norm_valid_) {
       const auto sq = at::linalg_vector_norm(u.rs_out, 2).to(at::kDouble).square();
       device_sq_norm_ = device_sq_norm_.defined() ? device_sq_norm_ + sq : sq;

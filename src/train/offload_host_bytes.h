@@ -2,7 +2,7 @@
 // What offload will page-lock in host memory, predicted from the config and the model's
 // config.json before anything loads (run_training checks it against MemAvailable and the
 // cgroup's limit): 16 bytes a trainable parameter (fp32 master, two moments, fp32 gradient)
-// over the world, times offload_ratio (the share offloaded; whole units while they fit, so
+// over the world, times offload_ratio (the share offloaded; as many whole units as fit in it, so
 // this bounds what ZeRO pins). Internal to lf_train.
 #include <cstdint>
 

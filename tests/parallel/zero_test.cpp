@@ -14,6 +14,7 @@
 #include "../comm/test_ranks.h"
 #include "../train/train_test_util.h"
 #include "lf/ckpt/rank_commit.h"
+#include "lf/common/error.h"
 #include "lf/model/loader.h"
 #include "lf/model/lora.h"
 #include "lf/parallel/make_strategy.h"
@@ -329,6 +330,24 @@ TEST(ZeroOffload, PartOfTheOptimizerOffloadedEqualsNoOffload) {
         }
       }
     }
+  }
+}
+
+TEST(ZeroOffload, ARatioTooSmallForAnyUnitIsAnError) {
+  const auto data = fixture_dataset();
+  auto c = zero_config("full", false);
+  auto m = make_model(c);
+  const auto local = comm::make_local_communicator();
+  ZeroOptions o;
+  o.stage = 3;
+  o.offload = Offload::kOptimizer;
+  o.offload_ratio = 1e-9;
+  try {
+    make_zero_strategy(setup_of(c, *m, 0, 1, local.get()), o);
+    ADD_FAILURE() << "offload_ratio 1e-9 was accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("offload_ratio 1e-09 offloads nothing"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("raise offload_ratio"), std::string::npos) << e.what();
   }
 }
 

@@ -109,7 +109,7 @@ struct TrainConfig {
   int64_t zero_stage = 0;         // 0: data parallel (DDP); 1, 2, 3: ZeRO stages
   std::string offload = "none";   // none | optimizer | params (params: parameters and optimizer)
   // The share of the trainable parameters offloaded (DeepSpeed's offload_optimizer.ratio): whole
-  // units from the head down while they fit; the rest keep state and step on the device.
+  // units from the head down, as many as fit; the rest keep state and step on the device.
   double offload_ratio = 1.0;
   bool overlap_comm = true;
   // DeepSpeed's bucket sizes count elements; these are MiB of the gradient/parameter dtype DeepSpeed

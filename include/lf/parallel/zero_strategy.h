@@ -46,7 +46,7 @@ struct ZeroOptions {
   Offload offload = Offload::kNone;
   int host_threads = 1;                       // offload: the host AdamW's threads
   // offload: the share of the trainable parameters whose state and step go to the host
-  // (DeepSpeed's offload_optimizer.ratio): whole units from the head down while they fit;
+  // (DeepSpeed's offload_optimizer.ratio): as many whole units as fit, from the head down;
   // the others keep theirs on the device and step there (16 bytes a parameter more there).
   double offload_ratio = 1.0;
 };
