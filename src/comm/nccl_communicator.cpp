@@ -20,6 +20,7 @@
 #include <mutex>
 #include <thread>
 
+#include "lf/common/cuda_event.h"
 #include "lf/comm/communicator.h"
 #include "lf/comm/rank_agreement.h"
 #include "lf/common/env.h"
@@ -47,20 +48,7 @@ using Clock = std::chrono::steady_clock;
     LF_CHECK(lf_cuda_rc == cudaSuccess, BackendError, "{} failed: {}", #call, cudaGetErrorString(lf_cuda_rc)); \
   } while (0)
 
-// A timing-free CUDA event (cheap to record and query).
-class Event {
- public:
-  Event() { LF_CUDA_CHECK(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming)); }
-  ~Event() { cudaEventDestroy(event_); }
-  Event(const Event&) = delete;
-  Event& operator=(const Event&) = delete;
-  void record(cudaStream_t s) { LF_CUDA_CHECK(cudaEventRecord(event_, s)); }
-  void block(cudaStream_t s) { LF_CUDA_CHECK(cudaStreamWaitEvent(s, event_, 0)); }
-  bool query() const { return cudaEventQuery(event_) == cudaSuccess; }
-
- private:
-  cudaEvent_t event_ = nullptr;
-};
+using Event = CudaEvent;
 
 ncclDataType_t nccl_type(at::ScalarType t) {
   switch (t) {

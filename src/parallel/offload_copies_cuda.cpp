@@ -7,37 +7,12 @@
 #include <optional>
 #include <vector>
 
+#include "lf/common/cuda_event.h"
 #include "lf/common/env_knobs.h"
-#include "lf/common/error.h"
 #include "offload_copies.h"
 
 namespace lf::parallel {
 namespace {
-
-// A timing-free CUDA event (not ATen's CUDAEvent: its header pulls in cuBLAS and cuSPARSE).
-class Event {
- public:
-  Event() = default;
-  Event(const Event&) = delete;
-  Event& operator=(const Event&) = delete;
-  ~Event() {
-    if (event_) cudaEventDestroy(event_);
-  }
-  void record(cudaStream_t s) {
-    if (!event_) check(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming), "create");
-    check(cudaEventRecord(event_, s), "record");
-  }
-  // s waits for the last record (nothing when never recorded).
-  void block(cudaStream_t s) const {
-    if (event_) check(cudaStreamWaitEvent(s, event_, 0), "wait");
-  }
-
- private:
-  static void check(cudaError_t rc, const char* what) {
-    LF_CHECK(rc == cudaSuccess, BackendError, "offload copies: CUDA event {} failed: {}", what, cudaGetErrorString(rc));
-  }
-  cudaEvent_t event_ = nullptr;
-};
 
 cudaStream_t current(c10::Device device) { return c10::cuda::getCurrentCUDAStream(device.index()).stream(); }
 
@@ -46,14 +21,14 @@ cudaStream_t current(c10::Device device) { return c10::cuda::getCurrentCUDAStrea
 struct OffloadCopies::Impl {
   c10::Device device;
   std::optional<c10::cuda::CUDAStream> down, up;  // unset: the copies queue on the caller's stream
-  std::vector<Event> up_done;                     // per unit: its last copy up
+  std::vector<CudaEvent> up_done;                 // per unit: its last copy up
 };
 
 OffloadCopies::OffloadCopies(c10::Device device, int64_t units) : impl_(std::make_unique<Impl>(Impl{device, {}, {}, {}})) {
   if (!device.is_cuda() || !knob_bool("LF_OFFLOAD_COPY_STREAMS").value_or(true)) return;
   impl_->down = c10::cuda::getStreamFromPool(false, device.index());
   impl_->up = c10::cuda::getStreamFromPool(false, device.index());
-  impl_->up_done = std::vector<Event>(static_cast<size_t>(units));
+  impl_->up_done = std::vector<CudaEvent>(static_cast<size_t>(units));
 }
 
 OffloadCopies::~OffloadCopies() = default;
@@ -66,7 +41,7 @@ void OffloadCopies::copy_down(const at::Tensor& dst, const at::Tensor& src) {
     return;
   }
   const c10::cuda::CUDAGuard device_guard(impl_->device);
-  Event produced;
+  CudaEvent produced;
   produced.record(current(impl_->device));
   produced.block(impl_->down->stream());
   const c10::cuda::CUDAStreamGuard guard(*impl_->down);
@@ -88,7 +63,7 @@ void OffloadCopies::on_up(int64_t unit, const std::function<void()>& work, bool 
   }
   const c10::cuda::CUDAGuard device_guard(impl_->device);
   if (after_caller) {
-    Event queued;
+    CudaEvent queued;
     queued.record(current(impl_->device));
     queued.block(impl_->up->stream());
   }
