@@ -13,3 +13,11 @@ function(lf_add_fixture_check what timeout)
   set_tests_properties(${what}_fixture_check PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT ${timeout}
                        ENVIRONMENT "LF_ASSETS_DIR=${LF_ASSETS_DIR}")
 endfunction()
+
+# lf_add_launcher_pytest(NAME FILE TIMEOUT): a pytest of FILE (in this folder) that runs jobs
+# through the real lf-train (LF_TRAIN_BIN), one at a time with the other launcher tests.
+function(lf_add_launcher_pytest name file timeout)
+  add_test(NAME ${name} COMMAND ${LF_PYTHON} -m pytest -q -p no:cacheprovider ${CMAKE_CURRENT_SOURCE_DIR}/${file})
+  set_tests_properties(${name} PROPERTIES TIMEOUT ${timeout} RESOURCE_LOCK launcher
+                       ENVIRONMENT "LF_TRAIN_BIN=$<TARGET_FILE:lf-train>")
+endfunction()

@@ -1,6 +1,8 @@
 # libtorch for lf-worker and the model/comm/optim/ckpt components. Only these
 # targets see torch; the launcher side never links it.
 find_package(Torch REQUIRED)
+# Installed binaries (scripts/install_gpu.sh) find libtorch where they were linked against it.
+list(APPEND CMAKE_INSTALL_RPATH "${TORCH_INSTALL_PREFIX}/lib")
 # Torch's exported flags add -D_GLIBCXX_USE_CXX11_ABI; keep them on torch targets only.
 add_library(lf_torch INTERFACE)
 target_link_libraries(lf_torch INTERFACE ${TORCH_LIBRARIES})

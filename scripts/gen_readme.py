@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Regenerates the README's generated sections from lf-train's own declarations.
+"""Regenerates the generated sections of the README and the guides (docs/reference.md: the config
+keys and the LF_* knobs) from lf-train's own declarations.
 
 Each section sits between two markers:
 
@@ -10,7 +11,8 @@ Each section sits between two markers:
 and is replaced by what that lf-train command prints. With --check nothing is written:
 the exit code is 1 when the README is stale (a ctest runs this), with a diff.
 
-    scripts/gen_readme.py [--lf-train build/src/launcher/lf-train] [--check] [README.md]
+    scripts/gen_readme.py [--lf-train build/src/launcher/lf-train] [--check] [FILE.md ...]
+    (no FILE: README.md and every docs/*.md that holds a marker)
 """
 import argparse
 import difflib
@@ -39,30 +41,41 @@ def render(lf_train, text):
     return "".join(out)
 
 
+def pages(given):
+    if given:
+        return given
+    docs = os.path.join(ROOT, "docs")
+    found = [os.path.join(ROOT, "README.md")] + sorted(
+        os.path.join(docs, f) for f in os.listdir(docs) if f.endswith(".md"))
+    return [p for p in found if BEGIN.search(open(p, encoding="utf-8").read())]
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("readme", nargs="?", default=os.path.join(ROOT, "README.md"))
+    ap.add_argument("files", nargs="*")
     ap.add_argument("--lf-train", default=os.environ.get("LF_TRAIN_BIN") or
                     os.path.join(ROOT, os.environ.get("BUILD_DIR", "build"), "src/launcher/lf-train"))
-    ap.add_argument("--check", action="store_true", help="fail (exit 1, with a diff) when the README is stale")
+    ap.add_argument("--check", action="store_true", help="fail (exit 1, with a diff) when a page is stale")
     args = ap.parse_args()
-    with open(args.readme, encoding="utf-8") as f:
-        old = f.read()
-    if not BEGIN.search(old):
-        sys.exit(f"gen_readme: {args.readme} has no generated sections")
-    new = render(args.lf_train, old)
-    if args.check:
-        if new != old:
-            sys.stdout.writelines(difflib.unified_diff(old.splitlines(True), new.splitlines(True),
-                                                       "README.md", "README.md (generated)"))
-            print("\nREADME.md is stale: run scripts/gen_readme.py (after building lf-train)")
-            return 1
-        return 0
-    if new != old:
-        with open(args.readme, "w", encoding="utf-8") as f:
-            f.write(new)
-        print(f"updated {args.readme}")
-    return 0
+    files, stale = pages(args.files), 0
+    if not files:
+        sys.exit("gen_readme: no page holds a generated section")
+    for path in files:
+        with open(path, encoding="utf-8") as f:
+            old = f.read()
+        new = render(args.lf_train, old)
+        name = os.path.relpath(path, ROOT)
+        if args.check:
+            if new != old:
+                sys.stdout.writelines(difflib.unified_diff(old.splitlines(True), new.splitlines(True), name,
+                                                           f"{name} (generated)"))
+                print(f"\n{name} is stale: run scripts/gen_readme.py (after building lf-train)")
+                stale += 1
+        elif new != old:
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(new)
+            print(f"updated {name}")
+    return 1 if stale else 0
 
 
 if __name__ == "__main__":

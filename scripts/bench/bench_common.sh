@@ -73,13 +73,14 @@ for m in 0.5b 1.5b 7b; do
   cp configs/models/tiny/tokenizer.json configs/models/tiny/tokenizer_config.json "$d/"
 done
 
+# packing=true cutoff_len=2048: LLaMA-Factory's rows of 2048 tokens, at most 2047 of them examples (issue 28).
 lf_args() {  # SIZE MODE
   local size=$1 mode=$2 model=$WORK/models/$1
   [[ ${TINY:-0} == 1 ]] && model=configs/models/tiny
   local cfg=configs/qwen2.5-$size-$mode.yaml
   [[ $size == 7b && $mode == lora ]] && cfg=configs/qwen7b.yaml
   echo "$cfg model_name_or_path=$model init_weights=random dataset=bench \
-dataset_dir=$WORK/data packing=true train_on_prompt=true cutoff_len=2047 per_device_train_batch_size=4 \
+dataset_dir=$WORK/data packing=true train_on_prompt=true cutoff_len=2048 per_device_train_batch_size=4 \
 gradient_accumulation_steps=1 max_steps=$STEPS logging_steps=1 save_strategy=no plot_loss=false \
 overwrite_output_dir=true output_dir=$WORK/out/$size-$mode tokenized_path=$WORK/tok \
 disable_gradient_checkpointing=true lora_rank=16 lora_alpha=32 learning_rate=1e-5 warmup_ratio=0 \

@@ -49,7 +49,7 @@ for part in "${parts[@]}"; do
       shape=0.5b; [[ ${TINY:-0} == 1 ]] && shape=tiny
       "$PY" scripts/bench/train_curve_hf.py init --shape $shape --tokenizer configs/models/tiny --out "$C/init" >> "$LOG" 2>&1
       run "curve lf" $LF configs/qwen2.5-0.5b-full.yaml model_name_or_path="$C/init" init_weights=pretrained \
-        dataset=bench dataset_dir="$WORK/data" packing=true train_on_prompt=true cutoff_len=2047 \
+        dataset=bench dataset_dir="$WORK/data" packing=true train_on_prompt=true cutoff_len=2048 \
         per_device_train_batch_size=4 gradient_accumulation_steps=1 max_steps=50 logging_steps=1 save_strategy=no \
         plot_loss=false overwrite_output_dir=true output_dir="$C/lf" tokenized_path="$C/tok" \
         disable_gradient_checkpointing=true learning_rate=1e-4 warmup_steps=5 weight_decay=0 \

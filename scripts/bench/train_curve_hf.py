@@ -31,14 +31,29 @@ SHAPES = {  # Qwen2.5 published configs (as /work/shared/bench/hf_reference.py);
 
 
 def read_lftok(path):
+    """Rows (ids, labels, positions) of lf-train's tokenized cache (include/lf/data/tokenized_dataset.h): positions
+    restart with each sequence of a packed row (flag 1: segment ids), as LLaMA-Factory's packed position_ids;
+    None for unpacked rows (0, 1, ...)."""
     with open(path, "rb") as f:
         head = f.read(64)
-        magic, version, _res, _key, n, tokens = struct.unpack("<8sIIQQQ", head[:40])
+        magic, version, flags, _key, n, tokens = struct.unpack("<8sIIQQQ", head[:40])
         assert magic == b"LFTOKDS1", f"{path}: not an lf-train tokenized cache"
+        assert not flags & 2, f"{path}: neat_packing rows need a block-diagonal mask this peer does not build"
         offsets = np.frombuffer(f.read(8 * (n + 1)), dtype="<u8")
         ids = np.frombuffer(f.read(4 * tokens), dtype="<i4")
         labels = np.frombuffer(f.read(4 * tokens), dtype="<i4")
-    return [(ids[offsets[i]:offsets[i + 1]].tolist(), labels[offsets[i]:offsets[i + 1]].tolist()) for i in range(n)]
+        segments = np.frombuffer(f.read(4 * tokens), dtype="<i4") if flags & 1 else None
+    rows = []
+    for i in range(n):
+        a, b = offsets[i], offsets[i + 1]
+        pos = None
+        if segments is not None:
+            seg = segments[a:b].tolist()
+            pos = [0] * len(seg)
+            for j in range(1, len(seg)):
+                pos[j] = pos[j - 1] + 1 if seg[j] == seg[j - 1] and seg[j] != 0 else 0
+        rows.append((ids[a:b].tolist(), labels[a:b].tolist(), pos))
+    return rows
 
 
 def cmd_init(a):
@@ -81,11 +96,14 @@ def cmd_train(a):
         ids = torch.full((len(batch), t), a.pad_id, dtype=torch.long)
         lab = torch.full((len(batch), t), -100, dtype=torch.long)
         mask = torch.zeros((len(batch), t), dtype=torch.long)
-        for i, (x, y) in enumerate(batch):
+        pos = torch.arange(t).repeat(len(batch), 1) if batch[0][2] is None else torch.zeros((len(batch), t), dtype=torch.long)
+        for i, (x, y, p) in enumerate(batch):
             ids[i, :len(x)] = torch.tensor(x)
             lab[i, :len(y)] = torch.tensor(y)
             mask[i, :len(x)] = 1
-        return {"input_ids": ids, "labels": lab, "attention_mask": mask}
+            if p is not None:
+                pos[i, :len(p)] = torch.tensor(p)
+        return {"input_ids": ids, "labels": lab, "attention_mask": mask, "position_ids": pos}
 
     class T(Trainer):
         def _get_train_sampler(self, *args, **kwargs):

@@ -31,15 +31,15 @@ def batches(rows, mbs, seed, pad_id):
     order = torch.randperm(len(rows), generator=torch.Generator().manual_seed(seed)).tolist()
     for b in range(0, len(order) - mbs + 1, mbs):
         chunk = [rows[i] for i in order[b:b + mbs]]
-        t = (max(len(x) for x, _ in chunk) + 7) // 8 * 8
+        t = (max(len(r[0]) for r in chunk) + 7) // 8 * 8
         ids = torch.full((mbs, t), pad_id, dtype=torch.long)
         lab = torch.full((mbs, t), -100, dtype=torch.long)
         mask = torch.zeros((mbs, t), dtype=torch.long)
-        for i, (x, y) in enumerate(chunk):
+        for i, (x, y, _pos) in enumerate(chunk):  # unpacked rows: no positions
             ids[i, :len(x)] = torch.tensor(x)
             lab[i, :len(y)] = torch.tensor(y)
             mask[i, :len(x)] = 1
-        yield ids, lab, mask, sum(len(x) for x, _ in chunk)
+        yield ids, lab, mask, sum(len(r[0]) for r in chunk)
 
 
 def build(a, device):

@@ -1,5 +1,5 @@
 #pragma once
-// Validation of a read TrainConfig, in one place: the required keys, each declared
+// Validation of a read JobPlan, in one place: the required keys, each declared
 // key's own rule (config_schema.cpp), then the rules between keys, then the
 // values derived from others (lora_alpha). Internal to src/config.
 #include "config_reader.h"
@@ -8,6 +8,8 @@
 namespace lf::config {
 
 // Throws ConfigError naming the key, where it was set and what to do.
-void check_config(const Reader& r, TrainConfig& c);
+void check_config(const Reader& r, JobPlan& c);
+// The rules that need the parallel section, once it is resolved (sharding.h).
+void check_parallel_rules(const JobPlan& c);
 
 }  // namespace lf::config

@@ -1,10 +1,10 @@
 #pragma once
 // The config schema: every key lf-train treats specially is declared once, in
-// config_schema.cpp, with its policy, the TrainConfig (and DataArgs) field it
-// sets, its type, allowed values, its own check and a note for the README. The
-// YAML reading (train_config.cpp), validation (config_rules.cpp), the DataArgs
-// mapping (to_data_args.cpp) and the README's key lists (key_docs.cpp) all walk
-// this table. A LLaMA-Factory key (llamafactory_keys.tsv says which exist) that
+// config_schema.cpp, with its policy, the job plan field it sets (job_plan.h: one
+// section per component, so the data section is DataArgs itself), its type, allowed
+// values, its own check and a note for the README. The YAML reading
+// (train_config.cpp), validation (config_rules.cpp) and the README's key lists
+// (key_docs.cpp) all walk this table. A LLaMA-Factory key (llamafactory_keys.tsv says which exist) that
 // is not declared here is accepted without effect. Internal to src/config.
 #include <functional>
 #include <string>
@@ -13,12 +13,11 @@
 
 #include "config_reader.h"
 #include "lf/config/train_config.h"
-#include "lf/data/data_args.h"
 
 namespace lf::config {
 
 enum class KeyPolicy {
-  kImplemented,  // read into a TrainConfig field
+  kImplemented,  // read into a job plan field
   kOnlyValues,   // accepted with the listed values, which are what lf-train does anyway; others refused
   kRefused,      // a non-default value would change the result: ConfigError with the reason
   kNoEffect,     // accepted; a non-default value gets one warning line
@@ -31,12 +30,11 @@ struct KeyDecl {
   // no effect: why (optional).
   std::string note;
   bool own = false;         // lf-train's own key (not LLaMA-Factory's)
-  std::string field;        // the TrainConfig member it sets ("" none)
-  std::string data_field;   // the DataArgs member it maps to ("" none)
+  std::string field;        // the plan field it sets: "section.member" ("" none)
   std::string type;         // for docs: "integer", "number", "bool", "text", "list", ...
   std::vector<std::string> choices;  // allowed values; empty: any of the type
   std::string choices_hint;          // appended to the refusal of another value
-  // The default as the README shows it; empty: show(TrainConfig{}).
+  // The default as the README shows it; empty: show(JobPlan{}).
   std::string default_text;
   // Why our default differs from LLaMA-Factory's (tests compare them otherwise).
   std::string default_differs;
@@ -44,12 +42,21 @@ struct KeyDecl {
   // needs beside it. Empty: derived from the type.
   std::string sample;
   std::string sample_context;
+  // What a run shows when this key acts (implemented keys; tests/train/test_key_effects.py runs the
+  // tiny job with the key at `sample` and requires the observable to change), taken from the
+  // component that consumes the key, never from the plan itself:
+  //   losses | lr | grad_norm | eval | log_entries | tokens | weights   trainer_log.jsonl / outputs
+  //   file:GLOB          the paths of output_dir matching GLOB
+  //   log:TEXT           the run's log lines containing TEXT
+  //   refused            a CPU run stops with exit 2 naming the key (its GPU effect: a script
+  //                      under scripts/device/ says which)
+  //   outdir             the outputs land in the sample folder
+  std::string observable;
+  int ranks = 1;  // the ranks the observable needs (DDP / ZeRO keys: 2)
 
-  std::function<void(const Reader&, TrainConfig&)> read;         // YAML -> field
-  std::function<void(const Reader&, const TrainConfig&)> check;  // this key's own rule
-  std::function<std::string(const TrainConfig&)> show;          // the field as text
-  std::function<void(const TrainConfig&, DataArgs&)> to_data;    // field -> DataArgs
-  std::function<std::string(const DataArgs&)> show_data;         // the DataArgs member as text
+  std::function<void(const Reader&, JobPlan&)> read;         // YAML -> field
+  std::function<void(const Reader&, const JobPlan&)> check;  // this key's own rule
+  std::function<std::string(const JobPlan&)> show;          // the field as text
 };
 
 // The declared keys, in the order they are read (a later key may override an earlier one).
@@ -57,7 +64,7 @@ const std::vector<KeyDecl>& config_schema();
 const KeyDecl* find_decl(std::string_view name);
 // Declared policy, or kNoEffect for an undeclared LLaMA-Factory key.
 KeyPolicy key_policy(std::string_view name);
-// The default as text (default_text, else show of a default TrainConfig; "" when neither).
+// The default as text (default_text, else show of a default JobPlan; "" when neither).
 std::string default_text(const KeyDecl& d);
 
 // "`key: value` is not supported; lf-train supports a, b. hint" unless value is allowed.

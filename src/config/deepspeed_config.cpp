@@ -110,7 +110,7 @@ std::optional<int64_t> hidden_size(const std::string& model_dir, std::string& wh
 // Checks one file against the table and reads it into DeepSpeedSettings; collects every problem.
 class DeepSpeedReader {
  public:
-  DeepSpeedReader(const Reader& r, const TrainConfig& c, std::string file) : r_(r), c_(c), file_(std::move(file)) {}
+  DeepSpeedReader(const Reader& r, const JobPlan& c, std::string file) : r_(r), c_(c), file_(std::move(file)) {}
 
   DeepSpeedSettings read(const json& root) {
     root_ = &root;
@@ -191,7 +191,7 @@ class DeepSpeedReader {
 
   // DeepSpeed's loss scaler runs whenever fp16 does, with its defaults for what the file leaves out.
   void check_loss_scaler() {
-    if (!c_.fp16) return;
+    if (!c_.precision.fp16) return;
     for (const DsKey& k : deepspeed_keys()) {
       if (!k.fp16_only) continue;
       const json* v = get(std::string(k.path));
@@ -213,20 +213,20 @@ class DeepSpeedReader {
   }
 
   void match_yaml() {
-    match("train_micro_batch_size_per_gpu", c_.per_device_train_batch_size, "per_device_train_batch_size");
-    match("gradient_accumulation_steps", c_.gradient_accumulation_steps, "gradient_accumulation_steps");
-    match("gradient_clipping", c_.max_grad_norm, "max_grad_norm");
-    match("fp16.enabled", c_.fp16, "fp16");
-    match("bf16.enabled", c_.bf16, "bf16");
-    match("bfloat16.enabled", c_.bf16, "bf16");
-    match("optimizer.params.lr", c_.learning_rate, "learning_rate");
-    match("optimizer.params.betas", json::array({c_.adam_beta1, c_.adam_beta2}), "adam_beta1/adam_beta2");
-    match("optimizer.params.eps", c_.adam_epsilon, "adam_epsilon");
-    match("optimizer.params.weight_decay", c_.weight_decay, "weight_decay");
-    if (const json* t = get("communication_data_type"); t && !is_auto(*t) && lower(t->get<std::string>()) != c_.ddp_reduce_dtype)
+    match("train_micro_batch_size_per_gpu", c_.schedule.per_device_train_batch_size, "per_device_train_batch_size");
+    match("gradient_accumulation_steps", c_.schedule.gradient_accumulation_steps, "gradient_accumulation_steps");
+    match("gradient_clipping", c_.optim.max_grad_norm, "max_grad_norm");
+    match("fp16.enabled", c_.precision.fp16, "fp16");
+    match("bf16.enabled", c_.precision.bf16, "bf16");
+    match("bfloat16.enabled", c_.precision.bf16, "bf16");
+    match("optimizer.params.lr", c_.optim.learning_rate, "learning_rate");
+    match("optimizer.params.betas", json::array({c_.optim.adam_beta1, c_.optim.adam_beta2}), "adam_beta1/adam_beta2");
+    match("optimizer.params.eps", c_.optim.adam_epsilon, "adam_epsilon");
+    match("optimizer.params.weight_decay", c_.optim.weight_decay, "weight_decay");
+    if (const json* t = get("communication_data_type"); t && !is_auto(*t) && lower(t->get<std::string>()) != c_.parallel.ddp_reduce_dtype)
       problem(fmt::format("`communication_data_type: {}` contradicts `ddp_reduce_dtype: {}` ({}): lf-train reduces "
                           "gradients in fp32 or bf16; set ddp_reduce_dtype to match, or remove the key",
-                          json_text(*t), c_.ddp_reduce_dtype, yaml_where("ddp_reduce_dtype")));
+                          json_text(*t), c_.parallel.ddp_reduce_dtype, yaml_where("ddp_reduce_dtype")));
     if (const json* t = get("optimizer.type"); t && lower(t->get<std::string>()) != "adam" &&
                                                lower(t->get<std::string>()) != "adamw")
       problem(fmt::format("`optimizer.type: {}` is refused: lf-train trains with its own AdamW (HF's defaults); "
@@ -234,12 +234,12 @@ class DeepSpeedReader {
                           json_text(*t)));
     if (const json* t = get("train_batch_size"); t && !is_auto(*t)) {
       const int64_t tbs = t->get<int64_t>();
-      const int64_t per_rank = c_.per_device_train_batch_size * c_.gradient_accumulation_steps;
+      const int64_t per_rank = c_.schedule.per_device_train_batch_size * c_.schedule.gradient_accumulation_steps;
       if (tbs <= 0 || tbs % per_rank != 0)
         problem(fmt::format("`train_batch_size: {}` is not a multiple of per_device_train_batch_size x "
                             "gradient_accumulation_steps = {} x {} = {} (it must be that times the world size): set "
                             "it to \"auto\"",
-                            tbs, c_.per_device_train_batch_size, c_.gradient_accumulation_steps, per_rank));
+                            tbs, c_.schedule.per_device_train_batch_size, c_.schedule.gradient_accumulation_steps, per_rank));
       else
         s_.train_batch_size = tbs;
     }
@@ -251,7 +251,7 @@ class DeepSpeedReader {
     double elements = fallback;
     if (const json* v = get(path)) {
       if (is_auto(*v)) {
-        if (!hidden_tried_) hidden_ = hidden_size(c_.model_name_or_path, why_hidden_);
+        if (!hidden_tried_) hidden_ = hidden_size(c_.model.model_name_or_path, why_hidden_);
         hidden_tried_ = true;
         if (!hidden_) {
           problem(fmt::format("`{}: \"auto\"` is HF's {}hidden_size^2 and needs the model's hidden_size ({}): give "
@@ -264,7 +264,7 @@ class DeepSpeedReader {
         elements = v->get<double>();
       }
     }
-    const double bytes = c_.bf16 || c_.fp16 ? 2 : 4;
+    const double bytes = c_.precision.bf16 || c_.precision.fp16 ? 2 : 4;
     return elements * bytes / (1024.0 * 1024.0);
   }
 
@@ -343,7 +343,7 @@ class DeepSpeedReader {
   }
 
   const Reader& r_;
-  const TrainConfig& c_;
+  const JobPlan& c_;
   std::string file_;
   const json* root_ = nullptr;
   DeepSpeedSettings s_;
@@ -355,7 +355,7 @@ class DeepSpeedReader {
 
 }  // namespace
 
-std::optional<DeepSpeedSettings> read_deepspeed(const Reader& r, const TrainConfig& c, const std::string& config_dir,
+std::optional<DeepSpeedSettings> read_deepspeed(const Reader& r, const JobPlan& c, const std::string& config_dir,
                                                 std::vector<std::string>& warnings) {
   if (!r.has("deepspeed") || r.text("deepspeed").empty()) return std::nullopt;
   JsonInput in = read_json_input(r, "deepspeed", config_dir);

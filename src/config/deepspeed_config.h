@@ -31,7 +31,7 @@ struct DeepSpeedSettings {
 
 // nullopt when `deepspeed` is unset or empty. `c` holds the YAML's values already read
 // (batch sizes, precision, optimizer). Throws one ConfigError listing every problem.
-std::optional<DeepSpeedSettings> read_deepspeed(const Reader& r, const TrainConfig& c, const std::string& config_dir,
+std::optional<DeepSpeedSettings> read_deepspeed(const Reader& r, const JobPlan& c, const std::string& config_dir,
                                                 std::vector<std::string>& warnings);
 
 }  // namespace lf::config

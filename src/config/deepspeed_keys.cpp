@@ -39,6 +39,23 @@ constexpr DsKey scaler(std::string_view path, T type, std::string_view def, std:
   return {path, type, P::kRefused, def, accepted, note, false, false, true};
 }
 
+// An implemented key with its observable, sample value and the context it needs (deepspeed_keys.h).
+constexpr DsKey acts(DsKey k, std::string_view observable, std::string_view sample, std::string_view context = "",
+                     std::string_view yaml_context = "") {
+  k.observable = observable;
+  k.sample = sample;
+  k.context = context;
+  k.yaml_context = yaml_context;
+  return k;
+}
+constexpr std::string_view kStage2 = R"({"zero_optimization": {"stage": 2}})";
+constexpr std::string_view kStage3 = R"({"zero_optimization": {"stage": 3}})";
+constexpr std::string_view kStage3Offload =
+    R"({"zero_optimization": {"stage": 3, "offload_optimizer": {"device": "cpu"}}})";
+constexpr std::string_view kStage3OffloadBoth =
+    R"({"zero_optimization": {"stage": 3, "offload_optimizer": {"device": "cpu"}, "offload_param": {"device": "cpu"}}})";
+constexpr std::string_view kStage3CpuOffload = R"({"zero_optimization": {"stage": 3, "cpu_offload": true}})";
+
 constexpr std::string_view kScaler =
     "lf-train's fp16 loss scaler is torch's GradScaler (2^16 at start, x2 after 2000 overflow-free steps, x0.5 on "
     "each overflow, no hysteresis), which skips and rescales at other steps than this value asks: set the value "
@@ -50,14 +67,14 @@ constexpr std::string_view kNoLogging =
 
 constexpr DsKey kKeys[] = {
     // ---- batch, clipping, precision: "auto" or the YAML's value (HF's fill_match)
-    matches("train_batch_size", T::kInt,
+    acts(matches("train_batch_size", T::kInt,
             "per_device_train_batch_size x gradient_accumulation_steps x world size; an explicit value is checked "
-            "when the world size is known"),
-    matches("train_micro_batch_size_per_gpu", T::kInt, "per_device_train_batch_size"),
-    matches("gradient_accumulation_steps", T::kInt, "gradient_accumulation_steps"),
-    matches("gradient_clipping", T::kNumber, "max_grad_norm"),
+            "when the world size is known"), "refused", "7"),
+    acts(matches("train_micro_batch_size_per_gpu", T::kInt, "per_device_train_batch_size"), "refused", "7"),
+    acts(matches("gradient_accumulation_steps", T::kInt, "gradient_accumulation_steps"), "refused", "7"),
+    acts(matches("gradient_clipping", T::kNumber, "max_grad_norm"), "refused", "0.3"),
     section("fp16"),
-    matches("fp16.enabled", T::kBool, "fp16"),
+    acts(matches("fp16.enabled", T::kBool, "fp16"), "refused", "true"),
     scaler("fp16.loss_scale", T::kNumber, "0", "0", kScaler),
     scaler("fp16.initial_scale_power", T::kInt, "16", "16", kScaler),
     scaler("fp16.loss_scale_window", T::kInt, "1000", "2000", kScaler),
@@ -69,23 +86,24 @@ constexpr DsKey kKeys[] = {
     refused("fp16.fp16_master_weights_and_grads", T::kBool, "false",
             "fp16 master weights are not supported: lf-train keeps fp32 master weights"),
     section("bf16"),
-    matches("bf16.enabled", T::kBool, "bf16"),
+    acts(matches("bf16.enabled", T::kBool, "bf16"), "refused", "true"),
     no_effect("bf16.immediate_grad_update", T::kBool, "true", "an implementation choice of DeepSpeed's"),
     no_effect("bf16.check_grad_overflow", T::kBool, "false", "bf16 needs no overflow check"),
     section("bfloat16", "DeepSpeed's old name of bf16"),
-    matches("bfloat16.enabled", T::kBool, "bf16"),
+    acts(matches("bfloat16.enabled", T::kBool, "bf16"), "refused", "true"),
     // Must match like the keys above, but HF does not fill "auto" for it.
-    {"communication_data_type", T::kString, P::kMatchesYaml, "", "",
-     "lf-train's ddp_reduce_dtype (fp32 or bf16): the dtype gradients are reduced in"},
+    acts({"communication_data_type", T::kString, P::kMatchesYaml, "", "",
+     "lf-train's ddp_reduce_dtype (fp32 or bf16): the dtype gradients are reduced in"}, "refused", "\"bf16\""),
 
     // ---- optimizer: lf-train's own AdamW, with the YAML's hyperparameters
     section("optimizer", "lf-train always trains with its own AdamW (HF's defaults)"),
-    implemented("optimizer.type", T::kString, "", "Adam or AdamW (DeepSpeed's Adam is AdamW); others are refused"),
+    acts(implemented("optimizer.type", T::kString, "", "Adam or AdamW (DeepSpeed's Adam is AdamW); others are refused"),
+         "refused", "\"Lamb\""),
     section("optimizer.params"),
-    matches("optimizer.params.lr", T::kNumber, "learning_rate"),
-    matches("optimizer.params.betas", T::kList, "[adam_beta1, adam_beta2]"),
-    matches("optimizer.params.eps", T::kNumber, "adam_epsilon"),
-    matches("optimizer.params.weight_decay", T::kNumber, "weight_decay"),
+    acts(matches("optimizer.params.lr", T::kNumber, "learning_rate"), "refused", "0.5"),
+    acts(matches("optimizer.params.betas", T::kList, "[adam_beta1, adam_beta2]"), "refused", "[0.5, 0.5]"),
+    acts(matches("optimizer.params.eps", T::kNumber, "adam_epsilon"), "refused", "0.5"),
+    acts(matches("optimizer.params.weight_decay", T::kNumber, "weight_decay"), "refused", "0.5"),
     refused("optimizer.params.adam_w_mode", T::kBool, "true", "Adam with L2 regularisation instead of AdamW"),
     refused("optimizer.params.bias_correction", T::kBool, "true", "Adam without bias correction"),
     refused("optimizer.params.amsgrad", T::kBool, "false", "AMSGrad"),
@@ -99,32 +117,42 @@ constexpr DsKey kKeys[] = {
 
     // ---- ZeRO
     section("zero_optimization"),
-    implemented("zero_optimization.stage", T::kInt, "0", "zero_stage: 0 (DDP), 1, 2 or 3; other values are refused"),
-    implemented("zero_optimization.overlap_comm", T::kBool, "",
-                "overlap_comm (DeepSpeed's default: true at stage 3, else false)"),
-    implemented("zero_optimization.reduce_bucket_size", T::kNumber, "5e8",
-                "reduce_bucket_mb (elements; \"auto\": hidden_size^2)", true),
-    implemented("zero_optimization.allgather_bucket_size", T::kNumber, "5e8", "allgather_bucket_mb (elements)"),
-    implemented("zero_optimization.stage3_prefetch_bucket_size", T::kNumber, "5e7",
-                "prefetch_bucket_mb (elements; \"auto\": 0.9 x hidden_size^2)", true),
-    implemented("zero_optimization.prefetch_bucket_size", T::kNumber, "5e7",
-                "DeepSpeed's other name of stage3_prefetch_bucket_size", true),
-    implemented("zero_optimization.contiguous_gradients", T::kBool, "true",
-                "lf-train always reduces from contiguous buckets; false has no effect"),
-    implemented("zero_optimization.reduce_scatter", T::kBool, "true",
-                "lf-train always reduce-scatters sharded gradients; false has no effect"),
+    acts(implemented("zero_optimization.stage", T::kInt, "0",
+                     "zero_stage: 0 (DDP), 1, 2 or 3; other values are refused"),
+         "log:ZeRO-", "2"),
+    acts(implemented("zero_optimization.overlap_comm", T::kBool, "",
+                "overlap_comm (DeepSpeed's default: true at stage 3, else false): false waits for each gradient "
+                "reduction as it is issued (no overlap with backward)"), "log:reduction", "false", kStage3),
+    acts(implemented("zero_optimization.reduce_bucket_size", T::kNumber, "5e8",
+                "reduce_bucket_mb (elements; \"auto\": hidden_size^2): as many units' gradient reductions stay in "
+                "flight as fit, at least two", true), "log:reductions in flight", "1000", kStage3),
+    acts(implemented("zero_optimization.allgather_bucket_size", T::kNumber, "5e8",
+                "allgather_bucket_mb (elements): stages 1, 2 keep as many units' all-gathers of the new parameters "
+                "in flight as fit, at least one"), "log:update all-gather", "1000", kStage2),
+    acts(implemented("zero_optimization.stage3_prefetch_bucket_size", T::kNumber, "5e7",
+                "prefetch_bucket_mb (elements; \"auto\": 0.9 x hidden_size^2): stage 3 gathers as many units ahead "
+                "as fit, at least one (0: no prefetch)", true), "log:prefetch", "0", kStage3),
+    acts(implemented("zero_optimization.prefetch_bucket_size", T::kNumber, "5e7",
+                "DeepSpeed's other name of stage3_prefetch_bucket_size", true), "log:prefetch", "0", kStage3),
+    no_effect("zero_optimization.contiguous_gradients", T::kBool, "true",
+              "lf-train always reduces from contiguous buckets (a memory layout of DeepSpeed's)"),
+    no_effect("zero_optimization.reduce_scatter", T::kBool, "true",
+              "lf-train always reduce-scatters sharded gradients (DeepSpeed's all-reduce fallback)"),
     section("zero_optimization.offload_optimizer"),
-    implemented("zero_optimization.offload_optimizer.device", T::kString, "\"none\"",
+    acts(implemented("zero_optimization.offload_optimizer.device", T::kString, "\"none\"",
                 "cpu: offload optimizer (state and step on the CPU); none; nvme is refused"),
-    implemented("zero_optimization.offload_optimizer.pin_memory", T::kBool, "false", "pin_memory"),
+         "log:ZeRO-", "\"cpu\"", kStage3),
+    acts(implemented("zero_optimization.offload_optimizer.pin_memory", T::kBool, "false",
+                "pin_memory: offloaded state page-locked on a GPU run (false: pageable, slower copies)"),
+         "log:in host memory", "true", kStage3Offload),
     no_effect("zero_optimization.offload_optimizer.nvme_path", T::kString, "", kNvmeOnly),
     no_effect("zero_optimization.offload_optimizer.buffer_count", T::kInt, "4", kNvmeOnly),
     no_effect("zero_optimization.offload_optimizer.pipeline_read", T::kBool, "false", kNvmeOnly),
     no_effect("zero_optimization.offload_optimizer.pipeline_write", T::kBool, "false", kNvmeOnly),
     no_effect("zero_optimization.offload_optimizer.fast_init", T::kBool, "false", kNvmeOnly),
-    implemented("zero_optimization.offload_optimizer.ratio", T::kNumber, "1.0",
+    acts(implemented("zero_optimization.offload_optimizer.ratio", T::kNumber, "1.0",
                 "offload_ratio: the share of the optimizer on the host (ZeRO-Offload++); whole units from the head "
-                "down, the rest steps on the GPU"),
+                "down, the rest steps on the GPU"), "log:ZeRO-", "0.5", kStage3Offload),
     refused("zero_optimization.offload_optimizer.super_offload", T::kBool, "false",
             "SuperOffload (Grace-Hopper superchips) is not supported"),
     no_effect("zero_optimization.offload_optimizer.convert_grad_on_cpu", T::kBool, "true",
@@ -132,25 +160,28 @@ constexpr DsKey kKeys[] = {
     no_effect("zero_optimization.offload_optimizer.cpuadam_cores_perc", T::kNumber, "0.8",
               "a tuning knob of DeepSpeed's CPU Adam"),
     section("zero_optimization.offload_param"),
-    implemented("zero_optimization.offload_param.device", T::kString, "\"none\"",
+    acts(implemented("zero_optimization.offload_param.device", T::kString, "\"none\"",
                 "cpu: offload params (parameters and optimizer; stage 3 only); none; nvme is refused"),
-    implemented("zero_optimization.offload_param.pin_memory", T::kBool, "false", "pin_memory"),
+         "log:ZeRO-", "\"cpu\"", kStage3Offload),
+    acts(implemented("zero_optimization.offload_param.pin_memory", T::kBool, "false",
+                "pin_memory: offloaded state page-locked on a GPU run (false: pageable, slower copies)"),
+         "log:in host memory", "true", kStage3OffloadBoth),
     no_effect("zero_optimization.offload_param.nvme_path", T::kString, "", kNvmeOnly),
     no_effect("zero_optimization.offload_param.buffer_count", T::kInt, "5", kNvmeOnly),
     no_effect("zero_optimization.offload_param.buffer_size", T::kNumber, "1e8", kNvmeOnly),
     no_effect("zero_optimization.offload_param.max_in_cpu", T::kNumber, "1e9", kNvmeOnly),
-    implemented("zero_optimization.cpu_offload", T::kBool, "false",
-                "DeepSpeed's deprecated offload_optimizer {device: cpu}"),
-    implemented("zero_optimization.cpu_offload_param", T::kBool, "false",
-                "DeepSpeed's deprecated offload_param {device: cpu}"),
-    implemented("zero_optimization.cpu_offload_use_pin_memory", T::kBool, "false",
-                "DeepSpeed's deprecated pin_memory"),
+    acts(implemented("zero_optimization.cpu_offload", T::kBool, "false",
+                "DeepSpeed's deprecated offload_optimizer {device: cpu}"), "log:ZeRO-", "true", kStage2),
+    acts(implemented("zero_optimization.cpu_offload_param", T::kBool, "false",
+                "DeepSpeed's deprecated offload_param {device: cpu}"), "log:ZeRO-", "true", kStage3CpuOffload),
+    acts(implemented("zero_optimization.cpu_offload_use_pin_memory", T::kBool, "false",
+                "DeepSpeed's deprecated pin_memory"), "log:in host memory", "true", kStage3CpuOffload),
     no_effect("zero_optimization.sub_group_size", T::kNumber, "1e9", kOwnSharding),
     no_effect("zero_optimization.stage3_param_persistence_threshold", T::kNumber, "1e5", kOwnSharding, true),
     no_effect("zero_optimization.stage3_model_persistence_threshold", T::kNumber, "9223372036854775807",
               kOwnSharding),
     no_effect("zero_optimization.stage3_max_live_parameters", T::kNumber, "1e9",
-              "lf-train holds at most the current and the prefetched unit"),
+              "lf-train holds the current unit and those stage3_prefetch_bucket_size prefetches"),
     no_effect("zero_optimization.stage3_max_reuse_distance", T::kNumber, "1e9",
               "lf-train frees a unit after use and gathers it again in backward"),
     no_effect("zero_optimization.stage3_gather_16bit_weights_on_model_save", T::kBool, "false",

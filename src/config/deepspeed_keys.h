@@ -10,7 +10,7 @@
 namespace lf::config {
 
 enum class DsPolicy {
-  kImplemented,  // read into TrainConfig's sharding fields
+  kImplemented,  // read into the plan's parallel section
   kMatchesYaml,  // "auto" takes the YAML's value (as HF fills it); an explicit value must equal it
   kNoEffect,     // a value other than DeepSpeed's default gets one warning line (per file)
   kRefused,      // a value other than `accepted` is a ConfigError with the reason
@@ -31,6 +31,14 @@ struct DsKey {
   bool auto_ok = false;   // HF fills "auto" for it
   bool opaque = false;    // an object judged whole (its "enabled", else non-empty): contents unchecked
   bool fp16_only = false;  // matters only when fp16 is on (the loss scaler); inert otherwise
+  // What shows that the key acts (tests/train/test_key_effects.py reads it from `lf-train keys
+  // --json`): the observable kind of the YAML keys' (config_schema.h), a sample value (JSON) that
+  // changes it, and what the run needs for it: `context`, a JSON object merged into the test's
+  // DeepSpeed file, and `yaml_context`, "key: value" lines of the YAML.
+  std::string_view observable = "";
+  std::string_view sample = "";
+  std::string_view context = "";
+  std::string_view yaml_context = "";
 };
 
 std::span<const DsKey> deepspeed_keys();

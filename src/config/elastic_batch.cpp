@@ -9,7 +9,8 @@
 
 namespace lf::config {
 
-std::string keep_elastic_global_batch(TrainConfig& c, int64_t base_world, int64_t world) {
+std::string keep_elastic_global_batch(JobPlan& plan, int64_t base_world, int64_t world) {
+  ScheduleSection& c = plan.schedule;
   if (base_world <= 0 || world == base_world) return "";
   LF_CHECK(world > 0, ConfigError, "elastic job: world size {} (WORLD_SIZE) must be positive", world);
   const int64_t micro = c.per_device_train_batch_size, accum = c.gradient_accumulation_steps;

@@ -22,11 +22,16 @@ constexpr std::string_view kWrapNote =
     "accepted and unused: lf-train wraps its own decoder layers (each one a unit; the embedding and lm_head their "
     "own)";
 
+constexpr std::string_view kWrapOnly = "fsdp: auto_wrap";  // no strategy named: full_shard (HF's default)
+
 constexpr FsdpKey kOptions[] = {
-    {"full_shard", P::kImplemented, "", "zero_stage 3: parameters, gradients and optimizer state sharded"},
-    {"shard_grad_op", P::kImplemented, "", "zero_stage 2: gradients and optimizer state sharded"},
-    {"no_shard", P::kImplemented, "", "zero_stage 0: data parallel (DDP)"},
-    {"offload", P::kImplemented, "", "offload: params (parameters and optimizer on the CPU; full_shard only)"},
+    {"full_shard", P::kImplemented, "", "zero_stage 3: parameters, gradients and optimizer state sharded",
+     "log:ZeRO-", "full_shard"},
+    {"shard_grad_op", P::kImplemented, "", "zero_stage 2: gradients and optimizer state sharded", "log:ZeRO-",
+     "shard_grad_op", kWrapOnly},
+    {"no_shard", P::kImplemented, "", "zero_stage 0: data parallel (DDP)", "log:ZeRO-", "no_shard", kWrapOnly},
+    {"offload", P::kImplemented, "", "offload: params (parameters and optimizer on the CPU; full_shard only)",
+     "log:ZeRO-", "offload", kWrapOnly},
     {"auto_wrap", P::kWrap, "", kWrapNote},
     {"hybrid_shard", P::kRefused, "", kHybrid},
     {"hybrid_shard_zero2", P::kRefused, "", kHybrid},
@@ -34,11 +39,13 @@ constexpr FsdpKey kOptions[] = {
 
 constexpr FsdpKey kKeys[] = {
     {"reshard_after_forward", P::kImplemented, "true",
-     "true (or full_shard): zero_stage 3; false (or shard_grad_op): zero_stage 2"},
+     "true (or full_shard): zero_stage 3; false (or shard_grad_op): zero_stage 2", "log:ZeRO-", "false", kWrapOnly},
     {"sharding_strategy", P::kImplemented, "",
-     "accelerate's FULL_SHARD (3), SHARD_GRAD_OP (2), NO_SHARD (0); hybrid ones are refused"},
-    {"cpu_offload", P::kImplemented, "false", "true: offload params (parameters and optimizer on the CPU)"},
-    {"offload_params", P::kImplemented, "false", "accelerate's name of cpu_offload"},
+     "accelerate's FULL_SHARD (3), SHARD_GRAD_OP (2), NO_SHARD (0); hybrid ones are refused", "log:ZeRO-",
+     "\"SHARD_GRAD_OP\"", kWrapOnly},
+    {"cpu_offload", P::kImplemented, "false", "true: offload params (parameters and optimizer on the CPU)",
+     "log:ZeRO-", "true", kWrapOnly},
+    {"offload_params", P::kImplemented, "false", "accelerate's name of cpu_offload", "log:ZeRO-", "true", kWrapOnly},
     {"transformer_layer_cls_to_wrap", P::kWrap, "null", kWrapNote},
     {"auto_wrap_policy", P::kWrap, "\"TRANSFORMER_BASED_WRAP\"", kWrapNote},
     {"min_num_params", P::kWrap, "0", kWrapNote},

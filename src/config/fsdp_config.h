@@ -23,6 +23,12 @@ struct FsdpKey {
   FsdpPolicy policy;
   std::string_view hf_default;  // JSON
   std::string_view note;
+  // What shows that the key acts (tests/train/test_key_effects.py, through `lf-train keys
+  // --json`): the observable kind (config_schema.h), a sample value (JSON; an option's is its
+  // name) and the YAML lines the run needs ("fsdp: auto_wrap": full_shard by default).
+  std::string_view observable = "";
+  std::string_view sample = "";
+  std::string_view yaml_context = "";
 };
 
 std::span<const FsdpKey> fsdp_keys();

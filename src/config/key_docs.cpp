@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <nlohmann/json.hpp>
+
 #include "config_schema.h"
 #include "deepspeed_keys.h"
 #include "fsdp_config.h"
@@ -61,12 +63,13 @@ const char* fsdp_policy(FsdpPolicy p) {
 
 std::string schema_markdown() {
   std::string implemented =
-      "| key | type or values | default | what lf-train does |\n|---|---|---|---|\n";
+      "| key | type or values | default | what lf-train does | observable (key-effect test) |\n|---|---|---|---|---|\n";
   std::string only = "| key | accepted values | |\n|---|---|---|\n";
   std::string refused = "| key | why |\n|---|---|\n";
   for (const KeyDecl& d : config_schema()) {
     if (d.policy == KeyPolicy::kImplemented)
-      implemented += fmt::format("| `{}` | {} | {} | {} |\n", d.name, cell(type_of(d)), shown_default(d), cell(d.note));
+      implemented += fmt::format("| `{}` | {} | {} | {} | {}{} |\n", d.name, cell(type_of(d)), shown_default(d),
+                                 cell(d.note), cell(d.observable), d.ranks > 1 ? fmt::format(" ({} ranks)", d.ranks) : "");
     if (d.policy == KeyPolicy::kOnlyValues)
       only += fmt::format("| `{}` | {} | {} |\n", d.name, fmt::join(d.choices, ", "), cell(d.note));
     if (d.policy == KeyPolicy::kRefused) refused += fmt::format("| `{}` | {} |\n", d.name, cell(d.note));
@@ -113,6 +116,40 @@ std::string fsdp_markdown() {
 std::string config_keys_markdown() {
   return fmt::format("{}\n#### DeepSpeed keys (`deepspeed: FILE.json`)\n\n{}\n#### FSDP (`fsdp:`, `fsdp_config:`)\n\n{}",
                      schema_markdown(), deepspeed_markdown(), fsdp_markdown());
+}
+
+std::string config_keys_json() {
+  nlohmann::json keys = nlohmann::json::array();
+  for (const KeySpec& k : key_specs()) {
+    const KeyDecl* d = find_decl(k.name);
+    const KeyPolicy p = key_policy(k.name);
+    nlohmann::json j = {{"name", k.name}, {"lf_type", k.type}, {"lf_default", k.default_repr},
+                        {"policy", p == KeyPolicy::kImplemented  ? "implemented"
+                                   : p == KeyPolicy::kOnlyValues ? "only_values"
+                                   : p == KeyPolicy::kRefused    ? "refused"
+                                                                 : "no_effect"}};
+    if (d) j.update({{"field", d->field}, {"sample", d->sample}, {"sample_context", d->sample_context},
+                     {"observable", d->observable}, {"ranks", d->ranks}, {"own", d->own}});
+    keys.push_back(std::move(j));
+  }
+  for (const DsKey& k : deepspeed_keys()) {
+    if (k.type == DsType::kObject && !k.opaque) continue;  // a section: its keys are listed
+    static constexpr const char* kPolicy[] = {"implemented", "matches_yaml", "no_effect", "refused", "ignored"};
+    static constexpr const char* kType[] = {"bool", "number", "int", "string", "object", "list", "any"};
+    keys.push_back({{"table", "deepspeed"}, {"name", k.path}, {"policy", kPolicy[static_cast<int>(k.policy)]},
+                    {"type", kType[static_cast<int>(k.type)]}, {"default", k.deepspeed_default},
+                    {"accepted", k.accepted}, {"fp16_only", k.fp16_only}, {"opaque", k.opaque},
+                    {"observable", k.observable}, {"sample", k.sample}, {"context", k.context},
+                    {"yaml_context", k.yaml_context}});
+  }
+  for (const auto& [table, keys_of] : {std::pair{"fsdp", fsdp_options()}, std::pair{"fsdp_config", fsdp_keys()}})
+    for (const FsdpKey& k : keys_of) {
+      static constexpr const char* kPolicy[] = {"implemented", "no_effect", "refused", "wrap"};
+      keys.push_back({{"table", table}, {"name", k.name}, {"policy", kPolicy[static_cast<int>(k.policy)]},
+                      {"default", k.hf_default}, {"observable", k.observable}, {"sample", k.sample},
+                      {"yaml_context", k.yaml_context}});
+    }
+  return keys.dump(1) + "\n";
 }
 
 std::string config_keys_text() {

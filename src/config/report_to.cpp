@@ -15,7 +15,7 @@ void resolve_report_to(const Reader& r, LoadedConfig& out) {
       "azure_ml", "clearml", "codecarbon", "comet_ml", "dagshub", "dvclive", "flyte",
       "mlflow",   "neptune", "swanlab",    "tensorboard", "trackio", "wandb"};
   std::vector<std::string> resolved;
-  for (std::string v : out.config.report_to) {
+  for (std::string v : out.plan.logging.report_to) {
     std::transform(v.begin(), v.end(), v.begin(), [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
     if (v == "none") continue;
     LF_CHECK(v == "all" || kIntegrations.count(v), ConfigError,
@@ -31,7 +31,7 @@ void resolve_report_to(const Reader& r, LoadedConfig& out) {
                                     "--metrics-port serves live metrics to Prometheus",
                                     r.where("report_to"), v));
   }
-  out.config.report_to = std::move(resolved);
+  out.plan.logging.report_to = std::move(resolved);
 }
 
 }  // namespace lf::config

@@ -8,7 +8,7 @@
 
 namespace lf::config {
 
-// Normalises out.config.report_to (read as a list: "tensorboard,wandb" or [..]) to
+// Normalises out.plan.logging.report_to (read as a list: "tensorboard,wandb" or [..]) to
 // {"tensorboard"} or {} ("all" means tensorboard here; "none" nothing); a name HF does not
 // know is a ConfigError listing the ones it does; adds one note per integration without
 // effect.

@@ -1,12 +1,14 @@
 #pragma once
 // How config_schema.cpp builds a declaration: for each C++ field type, how it is read
 // from YAML, shown as text and given a sample value; the per-key rules (positive,
-// in_range, ...); and the Implemented<T> builder that binds a key to its TrainConfig
-// field (and DataArgs member). Included by config_schema.cpp only.
+// in_range, ...); and the Implemented<T> builder that binds a key to its JobPlan
+// field of a plan section. Included by config_schema.cpp only.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <cmath>
 #include <cstdlib>
+#include <limits>
 #include <type_traits>
 
 #include "config_schema.h"
@@ -24,6 +26,11 @@ struct Type<std::string> {
 };
 template <>
 struct Type<int64_t> {
+  static constexpr const char* expected = "an integer";
+  static constexpr const char* doc = "integer";
+};
+template <>
+struct Type<int> {
   static constexpr const char* expected = "an integer";
   static constexpr const char* doc = "integer";
 };
@@ -101,7 +108,7 @@ template <typename T>
 std::string derived_sample(const T& def, const std::vector<std::string>& choices) {
   if constexpr (std::is_same_v<T, bool>) {
     return def ? "false" : "true";
-  } else if constexpr (std::is_same_v<T, int64_t>) {
+  } else if constexpr (std::is_same_v<T, int64_t> || std::is_same_v<T, int>) {
     return std::to_string(def + 1);
   } else if constexpr (std::is_same_v<T, double>) {
     return def == 0 ? "0.5" : fmt::format("{}", def / 2);
@@ -122,14 +129,6 @@ std::string derived_sample(const T& def, const std::vector<std::string>& choices
   }
 }
 
-template <typename U, typename T>
-U convert(const T& v) {
-  if constexpr (std::is_arithmetic_v<U> && std::is_arithmetic_v<T>)
-    return static_cast<U>(v);
-  else
-    return v;
-}
-
 // ---- per-key rules
 
 inline const auto positive = [](const Reader& r, const std::string& key, auto v) {
@@ -141,6 +140,19 @@ inline const auto non_negative = [](const Reader& r, const std::string& key, aut
 inline const auto not_empty = [](const Reader& r, const std::string& key, const std::vector<std::string>& v) {
   LF_CHECK(!v.empty(), ConfigError, "{}: `{}` is empty", r.where(key), key);
 };
+inline const auto positive_when_set = [](const Reader& r, const std::string& key, const auto& v) {
+  LF_CHECK(!v || *v > 0, ConfigError, "{}: `{}` must be > 0 when set, got {}", r.where(key), key, v ? *v : 0);
+};
+inline constexpr double kNoLimit = std::numeric_limits<double>::infinity();
+// torch.optim.AdamW's own checks, in its words ("Invalid beta parameter at index 1: 1.5"): lo <= v,
+// and v < hi when hi is finite. A value torch refuses must not train here either.
+inline auto torch_rule(const char* what, double lo, double hi) {
+  return [=](const Reader& r, const std::string& key, double v) {
+    LF_CHECK(v >= lo && (hi == kNoLimit || v < hi) && !std::isnan(v), ConfigError,
+             "{}: `{}: {}`: expected {} <= {} {}; torch.optim.AdamW refuses it too (\"Invalid {}: {}\")", r.where(key),
+             key, r.text(key), lo, key, hi == kNoLimit ? std::string() : fmt::format("< {}", hi), what, v);
+  };
+}
 // [lo, hi] or [lo, hi) when !hi_closed.
 inline auto in_range(double lo, double hi, bool hi_closed) {
   return [=](const Reader& r, const std::string& key, double v) {
@@ -151,17 +163,21 @@ inline auto in_range(double lo, double hi, bool hi_closed) {
 
 // ---- builders
 
+// Binds a key to one field of the plan: `implemented("cutoff_len", LF_FIELD(data, cutoff_len))`.
+// `Ref` is a captureless lambda returning the field of a plan (the same accessor reads it,
+// shows it and checks it, so a key cannot be read into one field and shown from another).
 template <typename T>
 class Implemented {
  public:
-  Implemented(std::string name, T TrainConfig::*member, const char* field, std::string note) : member_(member) {
+  using Ref = T& (*)(JobPlan&);
+  Implemented(std::string name, Ref ref, const char* field, std::string note) : ref_(ref) {
     d_.name = std::move(name);
     d_.policy = KeyPolicy::kImplemented;
     d_.field = field;
     d_.note = std::move(note);
     d_.type = Type<T>::doc;
-    d_.read = [member, key = d_.name](const Reader& r, TrainConfig& c) { read_value(r, key, c.*member); };
-    d_.show = [member](const TrainConfig& c) { return show_value(c.*member); };
+    d_.read = [ref, key = d_.name](const Reader& r, JobPlan& p) { read_value(r, key, ref(p)); };
+    d_.show = [ref](const JobPlan& p) { return show_value(ref(const_cast<JobPlan&>(p))); };
   }
 
   Implemented&& choices(std::vector<std::string> allowed, std::string hint = "") && {
@@ -175,21 +191,20 @@ class Implemented {
   }
   template <typename F>
   Implemented&& check(F rule) && {
-    checks_.push_back([member = member_, key = d_.name, rule](const Reader& r, const TrainConfig& c) {
-      rule(r, key, c.*member);
+    checks_.push_back([ref = ref_, key = d_.name, rule](const Reader& r, const JobPlan& p) {
+      rule(r, key, ref(const_cast<JobPlan&>(p)));
     });
-    return std::move(*this);
-  }
-  template <typename U>
-  Implemented&& data(U DataArgs::*to, const char* field) && {
-    d_.data_field = field;
-    d_.to_data = [from = member_, to](const TrainConfig& c, DataArgs& a) { a.*to = convert<U>(c.*from); };
-    d_.show_data = [to](const DataArgs& a) { return show_value(a.*to); };
     return std::move(*this);
   }
   Implemented&& sample(std::string value, std::string context = "") && {
     d_.sample = std::move(value);
     d_.sample_context = std::move(context);
+    return std::move(*this);
+  }
+  // What a run shows when the key acts (config_schema.h); `ranks`: the ranks it needs.
+  Implemented&& observe(std::string observable, int ranks = 1) && {
+    d_.observable = std::move(observable);
+    d_.ranks = ranks;
     return std::move(*this);
   }
   Implemented&& differs(std::string why) && {
@@ -206,26 +221,28 @@ class Implemented {
   }
 
   operator KeyDecl() && {
-    const TrainConfig defaults;  // (not TrainConfig{}.*member_: an internal error of GCC 12)
-    if (d_.sample.empty()) d_.sample = derived_sample(defaults.*member_, d_.choices);
+    JobPlan defaults;
+    if (d_.sample.empty()) d_.sample = derived_sample(ref_(defaults), d_.choices);
     if (!checks_.empty())
-      d_.check = [checks = std::move(checks_)](const Reader& r, const TrainConfig& c) {
-        for (const auto& f : checks) f(r, c);
+      d_.check = [checks = std::move(checks_)](const Reader& r, const JobPlan& p) {
+        for (const auto& f : checks) f(r, p);
       };
     return std::move(d_);
   }
 
  private:
   KeyDecl d_;
-  T TrainConfig::*member_;
-  std::vector<std::function<void(const Reader&, const TrainConfig&)>> checks_;
+  Ref ref_;
+  std::vector<std::function<void(const Reader&, const JobPlan&)>> checks_;
 };
 
-template <typename T>
-Implemented<T> implemented(std::string name, T TrainConfig::*member, const char* field, std::string note = "") {
-  return Implemented<T>(std::move(name), member, field, std::move(note));
+template <typename F>
+auto implemented(std::string name, F ref, const char* field, std::string note = "") {
+  using T = std::remove_reference_t<std::invoke_result_t<F, JobPlan&>>;
+  return Implemented<T>(std::move(name), +ref, field, std::move(note));
 }
-#define LF_FIELD(member) &TrainConfig::member, #member
-#define LF_DATA(member) &DataArgs::member, #member
+// The field a key sets, and its name for docs: LF_FIELD(data, cutoff_len) is plan.data.cutoff_len.
+#define LF_FIELD(section, member) [](JobPlan& p) -> auto& { return p.section.member; }, #section "." #member
+#define LF_TOP_FIELD(member) [](JobPlan& p) -> auto& { return p.member; }, #member
 
 }  // namespace lf::config::schema

@@ -29,7 +29,7 @@ void check_agree(const std::optional<Ask>& own_stage, const std::optional<Ask>& 
            own_offload->label, file.label, file.where, file.offload);
 }
 
-void check_offload_needs_stage(const TrainConfig& c) {
+void check_offload_needs_stage(const ParallelSection& c) {
   const std::string from = c.sharding_source.empty() ? "the default zero_stage: 0" : c.sharding_source;
   LF_CHECK(c.offload == "none" || c.zero_stage >= 2, ConfigError,
            "`offload: {}` needs zero_stage 2 or 3 (the stage comes from {}): ZeRO-Offload moves gradient shards to "
@@ -44,7 +44,7 @@ void check_offload_needs_stage(const TrainConfig& c) {
 }  // namespace
 
 void resolve_sharding(const Reader& r, const std::string& config_dir, LoadedConfig& out) {
-  TrainConfig& c = out.config;
+  ParallelSection& c = out.plan.parallel;
   std::optional<Ask> own_stage, own_offload;
   if (r.has("zero_stage")) {
     r.read("zero_stage", c.zero_stage, "an integer");
@@ -66,7 +66,7 @@ void resolve_sharding(const Reader& r, const std::string& config_dir, LoadedConf
              r.where("offload_ratio"), r.text("offload_ratio"));
   }
 
-  auto ds = read_deepspeed(r, c, config_dir, out.warnings);
+  auto ds = read_deepspeed(r, out.plan, config_dir, out.warnings);
   auto fsdp = read_fsdp(r, config_dir, out.warnings, out.notes);
   LF_CHECK(!(ds && fsdp), ConfigError,
            "{}: `deepspeed` and {}: `fsdp` both ask for sharding: keep one (HF's Trainer refuses the pair too)",
@@ -106,15 +106,16 @@ void resolve_sharding(const Reader& r, const std::string& config_dir, LoadedConf
            c.offload_ratio);
 }
 
-void check_world_size(const TrainConfig& c, int64_t world_size) {
+void check_world_size(const JobPlan& plan, int64_t world_size) {
+  const ParallelSection& c = plan.parallel;
+  const ScheduleSection& s = plan.schedule;
   if (!c.train_batch_size) return;
-  const int64_t expected = c.per_device_train_batch_size * c.gradient_accumulation_steps * world_size;
+  const int64_t expected = global_batch(s, world_size);
   LF_CHECK(*c.train_batch_size == expected, ConfigError,
            "`{}` asks for train_batch_size {}, but per_device_train_batch_size {} x gradient_accumulation_steps {} x "
            "world size {} = {}: set train_batch_size to \"auto\" (HF fills it), or run on {} ranks",
-           c.sharding_source, *c.train_batch_size, c.per_device_train_batch_size, c.gradient_accumulation_steps,
-           world_size, expected,
-           *c.train_batch_size / (c.per_device_train_batch_size * c.gradient_accumulation_steps));
+           c.sharding_source, *c.train_batch_size, s.per_device_train_batch_size, s.gradient_accumulation_steps,
+           world_size, expected, *c.train_batch_size / global_batch(s, 1));
 }
 
 }  // namespace lf::config

@@ -1,5 +1,5 @@
 #pragma once
-// Where TrainConfig's sharding fields come from: lf-train's `zero_stage` / `offload`,
+// Where the plan's parallel section come from: lf-train's `zero_stage` / `offload`,
 // a DeepSpeed JSON (`deepspeed:`) or HF's `fsdp:` / `fsdp_config:`. One source, or
 // several that agree; the same thing said two ways that disagree is a ConfigError
 // naming both. Runs after every other key is read and validated (it needs batch

@@ -16,6 +16,7 @@
 #include "key_table.h"
 #include "report_to.h"
 #include "lf/common/error.h"
+#include "plan_knobs.h"
 #include "sharding.h"
 
 namespace lf::config {
@@ -35,8 +36,15 @@ Entries read_entries(const std::string& yaml_text, const std::vector<std::string
            source_name);
   Entries entries;
   if (root.IsMap())
-    for (const auto& kv : root)
-      entries[kv.first.as<std::string>()] = {kv.second, fmt::format("{}:{}", source_name, kv.first.Mark().line + 1)};
+    for (const auto& kv : root) {
+      const auto key = kv.first.as<std::string>();
+      const auto where = fmt::format("{}:{}", source_name, kv.first.Mark().line + 1);
+      // YAML leaves a repeated key to the reader (yaml-cpp keeps both, PyYAML the last): say so, as
+      // the DeepSpeed reader does, rather than train on whichever value came last.
+      LF_CHECK(!entries.count(key), ConfigError, "{}: `{}` is given twice (first at {}): keep one", where, key,
+               entries[key].where);
+      entries[key] = {kv.second, where};
+    }
   for (const auto& o : overrides) {
     auto eq = o.find('=');
     LF_CHECK(eq != std::string::npos && eq > 0, ConfigError,
@@ -108,14 +116,16 @@ LoadedConfig parse_train_config(const std::string& yaml_text, const std::vector<
   check_policies(entries, out.warnings, out.notes);
   const Reader reader(entries);
   for (const KeyDecl& d : config_schema())
-    if (d.read) d.read(reader, out.config);
-  check_config(reader, out.config);
+    if (d.read) d.read(reader, out.plan);
+  check_config(reader, out.plan);
   resolve_report_to(reader, out);
   for (const auto& [key, entry] : entries) {
     out.items.emplace_back(key, scalar_text(entry.value));  // the rendezvous names the keys that differ
     out.canonical += key + "=" + out.items.back().second + "\n";
   }
   resolve_sharding(reader, std::filesystem::path(source_name).parent_path().string(), out);
+  check_parallel_rules(out.plan);
+  resolve_plan_knobs(out.plan);
   return out;
 }
 

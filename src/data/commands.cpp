@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "lf/common/error.h"
+#include "lf/config/train_config.h"
 #include "lf/tokenizer/tokenizer.h"
 #include "preview.h"
 
@@ -117,7 +118,9 @@ void add_preview_command(CLI::App& app) {
   cmd->add_option("config", opts->config, "LLaMA-Factory YAML config")->required();
   cmd->add_option("--n", opts->n, "Number of samples to show");
   cmd->add_option("overrides", opts->overrides, "key=value overrides of the config");
-  cmd->callback([opts] { run_preview(opts->config, opts->n, opts->overrides, std::cout, ::isatty(1)); });
+  cmd->callback([opts] {
+    run_preview(config::load_train_config(opts->config, opts->overrides).plan.data, opts->n, std::cout, ::isatty(1));
+  });
 }
 
 }  // namespace lf

@@ -11,10 +11,15 @@
 
 namespace lf {
 
+// The threads parallel_for(n, threads, ..., chunk) runs on.
+inline int parallel_threads(size_t n, int threads, size_t chunk = 256) {
+  if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  return static_cast<int>(std::min<size_t>(threads, (n + chunk - 1) / chunk));
+}
+
 template <typename F>
 void parallel_for(size_t n, int threads, F&& fn, size_t chunk = 256) {
-  if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  threads = static_cast<int>(std::min<size_t>(threads, (n + chunk - 1) / chunk));
+  threads = parallel_threads(n, threads, chunk);
   if (threads <= 1) {
     for (size_t i = 0; i < n; ++i) fn(i);
     return;

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "lf/common/error.h"
+#include "lf/common/log.h"
 #include "parallel.h"
 #include "tokenize_progress.h"
 
@@ -33,6 +34,8 @@ std::vector<EncodedExample> encode_pretrain(const std::vector<Example>& examples
   // loads has: the attribute reads False, for Llama-2/Mistral-style tokenizers too (the fixture's mistral).
   std::vector<std::vector<int32_t>> ids(examples.size());
   {
+    spdlog::info("tokenizing {} examples on {} tokenizer threads", examples.size(),
+                 parallel_threads(examples.size(), args.preprocessing_num_workers, 64));
     TokenizeProgress progress(examples.size(), "tokenizing");
     parallel_for(examples.size(), args.preprocessing_num_workers, [&](size_t i) {
       ids[i] = tok.encode(text_of(examples[i]) + eos, /*add_special=*/false);

@@ -27,9 +27,7 @@ std::string render_masked(const Tokenizer& tok, const EncodedExample& ex, const 
   return out;
 }
 
-void run_preview(const std::filesystem::path& config, int n, const std::vector<std::string>& overrides,
-                 std::ostream& out, bool color) {
-  DataArgs args = load_data_args(config, overrides);
+void run_preview(const DataArgs& args, int n, std::ostream& out, bool color) {
   Tokenizer tok = load_tokenizer_for(args);
   ChatTemplate tmpl = resolve_template(args, tok);
   const std::string tmpl_name = tmpl.spec().name;

@@ -9,13 +9,15 @@
 #include "lf/data/supervised.h"
 #include "lf/tokenizer/tokenizer.h"
 
+#include "lf/data/data_args.h"
+
 namespace lf {
 
 // Text of one sample; masked spans wrapped in `mask_open`/`mask_close`.
 std::string render_masked(const Tokenizer& tok, const EncodedExample& ex, const std::string& mask_open,
                           const std::string& mask_close);
 
-void run_preview(const std::filesystem::path& config, int n, const std::vector<std::string>& overrides,
-                 std::ostream& out, bool color);
+// The first n samples of the plan's data section as the model sees them, masked spans marked.
+void run_preview(const DataArgs& args, int n, std::ostream& out, bool color);
 
 }  // namespace lf

@@ -33,7 +33,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr uint64_t kCacheFormat = 1;
+constexpr uint64_t kCacheFormat = 2;  // 2: packed rows record their sequences (positions) without neat_packing too
 
 std::string template_of(const DataArgs& args) {
   return args.template_name.empty() ? "empty" : args.template_name;
@@ -204,6 +204,9 @@ std::vector<EncodedExample> encode_examples(const std::vector<Example>& examples
   std::vector<EncodedExample> encoded(examples.size());
   std::vector<uint8_t> valid(examples.size(), 0);
   {
+    // preprocessing_num_workers' observable: the threads this step actually ran on.
+    spdlog::info("tokenizing {} examples on {} tokenizer threads", examples.size(),
+                 parallel_threads(examples.size(), args.preprocessing_num_workers, 64));
     TokenizeProgress progress(examples.size(), "tokenizing");
     parallel_for(examples.size(), args.preprocessing_num_workers, [&](size_t i) {
       valid[i] = encode_supervised(examples[i], tmpl, opts, encoded[i]) ? 1 : 0;
@@ -224,7 +227,7 @@ std::vector<EncodedExample> encode_examples(const std::vector<Example>& examples
     std::vector<EncodedExample> batch;
     for (size_t i = b; i < std::min(encoded.size(), b + batch_size); ++i)
       if (valid[i]) batch.push_back(std::move(encoded[i]));
-    auto packs = pack_examples(std::move(batch), args.cutoff_len, tmpl.pad_id(), args.neat_packing);
+    auto packs = pack_examples(std::move(batch), args.cutoff_len, tmpl.pad_id());
     out.insert(out.end(), std::make_move_iterator(packs.begin()), std::make_move_iterator(packs.end()));
   }
   return out;
@@ -308,8 +311,8 @@ SftData load_sft_data(const DataArgs& args, const Tokenizer& tokenizer, double l
                                             "fewer tokens than one block (lower cutoff_len, or `packing: false`)",
                                             args.cutoff_len)
                               : "alpaca records need a string output, sharegpt ones must end with an assistant turn");
-  data.train = TokenizedDataset::from_examples(train_enc);
-  if (want_eval) data.eval = TokenizedDataset::from_examples(encode_examples(eval, tmpl, args));
+  data.train = TokenizedDataset::from_examples(train_enc, args.neat_packing);
+  if (want_eval) data.eval = TokenizedDataset::from_examples(encode_examples(eval, tmpl, args), args.neat_packing);
   if (!cache_dir.empty()) {
     if (want_eval) data.eval.save(cache_dir / "eval.lftok", data.cache_key);
     data.train.save(cache_dir / "train.lftok", data.cache_key);

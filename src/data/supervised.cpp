@@ -81,7 +81,7 @@ bool encode_supervised(const Example& example, const ChatTemplate& tmpl,
 }
 
 std::vector<EncodedExample> pack_examples(std::vector<EncodedExample> examples, int64_t cutoff_len,
-                                          int32_t pad_id, bool neat) {
+                                          int32_t pad_id) {
   // greedy_knapsack over lengths; equal lengths are taken last-in first-out,
   // as length2indexes[length].pop() does.
   std::vector<int64_t> lengths;
@@ -111,13 +111,13 @@ std::vector<EncodedExample> pack_examples(std::vector<EncodedExample> examples, 
       idx.pop_back();
       pack.input_ids.insert(pack.input_ids.end(), ex.input_ids.begin(), ex.input_ids.end());
       pack.labels.insert(pack.labels.end(), ex.labels.begin(), ex.labels.end());
-      if (neat) pack.segment_ids.insert(pack.segment_ids.end(), ex.input_ids.size(), ++segment);
+      pack.segment_ids.insert(pack.segment_ids.end(), ex.input_ids.size(), ++segment);
     }
     int64_t pad = cutoff_len + 1 - static_cast<int64_t>(pack.input_ids.size());
     if (pad > 0) {
       pack.input_ids.insert(pack.input_ids.end(), pad, pad_id);
       pack.labels.insert(pack.labels.end(), pad, kIgnoreIndex);
-      if (neat) pack.segment_ids.insert(pack.segment_ids.end(), pad, 0);
+      pack.segment_ids.insert(pack.segment_ids.end(), pad, 0);
     }
     packs.push_back(std::move(pack));
   }

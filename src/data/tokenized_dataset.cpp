@@ -18,6 +18,7 @@ namespace {
 constexpr char kMagic[8] = {'L', 'F', 'T', 'O', 'K', 'D', 'S', '1'};
 constexpr uint32_t kVersion = 1;
 constexpr uint32_t kHasSegments = 1;  // Header::flags
+constexpr uint32_t kNeat = 2;
 
 struct Header {
   char magic[8];
@@ -47,7 +48,7 @@ struct Mapping {
 
 }  // namespace
 
-TokenizedDataset TokenizedDataset::from_examples(const std::vector<EncodedExample>& examples) {
+TokenizedDataset TokenizedDataset::from_examples(const std::vector<EncodedExample>& examples, bool neat) {
   auto owned = std::make_shared<Owned>();
   owned->offsets.reserve(examples.size() + 1);
   owned->offsets.push_back(0);
@@ -61,7 +62,7 @@ TokenizedDataset TokenizedDataset::from_examples(const std::vector<EncodedExampl
     owned->ids.insert(owned->ids.end(), e.input_ids.begin(), e.input_ids.end());
     owned->labels.insert(owned->labels.end(), e.labels.begin(), e.labels.end());
     LF_CHECK(e.segment_ids.size() == (segments ? e.input_ids.size() : 0), ConfigError,
-             "tokenized dataset: every example needs segment ids (neat_packing) or none: {} for {} tokens",
+             "tokenized dataset: every example needs segment ids (packed rows) or none: {} for {} tokens",
              e.segment_ids.size(), e.input_ids.size());
     owned->segments.insert(owned->segments.end(), e.segment_ids.begin(), e.segment_ids.end());
     owned->offsets.push_back(owned->ids.size());
@@ -71,6 +72,9 @@ TokenizedDataset TokenizedDataset::from_examples(const std::vector<EncodedExampl
   d.ids_ = owned->ids.data();
   d.labels_ = owned->labels.data();
   if (segments) d.segments_ = owned->segments.data();
+  LF_CHECK(!neat || segments || examples.empty(), ConfigError,
+           "tokenized dataset: neat_packing needs packed rows with segment ids, got unpacked examples");
+  d.neat_ = neat && segments;
   d.size_ = examples.size();
   d.storage_ = std::move(owned);
   return d;
@@ -86,7 +90,7 @@ void TokenizedDataset::save(const fs::path& file, uint64_t key) const {
     Header h{};
     std::memcpy(h.magic, kMagic, 8);
     h.version = kVersion;
-    h.flags = segments_ ? kHasSegments : 0;
+    h.flags = (segments_ ? kHasSegments : 0) | (neat_ ? kNeat : 0);
     h.key = key;
     h.size = size_;
     h.tokens = num_tokens();
@@ -131,6 +135,7 @@ std::optional<TokenizedDataset> TokenizedDataset::load(const fs::path& file, uin
   d.ids_ = reinterpret_cast<const int32_t*>(base + (h->size + 1) * 8);
   d.labels_ = d.ids_ + h->tokens;
   if (segments) d.segments_ = d.labels_ + h->tokens;
+  d.neat_ = segments && (h->flags & kNeat) != 0;
   d.storage_ = std::move(map);
   return d;
 }

@@ -314,7 +314,7 @@ void run_all_nodes(const DoctorContext& ctx, Report& report, const NodeFacts& fa
   // Node 0 leaves a file in output_dir for the others to find.
   fs::path shared_file;
   if (ctx.config && host) {
-    shared_file = fs::path(ctx.config->output_dir) / fmt::format(".lf-doctor-shared-{}", nonce());
+    shared_file = fs::path(ctx.config->output.output_dir) / fmt::format(".lf-doctor-shared-{}", nonce());
     std::ofstream(shared_file) << "lf-train doctor\n";
     store->set("doctor/shared", shared_file.filename().string());
   }
@@ -355,7 +355,7 @@ void run_all_nodes(const DoctorContext& ctx, Report& report, const NodeFacts& fa
   if (ctx.config) {
     if (host) result["shared"] = true;
     else if (const auto name = store->get("doctor/shared"))
-      result["shared"] = fs::exists(fs::path(ctx.config->output_dir) / *name);
+      result["shared"] = fs::exists(fs::path(ctx.config->output.output_dir) / *name);
   }
   store->set(key("results", rank), result.dump());
   std::vector<json> results_all;
@@ -374,7 +374,7 @@ void run_all_nodes(const DoctorContext& ctx, Report& report, const NodeFacts& fa
   compare_versions(facts_all, report);
   if (results_all.size() == facts_all.size()) {
     compare_mesh(facts_all, results_all, report, ctx.connect_timeout_s);
-    if (ctx.config) compare_shared(facts_all, results_all, report, ctx.config->output_dir);
+    if (ctx.config) compare_shared(facts_all, results_all, report, ctx.config->output.output_dir);
   }
   // Node 0 keeps the store up until everyone read the results.
   try {

@@ -11,13 +11,17 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <algorithm>
 #include <fstream>
+#include <optional>
 
 #include "lf/common/error.h"
 #include "lf/data/dataset_info.h"
 #include "lf/doctor/doctor.h"
-#include "lf/doctor/resource_estimate.h"
+#include "lf/model/config.h"
 #include "lf/model/initial_weights.h"
+#include "lf/plan/memory_model.h"
+#include "lf/plan/model_units.h"
 #include "lf/tokenizer/tokenizer.h"
 
 namespace lf::doctor {
@@ -30,6 +34,13 @@ constexpr double kGiB = 1024.0 * 1024 * 1024;
 
 std::string gib(double b) { return fmt::format("{:.2f} GiB", b / kGiB); }
 
+// What the run needs, from config.json alone (lf/plan: the one memory model).
+struct Estimate {
+  plan::ParameterCounts counts;
+  plan::MemoryPrediction memory;
+  double checkpoint_bytes() const { return 12.0 * static_cast<double>(counts.trainable); }  // fp32 weights + moments
+};
+
 // Readable: open and read a byte (a permission or a stale NFS handle shows here, not in stat).
 bool readable(const fs::path& p, std::string* why) {
   std::ifstream in(p, std::ios::binary);
@@ -39,8 +50,8 @@ bool readable(const fs::path& p, std::string* why) {
   return false;
 }
 
-void check_model(const config::TrainConfig& c, Report& report) {
-  const fs::path dir(c.model_name_or_path);
+void check_model(const config::JobPlan& c, Report& report) {
+  const fs::path dir(c.model.model_name_or_path);
   if (!fs::is_directory(dir))
     return report.fail("model", fmt::format("model_name_or_path {} is not a folder on this node", dir.string()),
                        "copy or mount the model on every node at the same path (lf-train never downloads: "
@@ -65,7 +76,7 @@ void check_model(const config::TrainConfig& c, Report& report) {
   // Where the run's initial weights come from, as lf-train and lf-worker decide it.
   model::InitialWeights initial;
   try {
-    initial = model::choose_initial_weights(dir, c.init_weights, c.seed);
+    initial = model::choose_initial_weights(dir, c.model.init_weights, c.seed);
   } catch (const std::exception& e) {
     return report.fail("model", e.what(),
                        "download the weights again, or set `init_weights: random` to train from config.json alone");
@@ -74,23 +85,23 @@ void check_model(const config::TrainConfig& c, Report& report) {
                                    gib(static_cast<double>(bytes)), initial.note.empty() ? "" : "; " + initial.note));
 }
 
-void check_tokenizer(const config::TrainConfig& c, Report& report) {
+void check_tokenizer(const config::JobPlan& c, Report& report) {
   try {
-    const auto t = Tokenizer::load(c.model_name_or_path);
-    report.pass("tokenizer", fmt::format("loads from {} ({} tokens)", c.model_name_or_path, t.vocab_size()));
+    const auto t = Tokenizer::load(c.model.model_name_or_path);
+    report.pass("tokenizer", fmt::format("loads from {} ({} tokens)", c.model.model_name_or_path, t.vocab_size()));
   } catch (const std::exception& e) {
-    report.fail("tokenizer", fmt::format("does not load from {}: {}", c.model_name_or_path, e.what()),
+    report.fail("tokenizer", fmt::format("does not load from {}: {}", c.model.model_name_or_path, e.what()),
                 "the model folder needs tokenizer.json (or vocab.json + merges.txt) and tokenizer_config.json");
   }
 }
 
-void check_datasets(const config::TrainConfig& c, Report& report) {
-  for (const auto* names : {&c.dataset, &c.eval_dataset}) {
+void check_datasets(const config::JobPlan& c, Report& report) {
+  for (const auto* names : {&c.data.dataset, &c.data.eval_dataset}) {
     if (names->empty()) continue;
-    const char* key = names == &c.dataset ? "dataset" : "eval_dataset";
+    const char* key = names == &c.data.dataset ? "dataset" : "eval_dataset";
     try {
       std::vector<std::string> seen, bad;
-      for (const auto& a : load_dataset_list(*names, c.dataset_dir)) {
+      for (const auto& a : load_dataset_list(*names, c.data.dataset_dir)) {
         std::string why;
         std::error_code ec;
         if (fs::is_directory(a.path, ec)) seen.push_back(a.name + " (folder " + a.path.string() + ")");
@@ -103,13 +114,13 @@ void check_datasets(const config::TrainConfig& c, Report& report) {
       else
         report.pass(key, fmt::format("readable: {}", fmt::join(seen, ", ")));
     } catch (const std::exception& e) {
-      report.fail(key, e.what(), fmt::format("check {} and {}/dataset_info.json", key, c.dataset_dir));
+      report.fail(key, e.what(), fmt::format("check {} and {}/dataset_info.json", key, c.data.dataset_dir));
     }
   }
 }
 
-void check_output_dir(const config::TrainConfig& c, Report& report, const ResourceEstimate* est) {
-  const fs::path out(c.output_dir);
+void check_output_dir(const config::JobPlan& c, Report& report, const Estimate* est) {
+  const fs::path out(c.output.output_dir);
   std::error_code ec;
   fs::create_directories(out, ec);
   const fs::path probe = out / fmt::format(".lf-doctor-write-{}", ::getpid());
@@ -126,29 +137,37 @@ void check_output_dir(const config::TrainConfig& c, Report& report, const Resour
   const double free_bytes = static_cast<double>(s.f_bavail) * s.f_frsize;
   report.pass("output-dir", fmt::format("{} is writable ({} free)", out.string(), gib(free_bytes)));
   if (!est) return;
-  const int64_t keep = c.save_total_limit.value_or(0);
+  const int64_t keep = c.output.save_total_limit.value_or(0);
   const std::string need = fmt::format("one checkpoint of this run is ~{} ({} trainable parameters x 12 bytes){}",
-                                       gib(est->checkpoint_bytes), est->trainable,
+                                       gib(est->checkpoint_bytes()), est->counts.trainable,
                                        keep > 0 ? fmt::format(", save_total_limit {} keeps {}", keep,
-                                                              gib(est->checkpoint_bytes * static_cast<double>(keep)))
+                                                              gib(est->checkpoint_bytes() * static_cast<double>(keep)))
                                                 : "");
-  if (free_bytes < est->checkpoint_bytes)
+  if (free_bytes < est->checkpoint_bytes())
     report.fail("disk-space", fmt::format("{} free in {}, but {}", gib(free_bytes), out.string(), need),
                 "free space there, or point output_dir at a larger disk; a save that runs out of space fails the job");
-  else if (keep > 0 && free_bytes < est->checkpoint_bytes * static_cast<double>(keep))
+  else if (keep > 0 && free_bytes < est->checkpoint_bytes() * static_cast<double>(keep))
     report.warn("disk-space", fmt::format("{} free in {}: {}", gib(free_bytes), out.string(), need),
                 "lower save_total_limit or free space before the later saves");
   else
     report.pass("disk-space", fmt::format("{} free; {}", gib(free_bytes), need));
 }
 
-void check_gpu_memory(const ResourceEstimate& est, const NodeFacts& facts, Report& report) {
+// Free memory against the predicted peak plus the caching allocator's reserve (what the driver
+// must give), its largest terms named.
+void check_gpu_memory(const Estimate& est, const NodeFacts& facts, Report& report) {
   if (facts.free_gpu_memory_bytes <= 0) return;  // CPU run, or no NVML
-  const std::string seen =
-      fmt::format("predicted ~{} per rank (weights {}, gradients + optimizer {}, activations {}) vs {} free on the "
-                  "fullest GPU", gib(est.gpu_total_bytes()), gib(est.gpu_weights_bytes), gib(est.gpu_optimizer_bytes),
-                  gib(est.gpu_activation_bytes), gib(facts.free_gpu_memory_bytes));
-  if (est.gpu_total_bytes() > facts.free_gpu_memory_bytes)
+  const auto& m = est.memory;
+  auto terms = m.gpu;
+  std::sort(terms.begin(), terms.end(), [](const auto& a, const auto& b) { return a.bytes > b.bytes; });
+  std::vector<std::string> largest;
+  for (size_t i = 0; i < std::min<size_t>(3, terms.size()); ++i) largest.push_back(fmt::format("{} {}", terms[i].kind, gib(terms[i].bytes)));
+  const double need = m.gpu_peak() + m.allocator_slack;
+  const std::string seen = fmt::format(
+      "predicted ~{} per rank (peak {} at the {}: {}; + allocator reserve ~{}; `lf-train plan` for every term) vs {} free "
+      "on the fullest GPU", gib(need), gib(m.gpu_peak()), m.peak_phase, fmt::join(largest, ", "), gib(m.allocator_slack),
+      gib(facts.free_gpu_memory_bytes));
+  if (need > facts.free_gpu_memory_bytes)
     report.warn("gpu-memory", seen + ": likely out of memory",
                 "lower per_device_train_batch_size or cutoff_len (raise gradient_accumulation_steps to keep the "
                 "batch), keep gradient checkpointing on, use LoRA, or shard (deepspeed ZeRO-2/3)");
@@ -162,14 +181,15 @@ void check_config(const DoctorContext& ctx, Report& report, const NodeFacts& fac
   if (ctx.config_path.empty()) return;
   if (!ctx.config) return report.fail("config", ctx.config_error, "fix the config (the message says where)");
   const auto& c = *ctx.config;
-  report.pass("config", fmt::format("{} parses: {} {} of {}", ctx.config_path, c.stage, c.finetuning_type,
-                                    c.model_name_or_path));
+  report.pass("config", fmt::format("{} parses: {} {} of {}", ctx.config_path, c.objective.stage, c.adapter.finetuning_type,
+                                    c.model.model_name_or_path));
   check_model(c, report);
   check_tokenizer(c, report);
   check_datasets(c, report);
-  std::optional<ResourceEstimate> est;
+  std::optional<Estimate> est;
   try {
-    est = estimate_resources(c, fs::path(c.model_name_or_path) / "config.json", ctx.nnodes * facts.nproc);
+    const auto mc = model::load_model_config(fs::path(c.model.model_name_or_path) / "config.json");
+    est = Estimate{plan::parameter_counts(mc, c.adapter), plan::predict_memory(c, mc, {ctx.nnodes, facts.nproc})};
   } catch (const std::exception& e) {
     report.info("estimate", fmt::format("no size estimate: {}", e.what()));
   }

@@ -25,11 +25,17 @@ void add_docs_commands(CLI::App& app) {
       "List lf-train's own environment knobs (as `lf-train env`) and exit");
 
   auto keys_markdown = std::make_shared<bool>(false);
+  auto keys_json = std::make_shared<bool>(false);
   auto* keys = app.add_subcommand(
       "keys", "List every config key lf-train knows: implemented, accepted without effect, or refused (and why)");
   keys->add_flag("--markdown", *keys_markdown, "The README's sections");
-  keys->callback([keys_markdown] {
-    std::fputs((*keys_markdown ? config::config_keys_markdown() : config::config_keys_text()).c_str(), stdout);
+  keys->add_flag("--json", *keys_json, "Every key with its policy, sample value and observable (for scripts)");
+  keys->callback([keys_markdown, keys_json] {
+    std::fputs((*keys_json       ? config::config_keys_json()
+                : *keys_markdown ? config::config_keys_markdown()
+                                 : config::config_keys_text())
+                   .c_str(),
+               stdout);
   });
 }
 

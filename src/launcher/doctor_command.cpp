@@ -47,7 +47,7 @@ int run_doctor(DoctorFlags& f) {
                                               std::vector<std::string>(f.args.begin() + 1, f.args.end()));
       for (const auto& w : loaded.warnings) report.warn("config-warning", w, "the job runs, but this key does not do what it says there");
       for (const auto& n : loaded.notes) report.info("config-note", n);
-      ctx.config = std::move(loaded.config);
+      ctx.config = std::move(loaded.plan);
     } catch (const Error& e) {
       ctx.config_error = e.what();
     }

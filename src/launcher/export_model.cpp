@@ -204,6 +204,83 @@ void remove_old_weights(const fs::path& out) {
   }
 }
 
+// Every adapted layer has a base weight of the shapes B·A makes (and DoRA its magnitudes).
+void check_adapter_fits(const Adapter& adapter, const model::SafetensorsCheckpoint& weights,
+                        const config::ExportConfig& c, const fs::path& base) {
+  const std::string where = c.adapter_name_or_path + "/adapter_model.safetensors";
+  for (const auto& [name, pair] : adapter.by_base) {
+    LF_CHECK(pair.a && pair.b, ConfigError, "{}: {} has lora_{} but no lora_{}", where, name, pair.a ? "A" : "B",
+             pair.a ? "B" : "A");
+    LF_CHECK(weights.contains(name), ConfigError,
+             "{}: the adapter changes {}, which the base {} does not have (an adapter of another model?)", where,
+             name, base.string());
+    const auto& w = weights.info(name);
+    LF_CHECK(!adapter.dora || (pair.m && pair.m->shape.size() == 1 && !w.shape.empty() && pair.m->shape[0] == w.shape[0]),
+             ConfigError, "{}: use_dora is set but {} has no lora_magnitude_vector of [{}] values", where, name,
+             w.shape.empty() ? 0 : w.shape[0]);
+    const bool fits = w.shape.size() == 2 && pair.a->shape.size() == 2 && pair.b->shape.size() == 2 &&
+                      pair.a->shape[0] == adapter.rank && pair.b->shape[1] == adapter.rank &&
+                      pair.a->shape[1] == w.shape[1] && pair.b->shape[0] == w.shape[0];
+    LF_CHECK(fits, ConfigError, "{}: {}: lora_A [{}] and lora_B [{}] (r {}) do not fit the base weight [{}]", where,
+             name, fmt::join(pair.a->shape, ", "), fmt::join(pair.b->shape, ", "), adapter.rank,
+             fmt::join(w.shape, ", "));
+  }
+}
+
+// w [out, in] += scale x B·A (fp32, row by row), then DoRA's rescale: peft's merge.
+void merge_lora(std::vector<float>& w, const LoraPair& pair, const Adapter& adapter) {
+  const auto& f = *adapter.file;
+  const std::string where = f.path().string();
+  const std::vector<float> a = to_float(*pair.a, f.data(*pair.a), where);  // [r, in]
+  const std::vector<float> b = to_float(*pair.b, f.data(*pair.b), where);  // [out, r]
+  const int64_t rank = pair.a->shape[0], in = pair.a->shape[1], rows = pair.b->shape[0];
+  const float scale = static_cast<float>(adapter.scale);
+  std::vector<float> row(static_cast<size_t>(in));
+  for (int64_t o = 0; o < rows; ++o) {
+    std::fill(row.begin(), row.end(), 0.0f);
+    for (int64_t k = 0; k < rank; ++k) {
+      const float bk = b[static_cast<size_t>(o * rank + k)];
+      const float* ak = a.data() + k * in;
+      for (int64_t i = 0; i < in; ++i) row[static_cast<size_t>(i)] += bk * ak[i];
+    }
+    float* wo = w.data() + o * in;
+    for (int64_t i = 0; i < in; ++i) wo[i] += row[static_cast<size_t>(i)] * scale;
+  }
+  if (pair.m) dora_rescale(w, to_float(*pair.m, f.data(*pair.m), where), rows, in);
+}
+
+// The output tensors, each produced when the writer reaches it (one tensor in memory at a time):
+// float weights in `dtype`, merged with the adapter where it adapts them; integer buffers as they are.
+std::vector<model::StWriteTensor> export_tensors(const model::SafetensorsCheckpoint& weights, const Adapter* adapter,
+                                                 StDtype dtype, const fs::path& base, ExportResult& r) {
+  std::vector<model::StWriteTensor> tensors;
+  auto buffer = std::make_shared<std::vector<uint8_t>>();
+  for (const auto& name : weights.names()) {
+    const auto& info = weights.info(name);
+    const bool is_float = info.dtype == StDtype::kF32 || info.dtype == StDtype::kBF16 || info.dtype == StDtype::kF16;
+    model::StWriteTensor t;
+    t.name = name;
+    t.shape = info.shape;
+    t.dtype = is_float ? dtype : info.dtype;
+    t.nbytes = static_cast<uint64_t>(info.numel()) * model::st_dtype_size(t.dtype);
+    const LoraPair* pair = nullptr;
+    if (adapter)
+      if (auto it = adapter->by_base.find(name); it != adapter->by_base.end()) pair = &it->second, ++r.merged_layers;
+    if (!is_float) {
+      t.data = weights.data(name);
+    } else {
+      t.produce = [&weights, adapter, name, pair, dtype, buffer, base_dir = base.string()]() -> const void* {
+        std::vector<float> w = to_float(weights.info(name), weights.data(name), base_dir);
+        if (pair) merge_lora(w, *pair, *adapter);
+        encode(w, dtype, *buffer);
+        return buffer->data();
+      };
+    }
+    tensors.push_back(std::move(t));
+  }
+  return tensors;
+}
+
 }  // namespace
 
 ExportResult export_model(const config::ExportConfig& c) {
@@ -221,74 +298,10 @@ ExportResult export_model(const config::ExportConfig& c) {
   const auto base_config = read_json(base / "config.json");
   ExportResult r;
   r.dtype = export_dtype(c, base_config);
-  const StDtype dtype = dtype_named(r.dtype);
-
-  if (adapter) {  // every adapted layer has a base weight of the shapes B·A makes
-    for (const auto& [name, pair] : adapter->by_base) {
-      const std::string where = c.adapter_name_or_path + "/adapter_model.safetensors";
-      LF_CHECK(pair.a && pair.b, ConfigError, "{}: {} has lora_{} but no lora_{}", where, name, pair.a ? "A" : "B",
-               pair.a ? "B" : "A");
-      LF_CHECK(weights.contains(name), ConfigError,
-               "{}: the adapter changes {}, which the base {} does not have (an adapter of another model?)", where,
-               name, base.string());
-      const auto& w = weights.info(name);
-      LF_CHECK(!adapter->dora || (pair.m && pair.m->shape.size() == 1 && !w.shape.empty() && pair.m->shape[0] == w.shape[0]),
-               ConfigError, "{}: use_dora is set but {} has no lora_magnitude_vector of [{}] values", where, name,
-               w.shape.empty() ? 0 : w.shape[0]);
-      const bool fits = w.shape.size() == 2 && pair.a->shape.size() == 2 && pair.b->shape.size() == 2 &&
-                        pair.a->shape[0] == adapter->rank && pair.b->shape[1] == adapter->rank &&
-                        pair.a->shape[1] == w.shape[1] && pair.b->shape[0] == w.shape[0];
-      LF_CHECK(fits, ConfigError, "{}: {}: lora_A [{}] and lora_B [{}] (r {}) do not fit the base weight [{}]", where,
-               name, fmt::join(pair.a->shape, ", "), fmt::join(pair.b->shape, ", "), adapter->rank,
-               fmt::join(w.shape, ", "));
-    }
-  }
+  if (adapter) check_adapter_fits(*adapter, weights, c, base);
   fs::create_directories(out);
   remove_old_weights(out);
-  std::vector<model::StWriteTensor> tensors;
-  auto buffer = std::make_shared<std::vector<uint8_t>>();  // the one tensor in memory
-  for (const auto& name : weights.names()) {
-    const auto& info = weights.info(name);
-    const bool is_float = info.dtype == StDtype::kF32 || info.dtype == StDtype::kBF16 || info.dtype == StDtype::kF16;
-    model::StWriteTensor t;
-    t.name = name;
-    t.shape = info.shape;
-    t.dtype = is_float ? dtype : info.dtype;
-    t.nbytes = static_cast<uint64_t>(info.numel()) * model::st_dtype_size(t.dtype);
-    const LoraPair* pair = nullptr;
-    if (adapter)
-      if (auto it = adapter->by_base.find(name); it != adapter->by_base.end()) pair = &it->second, ++r.merged_layers;
-    if (!is_float) {
-      t.data = weights.data(name);  // integer buffers are copied as they are
-    } else {
-      t.produce = [&weights, &adapter, name, pair, dtype, buffer, base_dir = base.string()]() -> const void* {
-        std::vector<float> w = to_float(weights.info(name), weights.data(name), base_dir);
-        if (pair) {
-          const auto& f = *adapter->file;
-          const std::string where = f.path().string();
-          const std::vector<float> a = to_float(*pair->a, f.data(*pair->a), where);  // [r, in]
-          const std::vector<float> b = to_float(*pair->b, f.data(*pair->b), where);  // [out, r]
-          const int64_t rank = pair->a->shape[0], in = pair->a->shape[1], rows = pair->b->shape[0];
-          const float scale = static_cast<float>(adapter->scale);
-          std::vector<float> row(static_cast<size_t>(in));
-          for (int64_t o = 0; o < rows; ++o) {
-            std::fill(row.begin(), row.end(), 0.0f);
-            for (int64_t k = 0; k < rank; ++k) {
-              const float bk = b[static_cast<size_t>(o * rank + k)];
-              const float* ak = a.data() + k * in;
-              for (int64_t i = 0; i < in; ++i) row[static_cast<size_t>(i)] += bk * ak[i];
-            }
-            float* wo = w.data() + o * in;
-            for (int64_t i = 0; i < in; ++i) wo[i] += row[static_cast<size_t>(i)] * scale;
-          }
-          if (pair->m) dora_rescale(w, to_float(*pair->m, f.data(*pair->m), where), rows, in);
-        }
-        encode(w, dtype, *buffer);
-        return buffer->data();
-      };
-    }
-    tensors.push_back(std::move(t));
-  }
+  const auto tensors = export_tensors(weights, adapter.get(), dtype_named(r.dtype), base, r);
   const auto max_shard = static_cast<uint64_t>(std::llround(c.export_size_gb * 1e9));
   r.weight_files = model::write_safetensors_checkpoint(out, tensors, std::max<uint64_t>(max_shard, 1));
   nlohmann::ordered_json cfg;

@@ -14,6 +14,7 @@
 #include "docs_commands.h"
 #include "export_command.h"
 #include "launch_command.h"
+#include "plan_command.h"
 #include "train_command.h"
 #include "lf/common/edit_distance.h"
 #include "lf/common/error.h"
@@ -68,6 +69,7 @@ int main(int argc, char** argv) {
   lf::add_preview_command(app);
 #endif
   lf::add_train_command(app);
+  lf::add_plan_command(app);
   lf::add_doctor_command(app);
   lf::add_export_command(app);
   lf::add_docs_commands(app);

@@ -8,11 +8,11 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <map>
 
 #include "lf/common/error.h"
 #include "lf/model/config.h"
 #include "lf/model/initial_weights.h"
+#include "lf/plan/model_units.h"
 
 namespace lf {
 
@@ -37,15 +37,15 @@ std::string repository_of(const std::string& folder_name) {
   return "ORG/" + folder_name;
 }
 
-void check_model_folder(const config::TrainConfig& c) {
-  const fs::path dir(c.model_name_or_path);
+void check_model_folder(const config::JobPlan& c) {
+  const fs::path dir(c.model.model_name_or_path);
   if (fs::is_directory(dir)) {
     LF_CHECK(fs::exists(dir / "config.json"), ConfigError, "model folder '{}' has no config.json", dir.string());
     return;
   }
   if (fs::is_regular_file(dir)) return;  // a config.json alone: init_weights decides (random only)
   LF_THROW(ConfigError, "model_name_or_path '{}' is not a local folder. lf-train never downloads: {}",
-           c.model_name_or_path, download_hint(c.model_name_or_path));
+           c.model.model_name_or_path, download_hint(c.model.model_name_or_path));
 }
 
 // The nearest folder that exists at or above `p` (where output_dir will be created).
@@ -55,8 +55,8 @@ fs::path existing_ancestor(fs::path p) {
   return p;
 }
 
-void check_output_dir(const config::TrainConfig& c, uint64_t need, std::vector<std::string>& notes) {
-  const fs::path out = fs::absolute(c.output_dir);
+void check_output_dir(const config::JobPlan& c, uint64_t need, std::vector<std::string>& notes) {
+  const fs::path out = fs::absolute(c.output.output_dir);
   LF_CHECK(!fs::exists(out) || fs::is_directory(out), ConfigError, "output_dir {} exists and is not a folder",
            out.string());
   const fs::path at = existing_ancestor(out);
@@ -75,7 +75,7 @@ void check_output_dir(const config::TrainConfig& c, uint64_t need, std::vector<s
            "output_dir {} is on a filesystem with {} free, but one checkpoint of this run needs about {} ({} "
            "fine-tuning: trainable weights in fp32 plus AdamW's two moments); free some space or choose another "
            "output_dir",
-           out.string(), gib(free_bytes), gib(need), c.finetuning_type);
+           out.string(), gib(free_bytes), gib(need), c.adapter.finetuning_type);
   if (free_bytes < 3 * need)
     notes.push_back(fmt::format("output_dir {}: {} free, room for {} checkpoint(s) of about {} each (save_total_limit "
                                 "bounds how many are kept)",
@@ -84,11 +84,11 @@ void check_output_dir(const config::TrainConfig& c, uint64_t need, std::vector<s
 
 // overwrite_output_dir: true starts at step 0 and writes over what is there: say which
 // checkpoints that discards (a retry loop around lf-train would otherwise restart silently).
-void note_discarded_checkpoints(const config::TrainConfig& c, std::vector<std::string>& notes) {
-  if (!c.overwrite_output_dir || !c.resume_from_checkpoint.empty() || !fs::is_directory(c.output_dir)) return;
+void note_discarded_checkpoints(const config::JobPlan& c, std::vector<std::string>& notes) {
+  if (!c.output.overwrite_output_dir || !c.output.resume_from_checkpoint.empty() || !fs::is_directory(c.output.output_dir)) return;
   std::vector<int64_t> steps;
   std::error_code ec;
-  for (const auto& e : fs::directory_iterator(c.output_dir, ec)) {
+  for (const auto& e : fs::directory_iterator(c.output.output_dir, ec)) {
     const std::string name = e.path().filename().string();
     if (!e.is_directory() || name.rfind("checkpoint-", 0) != 0) continue;
     try {
@@ -101,7 +101,7 @@ void note_discarded_checkpoints(const config::TrainConfig& c, std::vector<std::s
   notes.push_back(fmt::format(
       "overwrite_output_dir: true: training starts at step 0 and writes over {}; its checkpoint(s) at step(s) {} are "
       "not resumed (set overwrite_output_dir: false, or resume_from_checkpoint: {}/checkpoint-{}, to continue)",
-      c.output_dir, fmt::join(steps, ", "), c.output_dir, steps.back()));
+      c.output.output_dir, fmt::join(steps, ", "), c.output.output_dir, steps.back()));
 }
 
 }  // namespace
@@ -120,36 +120,21 @@ std::string download_hint(const std::string& path) {
                      hub_id ? " and set model_name_or_path to that folder" : "");
 }
 
-uint64_t predicted_checkpoint_bytes(const config::TrainConfig& c, const fs::path& config_json) {
-  const auto m = model::load_model_config(config_json);
-  int64_t trainable = 0;
-  if (c.finetuning_type == "full") {
-    trainable = model::num_parameters(m);
-  } else {
-    // LoRA: A [r, in] and B [out, r] per targeted linear layer of every decoder layer.
-    const int64_t h = m.hidden_size, q = m.num_heads * m.head_dim, kv = m.num_kv_heads * m.head_dim,
-                  i = m.intermediate_size;
-    const std::map<std::string, int64_t> in_plus_out = {{"q_proj", h + q},    {"k_proj", h + kv}, {"v_proj", h + kv},
-                                                       {"o_proj", q + h},    {"gate_proj", h + i},
-                                                       {"up_proj", h + i},   {"down_proj", i + h}};
-    const bool all = c.lora_target.size() == 1 && c.lora_target[0] == "all";
-    for (const auto& [name, width] : in_plus_out)
-      if (all || std::find(c.lora_target.begin(), c.lora_target.end(), name) != c.lora_target.end())
-        trainable += c.lora_rank * width * m.num_layers;
-  }
-  return static_cast<uint64_t>(trainable) * 12;
+uint64_t predicted_checkpoint_bytes(const config::JobPlan& c, const fs::path& config_json) {
+  // fp32 weights and two moments a trainable parameter (the optimizer state saved beside them).
+  return static_cast<uint64_t>(plan::parameter_counts(model::load_model_config(config_json), c.adapter).trainable) * 12;
 }
 
-std::vector<std::string> preflight_training(const config::TrainConfig& c) {
+std::vector<std::string> preflight_training(const config::JobPlan& c) {
   std::vector<std::string> notes;
   check_model_folder(c);
-  const fs::path dir(c.model_name_or_path);
+  const fs::path dir(c.model.model_name_or_path);
   const fs::path config_json = fs::is_directory(dir) ? dir / "config.json" : dir;
   // An architecture lf-train does not implement fails here, with the worker's message.
   const uint64_t need = predicted_checkpoint_bytes(c, config_json);
-  const auto weights = model::choose_initial_weights(dir, c.init_weights, c.seed);
+  const auto weights = model::choose_initial_weights(dir, c.model.init_weights, c.seed);
   if (!weights.note.empty()) notes.push_back(weights.note);
-  check_output_dir(c, c.save_strategy == "no" ? need / 3 : need, notes);
+  check_output_dir(c, c.output.save_strategy == "no" ? need / 3 : need, notes);
   note_discarded_checkpoints(c, notes);
   return notes;
 }

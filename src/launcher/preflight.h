@@ -15,11 +15,11 @@
 namespace lf {
 
 // Throws ConfigError. Returns lines to print once (warnings that are not errors).
-std::vector<std::string> preflight_training(const config::TrainConfig& c);
+std::vector<std::string> preflight_training(const config::JobPlan& c);
 
 // Bytes one checkpoint of this run writes (trainable parameters x (4 weight + 8 AdamW
 // moment bytes); a full run's weights are fp32 masters), from config.json alone.
-uint64_t predicted_checkpoint_bytes(const config::TrainConfig& c, const std::filesystem::path& config_json);
+uint64_t predicted_checkpoint_bytes(const config::JobPlan& c, const std::filesystem::path& config_json);
 
 // The download hint for a model_name_or_path that is no local folder: a repository id
 // (`Qwen/Qwen2.5-7B-Instruct`) for a hub id or a local path named after a known model.

@@ -77,12 +77,12 @@ void wait_unless_stopped(double seconds) {
 }
 
 // The key=value arguments that make attempt n >= 2 continue where the last one stopped.
-std::vector<std::string> resume_overrides(const RetryResume& resume, const config::TrainConfig& c) {
+std::vector<std::string> resume_overrides(const RetryResume& resume, const config::JobPlan& c) {
   if (auto ckpt = resume.newest_written_since(); !ckpt.empty())
     return {"resume_from_checkpoint=" + fs::absolute(ckpt).string()};
   // No checkpoint of ours yet: start over. Everything in a folder that started empty is an
   // earlier attempt's (overwrite_output_dir: false would refuse the non-empty folder).
-  if (!c.overwrite_output_dir && resume.started_empty()) return {"overwrite_output_dir=true"};
+  if (!c.output.overwrite_output_dir && resume.started_empty()) return {"overwrite_output_dir=true"};
   return {};
 }
 
@@ -124,8 +124,8 @@ std::vector<std::string> without_retry_flags(const std::vector<std::string>& arg
   return out;
 }
 
-int run_with_retries(const RetryOptions& o, const config::TrainConfig& c, const std::vector<std::string>& args) {
-  const RetryResume resume(c.output_dir);
+int run_with_retries(const RetryOptions& o, const config::JobPlan& c, const std::vector<std::string>& args) {
+  const RetryResume resume(c.output.output_dir);
   const auto base = without_retry_flags(args);
   const int64_t attempts = o.retries + 1;
   install_stop_handlers();

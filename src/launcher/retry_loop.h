@@ -31,7 +31,7 @@ std::string describe_exit(int code);
 
 // Runs the attempts; returns the exit code of the last. `args` are this process's
 // arguments after argv[0], retry flags included (they are removed for the children).
-int run_with_retries(const RetryOptions& options, const config::TrainConfig& config,
+int run_with_retries(const RetryOptions& options, const config::JobPlan& config,
                      const std::vector<std::string>& args);
 
 // args without --retries/--retry-wait (both `--flag V` and `--flag=V` forms).

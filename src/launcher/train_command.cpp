@@ -9,6 +9,7 @@
 #include "agent_flags.h"
 #include "preflight.h"
 #include "own_arguments.h"
+#include "plan_command.h"
 #include "retry_loop.h"
 #include "ssh_fanout.h"
 #include "vllm_check.h"
@@ -68,9 +69,9 @@ void add_train_command(CLI::App& app) {
     config::LoadedConfig loaded = config::load_train_config(path, overrides);
     for (const auto& w : loaded.warnings) spdlog::warn("{}", w);
     for (const auto& n : loaded.notes) spdlog::info("{}", n);
-    for (const auto& note : preflight_training(loaded.config)) spdlog::warn("{}", note);
+    for (const auto& note : preflight_training(loaded.plan)) spdlog::warn("{}", note);
     // The supervisor checked the config (a bad one exits 2 now); each attempt is a child lf-train.
-    if (retry->retries > 0) throw CLI::RuntimeError(run_with_retries(*retry, loaded.config, own_arguments()));
+    if (retry->retries > 0) throw CLI::RuntimeError(run_with_retries(*retry, loaded.plan, own_arguments()));
     if (!flags->hostfile.empty()) throw CLI::RuntimeError(run_hostfile(*flags));
     // Printed here once for this node; the workers leave them out.
     ::setenv("LF_CONFIG_CHECKED", "1", 1);
@@ -86,17 +87,19 @@ void add_train_command(CLI::App& app) {
                                                 : std::string());
     // With a fixed number of nodes the world size is known here: a DeepSpeed train_batch_size
     // that cannot hold fails now, not once every node has joined (the workers check it too).
-    if (opt.min_nodes == opt.max_nodes) config::check_world_size(loaded.config, opt.min_nodes * opt.nproc);
+    if (opt.min_nodes == opt.max_nodes) config::check_world_size(loaded.plan, opt.min_nodes * opt.nproc);
     opt.command = {find_worker_binary(), "train", fs::absolute(path).string()};
     opt.command.insert(opt.command.end(), overrides.begin(), overrides.end());
     // Nodes must agree on the effective config, not on how it was spelt.
     opt.config_hash = hex64(fnv1a64(loaded.canonical));
     for (const auto& [key, value] : loaded.items) opt.config_items.push_back(rdzv::config_item(key, value));
-    spdlog::info("training {} ({}) with {} worker(s) on this node; outputs in {}", loaded.config.model_name_or_path,
-                 loaded.config.finetuning_type, opt.nproc, loaded.config.output_dir);
+    spdlog::info("training {} ({}) with {} worker(s) on this node; outputs in {}", loaded.plan.model.model_name_or_path,
+                 loaded.plan.adapter.finetuning_type, opt.nproc, loaded.plan.output.output_dir);
+    // What will run (`lf-train plan`'s summary without the data counts), once per node.
+    spdlog::info("plan:\n{}", run_plan_summary(loaded.plan, opt.min_nodes, opt.nproc));
     const int code = agent::run_agent(opt);
     // Node 0 says whether output_dir is what vLLM serves (the folder is shared by every node).
-    if (code == 0 && opt.host_server) report_vllm_readiness(loaded.config.output_dir, loaded.config.model_name_or_path);
+    if (code == 0 && opt.host_server) report_vllm_readiness(loaded.plan.output.output_dir, loaded.plan.model.model_name_or_path);
     throw CLI::RuntimeError(code);
   });
 }

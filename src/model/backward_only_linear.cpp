@@ -3,7 +3,7 @@
 #include <ATen/ATen.h>
 #include <torch/csrc/autograd/custom_function.h>
 
-#include "lf/common/env_knobs.h"
+#include "lf/model/kernel_paths.h"
 
 namespace lf::model {
 namespace {
@@ -40,6 +40,6 @@ at::Tensor backward_only_linear(const at::Tensor& x, const at::Tensor& w, const 
   return b.defined() ? y + b : y;
 }
 
-bool lean_recompute_enabled() { return knob_bool("LF_LEAN_RECOMPUTE").value_or(true); }
+bool lean_recompute_enabled() { return kernel_paths().lean_recompute; }
 
 }  // namespace lf::model

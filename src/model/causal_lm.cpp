@@ -3,26 +3,19 @@
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
 
+#include <fmt/ranges.h>
+
 #include <cmath>
 #include <mutex>
 
 #include "lf/common/error.h"
 #include "lf/model/checkpointing.h"
 #include "lf/model/grad_sink.h"
+#include "lf/model/layer_builder.h"
 #include "lf/model/packed_attention.h"
 #include "lf/model/varlen_attention.h"
 
 namespace lf::model {
-namespace {
-
-Linear make_linear(int64_t in, int64_t out, bool bias, const at::TensorOptions& o) {
-  Linear l;
-  l.weight_ = at::empty({out, in}, o);
-  if (bias) l.bias_ = at::empty({out}, o);
-  return l;
-}
-
-}  // namespace
 
 at::Tensor rope_inv_freq(const ModelConfig& c) {
   // As transformers computes it: fp32 powers of theta over even dims.
@@ -45,32 +38,42 @@ at::Tensor rope_inv_freq(const ModelConfig& c) {
 }
 
 CausalLM::CausalLM(ModelConfig config, const at::TensorOptions& o)
-    : config_(std::move(config)), compute_dtype_(o.dtype().toScalarType()) {
+    : config_(std::move(config)), layout_(model_layout(config_)), compute_dtype_(o.dtype().toScalarType()) {
   const auto& c = config_;
-  const int64_t h = c.hidden_size, q = c.num_heads * c.head_dim, kv = c.num_kv_heads * c.head_dim;
+  const int64_t h = c.hidden_size;
   embed_tokens_ = at::empty({c.vocab_size, h}, o);
-  layers_.resize(c.num_layers);
-  for (auto& l : layers_) {
-    l.input_layernorm_ = {at::empty({h}, o), c.rms_norm_eps};
-    l.post_attention_layernorm_ = {at::empty({h}, o), c.rms_norm_eps};
-    auto& a = l.self_attn_;
-    a.q_proj_ = make_linear(h, q, c.qkv_bias, o);
-    a.k_proj_ = make_linear(h, kv, c.qkv_bias, o);
-    a.v_proj_ = make_linear(h, kv, c.qkv_bias, o);
-    a.o_proj_ = make_linear(q, h, c.o_bias, o);
-    if (c.qk_norm)
-      a.qk_norm_ = std::make_unique<QkNorm>(
-          QkNorm{{at::empty({c.head_dim}, o), c.rms_norm_eps}, {at::empty({c.head_dim}, o), c.rms_norm_eps}});
-    a.num_heads_ = c.num_heads;
-    a.num_kv_heads_ = c.num_kv_heads;
-    a.head_dim_ = c.head_dim;
-    l.mlp_.gate_proj_ = make_linear(h, c.intermediate_size, c.mlp_bias, o);
-    l.mlp_.up_proj_ = make_linear(h, c.intermediate_size, c.mlp_bias, o);
-    l.mlp_.down_proj_ = make_linear(c.intermediate_size, h, c.mlp_bias, o);
-  }
-  norm_ = {at::empty({h}, o), c.rms_norm_eps};
+  layers_.reserve(layout_.layers.size());
+  for (const auto& spec : layout_.layers) layers_.push_back(build_decoder_layer(spec, o));
+  norm_ = build_norm(layout_.final_norm, h, c.rms_norm_eps, o);
   if (!c.tie_word_embeddings) lm_head_ = at::empty({c.vocab_size, h}, o);
   inv_freq_ = rope_inv_freq(c).to(o.device());
+  check_layout();
+}
+
+// The modules and the layout are two declarations of one model (layer_builder.cpp, model_layout.cpp):
+// every tensor in the same order, name and shape, every linear module by its name.
+void CausalLM::check_layout() {
+  const auto params = module_parameters();
+  LF_CHECK(params.size() == layout_.params.size(), BackendError,
+           "{}: the modules hold {} parameters, its layout {}", config_.architecture_name, params.size(),
+           layout_.params.size());
+  for (size_t k = 0; k < params.size(); ++k) {
+    const auto& want = layout_.params[k];
+    LF_CHECK(params[k].name == want.local && params[k].tensor->sizes().vec() == want.shape, BackendError,
+             "{}: parameter {} of the modules is {} [{}], the layout's {} [{}]", config_.architecture_name, k,
+             params[k].name, fmt::join(params[k].tensor->sizes(), ", "), want.name, fmt::join(want.shape, ", "));
+  }
+  size_t k = 0;
+  for (size_t i = 0; i < layers_.size(); ++i)
+    for (const auto& [name, lin] : layers_[i].linears()) {
+      LF_CHECK(k < layout_.linears.size() && layout_.linears[k].layer == static_cast<int64_t>(i) &&
+                   layout_.linears[k].module.ends_with("." + name),
+               BackendError, "{}: layer {}'s linear {} is not the layout's linear {}", config_.architecture_name, i,
+               name, k < layout_.linears.size() ? layout_.linears[k].module : "(none)");
+      ++k;
+    }
+  LF_CHECK(k == layout_.linears.size(), BackendError, "{}: the layout lists {} linear modules, the layers {}",
+           config_.architecture_name, layout_.linears.size(), k);
 }
 
 at::Tensor CausalLM::embed(const at::Tensor& input_ids) const {
@@ -122,13 +125,28 @@ at::Tensor CausalLM::hidden_states(const at::Tensor& input_ids, const at::Tensor
   return x;
 }
 
-std::vector<NamedParam> CausalLM::named_parameters() {
+std::vector<NamedParam> CausalLM::module_parameters() {
   std::vector<NamedParam> out;
-  out.push_back({"model.embed_tokens.weight", &embed_tokens_});
-  for (size_t i = 0; i < layers_.size(); ++i)
-    layers_[i].named_parameters("model.layers." + std::to_string(i) + ".", out);
-  out.push_back({"model.norm.weight", &norm_.weight_});
+  out.push_back({"embed_tokens.weight", &embed_tokens_});
+  for (auto& l : layers_) l.named_parameters("", out);
+  out.push_back({"norm.weight", &norm_.weight_});
   if (lm_head_.defined()) out.push_back({"lm_head.weight", &lm_head_});
+  return out;
+}
+
+std::vector<NamedParam> CausalLM::named_parameters() {
+  auto out = module_parameters();
+  for (size_t k = 0; k < out.size(); ++k) {
+    out[k].name = layout_.params[k].name;
+    out[k].unit = layout_.params[k].unit;
+  }
+  return out;
+}
+
+std::vector<ModelLinear> CausalLM::linears() {
+  std::vector<ModelLinear> out;
+  for (auto& l : layers_)
+    for (auto& [name, lin] : l.linears()) out.push_back({&layout_.linears[out.size()], lin});
   return out;
 }
 
@@ -140,12 +158,12 @@ void CausalLM::init_random(uint64_t seed) {
     gen.set_current_seed(seed);
   }
   const double std = config_.initializer_range;
-  for (auto& p : named_parameters()) {
-    const auto& n = p.name;
-    if (n.size() >= 11 && n.compare(n.size() - 11, 11, "norm.weight") == 0) p.tensor->fill_(1.0);
-    else if (n.size() >= 4 && n.compare(n.size() - 4, 4, "bias") == 0) p.tensor->zero_();
-    else p.tensor->normal_(0.0, std, gen);
-  }
+  const auto params = named_parameters();
+  for (size_t k = 0; k < params.size(); ++k) switch (layout_.params[k].init) {
+      case ParamInit::kOnes: params[k].tensor->fill_(1.0); break;
+      case ParamInit::kZeros: params[k].tensor->zero_(); break;
+      case ParamInit::kNormal: params[k].tensor->normal_(0.0, std, gen); break;
+    }
 }
 
 }  // namespace lf::model

@@ -4,7 +4,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "families.h"
+#include "model_spec.h"
 #include "lf/common/error.h"
 
 namespace lf::model {
@@ -57,16 +57,16 @@ ModelConfig parse_model_config(const std::string& json_text, const std::string& 
   LF_CHECK(j.is_object(), ConfigError, "{}: expected a JSON object", source);
   ModelConfig c;
   c.raw_json = json_text;
-  const ModelFamily* family = nullptr;
+  const ModelSpec* family = nullptr;
   try {
     std::string arch;
     if (j.contains("architectures") && j["architectures"].is_array() && !j["architectures"].empty())
       arch = j["architectures"][0].get<std::string>();
     c.model_type = get_or<std::string>(j, "model_type", "");
-    family = find_model_family(arch, c.model_type);
+    family = find_model_spec(arch, c.model_type);
     LF_CHECK(family, ConfigError, "{}: unknown architecture '{}' (model_type '{}'); supported: {}", source, arch,
              c.model_type, supported_architectures());
-    c.arch = family->arch;
+    c.spec = family;
     c.architecture_name = family->architecture;
     c.model_type = family->model_type;
     c.vocab_size = require<int64_t>(j, "vocab_size", source);
@@ -84,7 +84,7 @@ ModelConfig parse_model_config(const std::string& json_text, const std::string& 
     c.torch_dtype = get_or<std::string>(j, "torch_dtype", get_or<std::string>(j, "dtype", "float32"));
     const std::string act = get_or<std::string>(j, "hidden_act", "silu");
     LF_CHECK(act == "silu", ConfigError, "{}: hidden_act '{}' is not supported (silu only)", source, act);
-    family->read(j, c, source);  // the family's own keys (biases, q/k norms, sliding window)
+    family->read_config(j, c, source);  // the family's own keys (biases, q/k norms, sliding window)
     parse_rope(j, c, source);
   } catch (const nlohmann::json::exception& e) {
     LF_THROW(ConfigError, "{}: bad value: {}", source, e.what());
@@ -112,18 +112,6 @@ std::string model_config_json_for_save(const ModelConfig& config, const std::str
   else j["torch_dtype"] = dtype_name;
   j.erase("init_weights");
   return j.dump(2) + "\n";
-}
-
-int64_t num_parameters(const ModelConfig& c) {
-  const int64_t q = c.num_heads * c.head_dim, kv = c.num_kv_heads * c.head_dim, h = c.hidden_size;
-  int64_t layer = h * q + 2 * h * kv + q * h + 3 * h * c.intermediate_size + 2 * h;
-  if (c.qkv_bias) layer += q + 2 * kv;
-  if (c.o_bias) layer += h;
-  if (c.mlp_bias) layer += 2 * c.intermediate_size + h;
-  if (c.qk_norm) layer += 2 * c.head_dim;
-  int64_t n = c.num_layers * layer + c.vocab_size * h + h;
-  if (!c.tie_word_embeddings) n += c.vocab_size * h;
-  return n;
 }
 
 }  // namespace lf::model

@@ -4,10 +4,8 @@
 
 #include <atomic>
 
-#include "lf/common/env.h"
-#include "lf/common/env_knobs.h"
-#include "lf/common/error.h"
 #include "lf/kernels/fused_ops.h"
+#include "lf/model/kernel_paths.h"
 
 namespace lf::model {
 namespace {
@@ -19,30 +17,19 @@ constexpr bool kBuiltWithKernels =
     false;
 #endif
 
-const kernels::FusedOps* initial_ops() {
-  const bool requested = fused_kernels_requested(knob_string("LF_FUSED_KERNELS"));
-#ifdef LF_HAVE_FUSED_KERNELS
-  return requested ? &kernels::fused_ops() : nullptr;
-#else
-  (void)requested;
-  return nullptr;
-#endif
-}
-
 std::atomic<const kernels::FusedOps*>& table() {
-  static std::atomic<const kernels::FusedOps*> ops{initial_ops()};
+  static std::atomic<const kernels::FusedOps*> ops{built_fused_ops()};
   return ops;
 }
 
 }  // namespace
 
-bool fused_kernels_requested(const std::optional<std::string>& env_value) {
-  const auto v = env_value.value_or("1");
-  LF_CHECK(v == "0" || v == "1", ConfigError,
-           "LF_FUSED_KERNELS={}: expected 1 (fused CUDA kernels where the build has them, the default) or 0 (the "
-           "ATen ops, for comparison)",
-           v);
-  return v == "1";
+const kernels::FusedOps* built_fused_ops() {
+#ifdef LF_HAVE_FUSED_KERNELS
+  return &kernels::fused_ops();
+#else
+  return nullptr;
+#endif
 }
 
 const kernels::FusedOps* fused_ops_for(const at::Tensor& x) {
@@ -53,10 +40,10 @@ const kernels::FusedOps* fused_ops_for(const at::Tensor& x) {
 void set_fused_ops(const kernels::FusedOps* ops) { table().store(ops, std::memory_order_release); }
 
 std::string fused_kernels_status() {
-  const bool requested = fused_kernels_requested(knob_string("LF_FUSED_KERNELS"));
   if (!kBuiltWithKernels) return "ATen ops (this build has no fused kernels)";
   return table().load() ? "fused CUDA kernels on (LF_FUSED_KERNELS=0 for the ATen ops)"
-                        : (requested ? "fused CUDA kernels off (set_fused_ops)" : "fused CUDA kernels off (LF_FUSED_KERNELS=0)");
+                        : (kernel_paths().fused_kernels ? "fused CUDA kernels off (set_fused_ops)"
+                                                        : "fused CUDA kernels off (LF_FUSED_KERNELS=0)");
 }
 
 }  // namespace lf::model

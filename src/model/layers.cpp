@@ -174,7 +174,7 @@ std::pair<at::Tensor, at::Tensor> DecoderLayer::forward_keeping_mid(const at::Te
     h = x + self_attn_.forward(input_layernorm_.forward(x), rope, training);
     n = post_attention_layernorm_.forward(h);
   }
-  return {h + mlp_.forward(n, training), h};
+  return {h + mlp_->forward(n, training), h};
 }
 
 at::Tensor DecoderLayer::attention_half_for_backward(const at::Tensor& x, const RopeTables& rope,
@@ -185,31 +185,47 @@ at::Tensor DecoderLayer::attention_half_for_backward(const at::Tensor& x, const 
 // The fused add_rms_norm rounds h to the activation dtype before normalising it: norm(h) of the
 // kept h is the forward's n, bit for bit.
 at::Tensor DecoderLayer::mlp_half_for_backward(const at::Tensor& h, bool training) const {
-  return h + mlp_.forward_for_backward(post_attention_layernorm_.forward(h), training);
+  return h + mlp_->forward_for_backward(post_attention_layernorm_.forward(h), training);
 }
 
 bool DecoderLayer::draws_random(bool training) const {
-  if (!training) return false;
-  for (const auto* l : {&self_attn_.q_proj_, &self_attn_.k_proj_, &self_attn_.v_proj_, &self_attn_.o_proj_,
-                        &mlp_.gate_proj_, &mlp_.up_proj_, &mlp_.down_proj_})
-    if (l->lora_ && l->lora_->dropout_ > 0) return true;
-  return false;
+  const auto& a = self_attn_;
+  return a.q_proj_.draws_random(training) || a.k_proj_.draws_random(training) || a.v_proj_.draws_random(training) ||
+         a.o_proj_.draws_random(training) || mlp_->draws_random(training);
+}
+
+bool Mlp::draws_random(bool training) const {
+  return gate_proj_.draws_random(training) || up_proj_.draws_random(training) || down_proj_.draws_random(training);
+}
+
+void Attention::named_parameters(const std::string& prefix, std::vector<NamedParam>& out) {
+  for (auto& [name, lin] : linears()) lin->named_parameters(prefix + name + ".", out);
+  if (qk_norm_) qk_norm_->named_parameters(prefix, out);
+}
+
+std::vector<std::pair<std::string, Linear*>> Attention::linears() {
+  return {{"q_proj", &q_proj_}, {"k_proj", &k_proj_}, {"v_proj", &v_proj_}, {"o_proj", &o_proj_}};
+}
+
+void Mlp::named_parameters(const std::string& prefix, std::vector<NamedParam>& out) {
+  for (auto& [name, lin] : linears()) lin->named_parameters(prefix + name + ".", out);
+}
+
+std::vector<std::pair<std::string, Linear*>> Mlp::linears() {
+  return {{"gate_proj", &gate_proj_}, {"up_proj", &up_proj_}, {"down_proj", &down_proj_}};
 }
 
 void DecoderLayer::named_parameters(const std::string& prefix, std::vector<NamedParam>& out) {
   out.push_back({prefix + "input_layernorm.weight", &input_layernorm_.weight_});
-  for (auto& [name, lin] : linears()) {
-    const bool attn = name.size() == 6 && name[1] == '_';  // q_proj k_proj v_proj o_proj
-    lin->named_parameters(prefix + (attn ? "self_attn." : "mlp.") + name + ".", out);
-    if (name == "o_proj" && self_attn_.qk_norm_) self_attn_.qk_norm_->named_parameters(prefix + "self_attn.", out);
-  }
+  self_attn_.named_parameters(prefix + "self_attn.", out);
+  mlp_->named_parameters(prefix + "mlp.", out);
   out.push_back({prefix + "post_attention_layernorm.weight", &post_attention_layernorm_.weight_});
 }
 
 std::vector<std::pair<std::string, Linear*>> DecoderLayer::linears() {
-  return {{"q_proj", &self_attn_.q_proj_},   {"k_proj", &self_attn_.k_proj_}, {"v_proj", &self_attn_.v_proj_},
-          {"o_proj", &self_attn_.o_proj_},   {"gate_proj", &mlp_.gate_proj_}, {"up_proj", &mlp_.up_proj_},
-          {"down_proj", &mlp_.down_proj_}};
+  auto out = self_attn_.linears();
+  for (auto& l : mlp_->linears()) out.push_back(l);
+  return out;
 }
 
 }  // namespace lf::model

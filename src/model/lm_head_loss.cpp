@@ -6,7 +6,7 @@
 
 #include <algorithm>
 
-#include "lf/common/env_knobs.h"
+#include "lf/model/kernel_paths.h"
 #include "lf/common/error.h"
 #include "lf/kernels/fused_ops.h"
 #include "lf/model/fused_dispatch.h"
@@ -37,8 +37,7 @@ struct ChunkedLmLoss : public torch::autograd::Function<ChunkedLmLoss> {
     if (need_grad_w) grad_w = at::zeros(w.sizes(), w.options().dtype(at::kFloat));
     // The fused kernel (cross_entropy.h) where the build has it: the loss and the logits'
     // gradient in one pass over the compute-dtype chunk, ignored rows zeroed.
-    static const bool fused_ce = knob_bool("LF_FUSED_CE").value_or(true);
-    const auto* fused = fused_ce && (need_grad_h || need_grad_w) ? fused_ops_for(h) : nullptr;
+    const auto* fused = kernel_paths().fused_ce && (need_grad_h || need_grad_w) ? fused_ops_for(h) : nullptr;
     for (int64_t begin = 0; begin < m; begin += chunk_rows) {
       const int64_t rows = std::min(chunk_rows, m - begin);
       auto hc = h.narrow(0, begin, rows);  // [r,C]

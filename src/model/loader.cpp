@@ -3,7 +3,9 @@
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
 
+#include <algorithm>
 #include <fstream>
+#include <memory>
 #include <regex>
 #include <set>
 
@@ -47,25 +49,50 @@ std::string shape_str(const std::vector<int64_t>& s) { return fmt::format("[{}]"
 
 }  // namespace
 
+void read_hf_tensors(const ParamSpec& p, const SafetensorsCheckpoint& ckpt, at::Tensor& dst) {
+  const auto read = [&](const HfTensor& t, at::Tensor to) {
+    to.copy_(read_tensor(ckpt.info(t.name), ckpt.data(t.name)).to(to.scalar_type()));
+  };
+  if (p.hf.size() == 1) return read(p.hf[0], dst);
+  for (size_t k = 0; k < p.hf.size(); ++k) read(p.hf[k], dst.select(0, static_cast<int64_t>(k)));
+}
+
+std::vector<LazyTensor> hf_lazy_tensors(const ParamSpec& p, c10::ScalarType dtype, std::function<at::Tensor()> fetch) {
+  if (p.hf.size() == 1) return {{p.hf[0].name, p.hf[0].shape, dtype, std::move(fetch)}};
+  // The first piece the writer reaches fetches the whole value, the last lets it go.
+  auto value = std::make_shared<at::Tensor>();
+  auto left = std::make_shared<size_t>(p.hf.size());
+  std::vector<LazyTensor> out;
+  for (size_t k = 0; k < p.hf.size(); ++k)
+    out.push_back({p.hf[k].name, p.hf[k].shape, dtype, [value, left, fetch, k] {
+                     if (!value->defined()) *value = fetch();
+                     auto piece = value->select(0, static_cast<int64_t>(k));
+                     if (--*left == 0) value->reset();
+                     return piece;
+                   }});
+  return out;
+}
+
 void load_weights(CausalLM& model, const SafetensorsCheckpoint& ckpt) {
+  const auto& layout = model.layout();
   auto params = model.named_parameters();
   std::set<std::string> expected;
   std::vector<std::string> missing, misshaped, unexpected;
-  for (const auto& p : params) {
-    expected.insert(p.name);
-    if (!ckpt.contains(p.name)) {
-      missing.push_back(p.name);
-      continue;
+  for (const auto& p : layout.params)
+    for (const auto& t : p.hf) {
+      expected.insert(t.name);
+      if (!ckpt.contains(t.name)) {
+        missing.push_back(t.name);
+        continue;
+      }
+      const auto& info = ckpt.info(t.name);
+      if (info.shape != t.shape)
+        misshaped.push_back(fmt::format("{} (file {}, model {})", t.name, shape_str(info.shape), shape_str(t.shape)));
     }
-    const auto& info = ckpt.info(p.name);
-    if (info.shape != p.tensor->sizes().vec())
-      misshaped.push_back(fmt::format("{} (file {}, model {})", p.name, shape_str(info.shape),
-                                      shape_str(p.tensor->sizes().vec())));
-  }
+  const auto& ignored = layout.hf_ignored;
   for (const auto& n : ckpt.names()) {
-    if (expected.count(n)) continue;
-    if (n == "lm_head.weight" && model.config().tie_word_embeddings) continue;  // tied: HF ignores it too
-    if (n.find("rotary_emb.inv_freq") != std::string::npos) continue;          // old checkpoints store it
+    if (expected.count(n) || std::find(ignored.begin(), ignored.end(), n) != ignored.end()) continue;
+    if (n.find("rotary_emb.inv_freq") != std::string::npos) continue;  // old checkpoints store it
     unexpected.push_back(n);
   }
   LF_CHECK(missing.empty(), ConfigError, "checkpoint lacks {} tensor(s) the {} config needs: {}", missing.size(),
@@ -74,10 +101,7 @@ void load_weights(CausalLM& model, const SafetensorsCheckpoint& ckpt) {
   LF_CHECK(unexpected.empty(), ConfigError, "checkpoint has {} tensor(s) the {} config does not use: {}",
            unexpected.size(), model.config().architecture_name, list_some(unexpected));
   c10::NoGradGuard no_grad;
-  for (const auto& p : params) {
-    auto src = read_tensor(ckpt.info(p.name), ckpt.data(p.name));
-    p.tensor->copy_(src.to(p.tensor->scalar_type()));
-  }
+  for (size_t k = 0; k < params.size(); ++k) read_hf_tensors(layout.params[k], ckpt, *params[k].tensor);
 }
 
 std::unique_ptr<CausalLM> load_causal_lm(const std::string& path, const LoadOptions& o) {
@@ -120,8 +144,10 @@ void save_causal_lm(CausalLM& model, const fs::path& dir, const SaveOptions& o) 
   fs::create_directories(dir);
   const auto dtype = o.dtype.value_or(params.front().tensor->scalar_type());
   std::vector<LazyTensor> tensors;
-  for (const auto& p : params)
-    tensors.push_back({p.name, p.tensor->sizes().vec(), dtype, [&o, p] { return o.value_of ? o.value_of(p) : *p.tensor; }});
+  for (size_t k = 0; k < params.size(); ++k)
+    for (auto& t : hf_lazy_tensors(model.layout().params[k], dtype,
+                                   [&o, p = params[k]] { return o.value_of ? o.value_of(p) : *p.tensor; }))
+      tensors.push_back(std::move(t));
   save_lazy_tensors(dir, tensors, o.max_shard_bytes, "model");
   std::ofstream(dir / "config.json") << model_config_json_for_save(model.config(), scalar_type_name(dtype));
   if (!o.copy_files_from.empty() && fs::is_directory(o.copy_files_from) &&

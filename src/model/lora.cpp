@@ -5,6 +5,7 @@
 #include <c10/core/GradMode.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -23,12 +24,13 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr const char* kPeftPrefix = "base_model.model.";
-const std::vector<std::string> kAllLinear = {"q_proj", "k_proj", "v_proj", "o_proj",
-                                             "gate_proj", "up_proj", "down_proj"};
 
-std::string module_path(int64_t layer, const std::string& name) {
-  const bool attn = name == "q_proj" || name == "k_proj" || name == "v_proj" || name == "o_proj";
-  return fmt::format("model.layers.{}.{}.{}", layer, attn ? "self_attn" : "mlp", name);
+// The short names of the model's linear modules, in model order, each once (for messages).
+std::vector<std::string> linear_short_names(const CausalLM& model) {
+  std::vector<std::string> out;
+  for (const auto& l : model.layout().linears)
+    if (std::find(out.begin(), out.end(), l.short_name) == out.end()) out.push_back(l.short_name);
+  return out;
 }
 
 // torch.nn.init.kaiming_uniform_(t, a=math.sqrt(5)) on a [out, in] weight: the bound computed as
@@ -39,12 +41,6 @@ void kaiming_uniform_sqrt5(const at::Tensor& t, at::Generator& gen) {
   const double std_dev = gain / std::sqrt(static_cast<double>(t.size(1)));
   const double bound = std::sqrt(3.0) * std_dev;
   t.uniform_(-bound, bound, gen);
-}
-
-// peft's rule for a list of target names: a module is targeted when its full name is one of them
-// or ends with "." + one of them ("q_proj", "self_attn.o_proj", "model.layers.3.mlp.down_proj").
-bool peft_name_matches(const std::string& full, const std::string& t) {
-  return full == t || (full.size() > t.size() && full.ends_with(t) && full[full.size() - t.size() - 1] == '.');
 }
 
 // peft's modules_to_save (LLaMA-Factory's additional_target): every parameter of a module whose
@@ -105,12 +101,13 @@ std::vector<std::string> apply_lora(CausalLM& model, const LoraConfig& c, at::Ge
   auto targeted = [&](const std::string& full) {
     bool any = false;
     for (const auto& t : c.target)
-      if (peft_name_matches(full, t)) matched.insert(t), any = true;
+      if (lora_target_matches(full, t)) matched.insert(t), any = true;
     return any;
   };
   std::vector<std::string> short_names;  // of the targeted modules, in model order
-  for (int64_t i = 0; i < model.num_layers() && !all; ++i)
-    for (auto& [name, lin] : model.layers()[i].linears()) (void)targeted(module_path(i, name));
+  const auto linears = model.linears();
+  for (const auto& l : linears)
+    if (!all) (void)targeted(l.spec->module);
   if (!all)
     for (const auto& t : c.target) {
       LF_CHECK(t != "lm_head" && t != "embed_tokens" && !t.ends_with(".lm_head") && !t.ends_with(".embed_tokens"),
@@ -120,18 +117,18 @@ std::vector<std::string> apply_lora(CausalLM& model, const LoraConfig& c, at::Ge
       LF_CHECK(matched.count(t), ConfigError,
                "lora_target '{}' names no module of {} (its linear layers: {}, also as self_attn.q_proj or "
                "model.layers.N.mlp.down_proj; or 'all')",
-               t, model.config().architecture_name, fmt::join(kAllLinear, ", "));
+               t, model.config().architecture_name, fmt::join(linear_short_names(model), ", "));
     }
   for (auto& p : model.named_parameters()) p.tensor->set_requires_grad(false);
   auto lora_on = [&](const std::string& module) {
     if (!all) return targeted(module);
-    for (const auto& n : kAllLinear)
-      if (module.starts_with("model.layers.") && module.ends_with("." + n)) return true;
+    for (const auto& l : linears)
+      if (l.spec->in_all && l.spec->module == module) return true;
     return false;
   };
   mark_modules_to_save(model, c, lora_on);
 
-  const auto device = model.layers().front().input_layernorm_.weight_.device();
+  const auto device = model.lm_head_weight().device();
   // peft's draws under LLaMA-Factory (transformers.set_seed(seed), then get_peft_model): torch's
   // CPU generator seeded with `seed` (loading a checkpoint draws nothing from it), then per targeted
   // module in model order nn.Linear's own init of A [r,in] and of B [out,r], then peft's
@@ -142,25 +139,24 @@ std::vector<std::string> apply_lora(CausalLM& model, const LoraConfig& c, at::Ge
   const double scaling = c.effective_alpha() / (c.use_rslora ? std::sqrt(static_cast<double>(c.rank))
                                                              : static_cast<double>(c.rank));
   c10::NoGradGuard no_grad;
-  for (int64_t i = 0; i < model.num_layers(); ++i) {
-    for (auto& [name, lin] : model.layers()[i].linears()) {
-      if (!all && !targeted(module_path(i, name))) continue;
-      if (std::find(short_names.begin(), short_names.end(), name) == short_names.end()) short_names.push_back(name);
-      const int64_t out = lin->weight_.size(0), in = lin->weight_.size(1);
-      auto cpu = at::TensorOptions().dtype(at::kFloat);
-      auto a = at::empty({c.rank, in}, cpu);
-      kaiming_uniform_sqrt5(a, gen);                                // nn.Linear(in, r)
-      kaiming_uniform_sqrt5(at::empty({out, c.rank}, cpu), gen);  // nn.Linear(r, out), zeroed below
-      kaiming_uniform_sqrt5(a, gen);                                // peft's reset_lora_parameters
-      auto w = std::make_unique<LoraWeights>();
-      w->a_ = a.to(device).set_requires_grad(true);
-      w->b_ = at::zeros({out, c.rank}, cpu.device(device)).set_requires_grad(true);
-      w->scaling_ = scaling;
-      w->dropout_ = c.dropout;
-      // peft's DoraLinearVariant.init, after the draws: m = ||W + s·B A||_c with B = 0 (dora.h).
-      if (c.use_dora) w->magnitude_ = dora_weight_norm(lin->weight_, w->a_, w->b_, scaling).set_requires_grad(true);
-      lin->lora_ = std::move(w);
-    }
+  for (const auto& [spec, lin] : linears) {
+    if (all ? !spec->in_all : !targeted(spec->module)) continue;
+    const auto& name = spec->short_name;
+    if (std::find(short_names.begin(), short_names.end(), name) == short_names.end()) short_names.push_back(name);
+    const int64_t out = lin->weight_.size(0), in = lin->weight_.size(1);
+    auto cpu = at::TensorOptions().dtype(at::kFloat);
+    auto a = at::empty({c.rank, in}, cpu);
+    kaiming_uniform_sqrt5(a, gen);                                // nn.Linear(in, r)
+    kaiming_uniform_sqrt5(at::empty({out, c.rank}, cpu), gen);  // nn.Linear(r, out), zeroed below
+    kaiming_uniform_sqrt5(a, gen);                                // peft's reset_lora_parameters
+    auto w = std::make_unique<LoraWeights>();
+    w->a_ = a.to(device).set_requires_grad(true);
+    w->b_ = at::zeros({out, c.rank}, cpu.device(device)).set_requires_grad(true);
+    w->scaling_ = scaling;
+    w->dropout_ = c.dropout;
+    // peft's DoraLinearVariant.init, after the draws: m = ||W + s·B A||_c with B = 0 (dora.h).
+    if (c.use_dora) w->magnitude_ = dora_weight_norm(lin->weight_, w->a_, w->b_, scaling).set_requires_grad(true);
+    lin->lora_ = std::move(w);
   }
   return short_names;
 }
@@ -180,19 +176,19 @@ std::vector<NamedParam> trainable_parameters(CausalLM& model, bool lora) {
 
 std::vector<NamedParam> lora_parameters(CausalLM& model) {
   std::vector<NamedParam> out;
-  for (int64_t i = 0; i < model.num_layers(); ++i)
-    for (auto& [name, lin] : model.layers()[i].linears())
-      if (lin->lora_) {
-        const std::string base = kPeftPrefix + module_path(i, name);
-        out.push_back({base + ".lora_A.weight", &lin->lora_->a_});
-        out.push_back({base + ".lora_B.weight", &lin->lora_->b_});
-        if (lin->lora_->magnitude_.defined()) out.push_back({base + ".lora_magnitude_vector", &lin->lora_->magnitude_});
-      }
+  for (const auto& [spec, lin] : model.linears())
+    if (lin->lora_) {
+      const std::string base = kPeftPrefix + spec->module;
+      out.push_back({base + ".lora_A.weight", &lin->lora_->a_, spec->unit});
+      out.push_back({base + ".lora_B.weight", &lin->lora_->b_, spec->unit});
+      if (lin->lora_->magnitude_.defined())
+        out.push_back({base + ".lora_magnitude_vector", &lin->lora_->magnitude_, spec->unit});
+    }
   // peft's modules_to_save: the base parameters apply_lora left trainable, as peft saves them
   // (after the adapters, in model order). apply_lora froze every other base parameter.
   if (!out.empty())
     for (auto& p : model.named_parameters())
-      if (p.tensor->requires_grad()) out.push_back({kPeftPrefix + p.name, p.tensor});
+      if (p.tensor->requires_grad()) out.push_back({kPeftPrefix + p.name, p.tensor, p.unit});
   return out;
 }
 
@@ -302,9 +298,8 @@ LoraConfig load_lora_adapter(CausalLM& model, const fs::path& dir, at::Generator
       // peft: a string is a regular expression every module's full name must match entirely.
       const std::regex re(t.get<std::string>());
       c.target.clear();
-      for (int64_t i = 0; i < model.num_layers(); ++i)
-        for (auto& [name, lin] : model.layers()[i].linears())
-          if (std::regex_match(module_path(i, name), re)) c.target.push_back(module_path(i, name));
+      for (const auto& l : model.layout().linears)
+        if (std::regex_match(l.module, re)) c.target.push_back(l.module);
       LF_CHECK(!c.target.empty(), ConfigError, "{}: target_modules '{}' matches no module", cfg_path.string(),
                t.get<std::string>());
     } else {
@@ -342,18 +337,17 @@ void merge_lora_adapter(CausalLM& model, const fs::path& dir, at::Generator* gen
   for (auto& p : model.named_parameters()) dtype[p.name] = p.tensor->scalar_type();
   load_lora_adapter(model, dir, gen);
   c10::NoGradGuard no_grad;
-  for (auto& layer : model.layers())
-    for (auto& [name, lin] : layer.linears()) {
-      if (!lin->lora_) continue;
-      // peft's get_delta_weight: B @ A x scaling in the adapter's fp32, added into the weight; DoRA's
-      // merge scales each row of the sum by m / its norm (dora.h).
-      const auto& w = *lin->lora_;
-      if (w.magnitude_.defined())
-        lin->weight_.copy_(dora_merged_weight(lin->weight_, w.a_, w.b_, w.magnitude_, w.scaling_));
-      else
-        lin->weight_.add_(at::matmul(w.b_, w.a_).mul_(w.scaling_).to(lin->weight_.device()));
-      lin->lora_.reset();
-    }
+  for (auto& [spec, lin] : model.linears()) {
+    if (!lin->lora_) continue;
+    // peft's get_delta_weight: B @ A x scaling in the adapter's fp32, added into the weight; DoRA's
+    // merge scales each row of the sum by m / its norm (dora.h).
+    const auto& w = *lin->lora_;
+    if (w.magnitude_.defined())
+      lin->weight_.copy_(dora_merged_weight(lin->weight_, w.a_, w.b_, w.magnitude_, w.scaling_));
+    else
+      lin->weight_.add_(at::matmul(w.b_, w.a_).mul_(w.scaling_).to(lin->weight_.device()));
+    lin->lora_.reset();
+  }
   for (auto& p : model.named_parameters()) {
     if (p.tensor->requires_grad()) *p.tensor = p.tensor->detach().to(dtype.at(p.name));
     p.tensor->set_requires_grad(false);

@@ -5,7 +5,7 @@
 
 #include <optional>
 
-#include "lf/common/env_knobs.h"
+#include "lf/model/kernel_paths.h"
 
 namespace lf::model {
 namespace {
@@ -65,10 +65,6 @@ at::Tensor lora_linear(const at::Tensor& x, const at::Tensor& w, const at::Tenso
                            base_values);
 }
 
-// Read once: Linear asks on every projection's forward (an environment scan each time otherwise).
-bool fused_lora_enabled() {
-  static const bool on = knob_bool("LF_FUSED_LORA").value_or(true);
-  return on;
-}
+bool fused_lora_enabled() { return kernel_paths().fused_lora; }
 
 }  // namespace lf::model

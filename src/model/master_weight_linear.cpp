@@ -3,7 +3,7 @@
 #include <ATen/ATen.h>
 #include <torch/csrc/autograd/custom_function.h>
 
-#include "lf/common/env_knobs.h"
+#include "lf/model/kernel_paths.h"
 
 namespace lf::model {
 namespace {
@@ -48,9 +48,6 @@ at::Tensor master_weight_linear(const at::Tensor& x, const at::Tensor& w, bool b
 }
 
 // Read once: Linear asks on every projection's forward (an environment scan each time otherwise).
-bool fp32_weight_grads_enabled() {
-  static const bool on = knob_bool("LF_FP32_WEIGHT_GRADS").value_or(true);
-  return on;
-}
+bool fp32_weight_grads_enabled() { return kernel_paths().fp32_weight_grads; }
 
 }  // namespace lf::model

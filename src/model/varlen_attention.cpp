@@ -11,7 +11,7 @@
 #include <tuple>
 #include <vector>
 
-#include "lf/common/env_knobs.h"
+#include "lf/model/kernel_paths.h"
 #include "lf/common/error.h"
 
 namespace lf::model {
@@ -67,8 +67,7 @@ VarlenSegments varlen_segments(const at::Tensor& segment_ids, const c10::Device&
 bool varlen_attention_supported(const c10::Device& device, at::ScalarType dtype, int64_t head_dim) {
   if (!device.is_cuda() || (dtype != at::kBFloat16 && dtype != at::kHalf)) return false;
   if (head_dim % 8 != 0 || head_dim > 256) return false;
-  static const bool wanted = knob_bool("LF_VARLEN_ATTENTION").value_or(true);
-  if (!wanted) return false;
+  if (!kernel_paths().varlen_attention) return false;
   static std::mutex mu;
   static std::map<std::tuple<int, int, int64_t>, bool> known;
   const std::lock_guard lock(mu);

@@ -9,7 +9,6 @@
 #include <algorithm>
 
 #include "lf/comm/ddp_reducer.h"
-#include "lf/common/env_knobs.h"
 #include "lf/common/error.h"
 #include "lf/common/log.h"
 #include "lf/config/train_config.h"
@@ -27,17 +26,17 @@ namespace {
 // fp32 all-reduce at the end of backward, when that is fewer bytes (long rows on many GPUs:
 // dense); an untied embedding, which has no dense part, then skips the all-reduce. The rows
 // come through the sink. LF_DDP_SPARSE_EMBEDDING=1 forces rows, 0 forbids them (comparison).
-comm::DdpOptions ddp_options(const config::TrainConfig& c, const model::CausalLM& model, const StrategyContext& ctx,
+comm::DdpOptions ddp_options(const config::ParallelSection& c, const model::CausalLM& model, const StrategyContext& ctx,
                              int64_t world, const std::vector<std::string>& names, bool sink_on) {
   comm::DdpOptions o;
   o.bucket_cap_mb = c.ddp_bucket_cap_mb;
   o.first_bucket_mb = std::min(1.0, c.ddp_bucket_cap_mb);
   o.reduce_dtype = c.ddp_reduce_dtype == "bf16" ? at::kBFloat16 : at::kFloat;
-  const auto rows_env = knob_string("LF_DDP_SPARSE_EMBEDDING").value_or("auto");
+  const auto& rows_env = c.ddp_sparse_embedding;
   const auto embedding = std::find(names.begin(), names.end(), "model.embed_tokens.weight");
   if (!sink_on || rows_env == "0" || embedding == names.end()) return o;
-  const int64_t bound = c.per_device_train_batch_size * ctx.longest_row;
-  const int64_t rows_a_step = world * c.gradient_accumulation_steps * bound;
+  const int64_t bound = ctx.micro_batch * ctx.longest_row;
+  const int64_t rows_a_step = world * ctx.accumulation * bound;
   const int64_t vocab = model.config().vocab_size;
   const double rows_bytes = static_cast<double>(rows_a_step) * static_cast<double>(at::elementSize(ctx.compute_dtype));
   const double dense_bytes = static_cast<double>(vocab) * static_cast<double>(at::elementSize(at::kFloat));
@@ -68,7 +67,7 @@ struct BucketGradSink final : model::GradSink {
 
 class DdpStrategy final : public ParallelStrategy {
  public:
-  DdpStrategy(const config::TrainConfig& c, const StrategySetup& s, const StrategyContext& ctx)
+  DdpStrategy(const config::ParallelSection& c, const StrategySetup& s, const StrategyContext& ctx)
       : ParallelStrategy(s.rank, s.world), comm_(*s.communicator), opt_(s) {
     std::vector<at::Tensor> trainable;
     std::vector<std::string> names;
@@ -77,7 +76,7 @@ class DdpStrategy final : public ParallelStrategy {
       names.push_back(p.name);
     }
     // LF_DDP_GRAD_SINK=0 restores the copy path (and the dense embedding; for comparison).
-    const bool sink_on = knob_bool("LF_DDP_GRAD_SINK").value_or(true);
+    const bool sink_on = c.ddp_grad_sink;
     reducer_ = std::make_unique<comm::DdpReducer>(comm_, trainable, ddp_options(c, *s.model, ctx, s.world, names, sink_on));
     reducer_->broadcast_parameters(0);  // rank 0's weights everywhere before step 1
     if (sink_on) {
@@ -137,7 +136,7 @@ class DdpStrategy final : public ParallelStrategy {
 
 }  // namespace
 
-std::unique_ptr<ParallelStrategy> make_ddp_strategy(const config::TrainConfig& config, StrategySetup setup,
+std::unique_ptr<ParallelStrategy> make_ddp_strategy(const config::ParallelSection& config, StrategySetup setup,
                                                     const StrategyContext& context) {
   LF_CHECK(setup.communicator != nullptr && setup.world > 1, ConfigError,
            "data parallel needs a communicator and more than one rank (world {})", setup.world);

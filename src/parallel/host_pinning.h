@@ -19,6 +19,7 @@ class HostPinning {
   HostPinning& operator=(HostPinning&& other) noexcept;
   HostPinning(const HostPinning&) = delete;
   HostPinning& operator=(const HostPinning&) = delete;
+  bool pinned() const { return ptr_ != nullptr; }
 
  private:
   void* ptr_ = nullptr;

@@ -1,8 +1,6 @@
 #include "lf/parallel/make_strategy.h"
 
 #include "lf/comm/communicator.h"
-#include "lf/common/error.h"
-#include "lf/config/train_config.h"
 #include "lf/parallel/zero_strategy.h"
 
 namespace lf::parallel {
@@ -17,27 +15,22 @@ comm::Communicator* local_communicator() {
 
 }  // namespace
 
-std::unique_ptr<ParallelStrategy> make_strategy(const config::TrainConfig& config, StrategySetup setup,
+std::unique_ptr<ParallelStrategy> make_strategy(const config::ParallelSection& p, StrategySetup setup,
                                                 const StrategyContext& context) {
-  LF_CHECK(config.offload == "none" || config.zero_stage >= 2, ConfigError,
-           "offload: {} needs zero_stage 2 or 3 (or a DeepSpeed ZeRO-2/3 offload config); zero_stage is {}",
-           config.offload, config.zero_stage);
-  if (config.zero_stage > 0) {
-    LF_CHECK(config.zero_stage <= 3, ConfigError, "zero_stage {}: expected 0 (data parallel), 1, 2 or 3",
-             config.zero_stage);
+  if (p.zero_stage > 0) {
     if (setup.world == 1) setup.communicator = local_communicator();
     ZeroOptions o;
-    o.stage = static_cast<int>(config.zero_stage);
+    o.stage = static_cast<int>(p.zero_stage);
     o.compute_dtype = context.compute_dtype;
-    o.offload = config.offload == "params" ? Offload::kParams
-                : config.offload == "optimizer" ? Offload::kOptimizer
-                                                : Offload::kNone;
+    o.offload = p.offload == "params" ? Offload::kParams : p.offload == "optimizer" ? Offload::kOptimizer : Offload::kNone;
     o.host_threads = context.host_threads;
-    o.offload_ratio = config.offload_ratio;
+    o.offload_ratio = p.offload_ratio;
+    o.comm = {p.prefetch_bucket_mb, p.reduce_bucket_mb, p.allgather_bucket_mb, p.overlap_comm};
+    o.host = {p.pin_memory, p.offload_device_norm, p.offload_copy_streams};
     return make_zero_strategy(std::move(setup), o);
   }
   if (setup.world == 1) return make_single_strategy(std::move(setup));
-  return make_ddp_strategy(config, std::move(setup), context);
+  return make_ddp_strategy(p, std::move(setup), context);
 }
 
 }  // namespace lf::parallel

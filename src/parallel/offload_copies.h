@@ -5,8 +5,8 @@
 // (backward goes on), its updated shard comes up on the `up` stream from the host step's
 // thread, and the forward that reads it waits for it on the device (an event), not on the host.
 // On a CPU run (and in a build without CUDA) every copy is a plain synchronous copy: the same
-// order, the same bytes. LF_OFFLOAD_COPY_STREAMS=0 queues them on the compute stream instead
-// (the A/B). Internal to lf_parallel.
+// order, the same bytes. streams = false (the plan's LF_OFFLOAD_COPY_STREAMS=0) queues them on
+// the compute stream instead (the A/B). Internal to lf_parallel.
 // The fp32 temporaries of a copy up are allocated on the up stream (stream-ordered there), so
 // the up stream's pool keeps the largest unit's fp32 shard (and, parameters offloaded, its
 // compute-dtype copy) reserved, out of the compute stream's reach: counted in the allocator's
@@ -27,7 +27,7 @@ namespace lf::parallel {
 
 class OffloadCopies {
  public:
-  OffloadCopies(c10::Device device, int64_t units);
+  OffloadCopies(c10::Device device, int64_t units, bool streams);
   ~OffloadCopies();
   OffloadCopies(const OffloadCopies&) = delete;
   OffloadCopies& operator=(const OffloadCopies&) = delete;

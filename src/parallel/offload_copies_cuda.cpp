@@ -8,7 +8,6 @@
 #include <vector>
 
 #include "lf/common/cuda_event.h"
-#include "lf/common/env_knobs.h"
 #include "offload_copies.h"
 
 namespace lf::parallel {
@@ -24,8 +23,9 @@ struct OffloadCopies::Impl {
   std::vector<CudaEvent> up_done;                 // per unit: its last copy up
 };
 
-OffloadCopies::OffloadCopies(c10::Device device, int64_t units) : impl_(std::make_unique<Impl>(Impl{device, {}, {}, {}})) {
-  if (!device.is_cuda() || !knob_bool("LF_OFFLOAD_COPY_STREAMS").value_or(true)) return;
+OffloadCopies::OffloadCopies(c10::Device device, int64_t units, bool streams)
+    : impl_(std::make_unique<Impl>(Impl{device, {}, {}, {}})) {
+  if (!device.is_cuda() || !streams) return;
   impl_->down = c10::cuda::getStreamFromPool(false, device.index());
   impl_->up = c10::cuda::getStreamFromPool(false, device.index());
   impl_->up_done = std::vector<CudaEvent>(static_cast<size_t>(units));

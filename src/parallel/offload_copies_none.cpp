@@ -5,7 +5,7 @@ namespace lf::parallel {
 
 struct OffloadCopies::Impl {};
 
-OffloadCopies::OffloadCopies(c10::Device, int64_t) {}
+OffloadCopies::OffloadCopies(c10::Device, int64_t, bool) {}
 OffloadCopies::~OffloadCopies() = default;
 void OffloadCopies::copy_down(const at::Tensor& dst, const at::Tensor& src) { dst.copy_(src); }
 void OffloadCopies::copy_up(int64_t, const at::Tensor& dst, const at::Tensor& src, bool) { dst.copy_(src); }

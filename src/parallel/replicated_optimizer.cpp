@@ -6,7 +6,6 @@
 #include "lf/ckpt/optimizer_state.h"
 #include <fmt/ranges.h>
 
-#include "lf/common/env_knobs.h"
 #include "lf/common/error.h"
 #include "lf/model/tensor_io.h"
 #include "lf/optim/grad_utils.h"
@@ -14,15 +13,15 @@
 namespace lf::parallel {
 namespace fs = std::filesystem;
 
-ReplicatedOptimizer::ReplicatedOptimizer(const StrategySetup& s) {
+ReplicatedOptimizer::ReplicatedOptimizer(const StrategySetup& s) : fused_clip_(s.optim.fused_clip) {
   LF_CHECK(!s.trainable.empty(), ConfigError, "the model has no trainable parameters");
   // The optimizer's flat order: decay groups first, each at lr x 1 then lr x the LoRA+ ratio
   // (none without LoRA+: HF's two groups).
   std::vector<optim::ParamGroup> groups;
-  const double ratio = s.loraplus_lr_ratio == 1.0 ? 0.0 : s.loraplus_lr_ratio;  // x 1: no groups of its own
+  const double ratio = s.optim.loraplus_lr_ratio == 1.0 ? 0.0 : s.optim.loraplus_lr_ratio;  // x 1: no groups of its own
   for (const bool decays : {true, false})
     for (const double scale : ratio > 0 ? std::vector<double>{1.0, ratio} : std::vector<double>{1.0}) {
-      optim::ParamGroup g{{}, decays ? s.weight_decay : 0.0, scale};
+      optim::ParamGroup g{{}, decays ? s.optim.weight_decay : 0.0, scale};
       for (const auto& p : s.trainable)
         if (optim::hf_decays(p.name) == decays &&
             (ratio <= 0 || (optim::loraplus_lr_scale(p.name, p.tensor->dim(), ratio) != 1.0) == (scale != 1.0))) {
@@ -33,10 +32,10 @@ ReplicatedOptimizer::ReplicatedOptimizer(const StrategySetup& s) {
     }
   for (auto& [name, t] : named_) tensors_.push_back(t);
   optim::AdamWOptions o;
-  o.lr = s.learning_rate;
-  o.beta1 = s.adam_beta1;
-  o.beta2 = s.adam_beta2;
-  o.eps = s.adam_epsilon;
+  o.lr = s.optim.learning_rate;
+  o.beta1 = s.optim.adam_beta1;
+  o.beta2 = s.optim.adam_beta2;
+  o.eps = s.optim.adam_epsilon;
   opt_ = std::make_unique<optim::AdamW>(std::move(groups), o);
 }
 
@@ -46,7 +45,7 @@ bool ReplicatedOptimizer::unscale(double scale) const {
 
 double ReplicatedOptimizer::clip(double max_norm) {
   pending_clip_ = at::Tensor();
-  if (!knob_bool("LF_FUSED_CLIP").value_or(true)) return optim::clip_grad_norm(tensors_, max_norm);
+  if (!fused_clip_) return optim::clip_grad_norm(tensors_, max_norm);
   const auto norm = optim::global_grad_norm(tensors_);
   if (!norm.defined()) return 0.0;
   if (max_norm > 0) pending_clip_ = optim::clip_factor(norm, max_norm);

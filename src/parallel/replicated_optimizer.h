@@ -51,6 +51,7 @@ class ReplicatedOptimizer {
   std::vector<std::pair<std::string, at::Tensor>> named_;
   std::vector<at::Tensor> tensors_;
   std::unique_ptr<optim::AdamW> opt_;
+  bool fused_clip_ = true;  // the plan's optim.fused_clip (LF_FUSED_CLIP)
   at::Tensor pending_clip_;  // clip()'s factor for the next step(), or undefined
 };
 

@@ -77,17 +77,20 @@ void allocate_storage(FlatGroup& g) {
   g.resident = true;
 }
 
+at::Tensor storage_alias(const FlatGroup& g) {
+  auto out = at::empty({0}, g.flat.options());
+  out.set_(g.flat.storage(), 0, {g.padded}, {1});
+  return out;
+}
+
 void start_gather(FlatGroup& g, comm::Communicator& comm, at::Tensor input) {
   LF_CHECK(input.numel() == g.shard && input.scalar_type() == g.flat.scalar_type(), BackendError,
            "ZeRO gather: input of {} elements ({}), shard {} ({})", input.numel(), c10::toString(input.scalar_type()),
            g.shard, c10::toString(g.flat.scalar_type()));
   allocate_storage(g);
   c10::NoGradGuard no_grad;
-  // An alias of the storage with a version counter of its own (see the header).
-  auto out = at::empty({0}, g.flat.options());
-  out.set_(g.flat.storage(), 0, {g.padded}, {1});
   g.gather_input = input;  // alive until the gather is waited for
-  g.gather = comm.all_gather(out, input.contiguous());
+  g.gather = comm.all_gather(storage_alias(g), input.contiguous());
 }
 
 }  // namespace lf::parallel

@@ -64,6 +64,8 @@ at::Tensor flat_fp32_values(const std::vector<model::NamedParam>& params, int64_
 // Storage of the flat buffer: released (0 bytes) or allocated (uninitialised) in place.
 void release_storage(FlatGroup& g);
 void allocate_storage(FlatGroup& g);
+// The flat buffer's storage through an alias with a version counter of its own (see above), [padded].
+at::Tensor storage_alias(const FlatGroup& g);
 // Issues the all-gather of `input` ([shard], the flat dtype) into the flat buffer (allocated
 // if released); the caller waits g.gather.
 void start_gather(FlatGroup& g, comm::Communicator& comm, at::Tensor input);

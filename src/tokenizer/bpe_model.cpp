@@ -135,30 +135,25 @@ const BpeModel::Merge* BpeModel::find_merge(int32_t a, int32_t b) const {
   }
 }
 
+// Byte-level without affixes: every byte is one char of the byte-level spelling, one lookup.
+bool BpeModel::initial_byte_symbols(std::string_view piece, std::vector<Symbol>& symbols) const {
+  for (unsigned char c : piece) {
+    if (byte_ids_[c] < 0) {
+      symbols.clear();
+      return false;
+    }
+    add_symbol(symbols, byte_ids_[c], 1);
+  }
+  if (!symbols.empty()) symbols.back().next = -1;
+  return true;
+}
+
 void BpeModel::initial_symbols(std::string_view piece, std::vector<Symbol>& symbols) const {
   symbols.clear();
-  auto add = [&](int32_t id, int32_t len) {
-    int32_t n = static_cast<int32_t>(symbols.size());
-    symbols.push_back(Symbol{id, n - 1, n + 1, len});
-  };
+  auto add = [&](int32_t id, int32_t len) { add_symbol(symbols, id, len); };
   const bool affixes =
       !options_.continuing_subword_prefix.empty() || !options_.end_of_word_suffix.empty();
-  if (options_.byte_level && !affixes) {
-    // Every byte is one char of the byte-level spelling.
-    bool all_known = true;
-    for (unsigned char c : piece) {
-      if (byte_ids_[c] < 0) {
-        all_known = false;
-        break;
-      }
-      add(byte_ids_[c], 1);
-    }
-    if (all_known) {
-      if (!symbols.empty()) symbols.back().next = -1;
-      return;
-    }
-    symbols.clear();
-  }
+  if (options_.byte_level && !affixes && initial_byte_symbols(piece, symbols)) return;
   std::string spelled_storage;
   std::string_view s = piece;
   if (options_.byte_level) {

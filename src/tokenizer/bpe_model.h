@@ -66,6 +66,13 @@ class BpeModel {
   void insert_merge(int32_t a, int32_t b, int32_t rank, int32_t new_id);
   void tokenize_word(std::string_view word, std::vector<int32_t>& out) const;
   void initial_symbols(std::string_view piece, std::vector<Symbol>& symbols) const;
+  // The byte-level fast path of initial_symbols (no affixes); false (symbols cleared) when a
+  // byte has no id.
+  bool initial_byte_symbols(std::string_view piece, std::vector<Symbol>& symbols) const;
+  static void add_symbol(std::vector<Symbol>& symbols, int32_t id, int32_t len) {
+    const auto n = static_cast<int32_t>(symbols.size());
+    symbols.push_back(Symbol{id, n - 1, n + 1, len});
+  }
   void merge_heap(std::vector<Symbol>& symbols) const;
   void merge_scan(std::vector<Symbol>& symbols) const;
 

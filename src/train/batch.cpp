@@ -21,20 +21,21 @@ int64_t count_labels(const TokenizedDataset& data, int64_t index, size_t first) 
 
 int64_t round_up(int64_t t, int64_t multiple) { return multiple > 1 ? (t + multiple - 1) / multiple * multiple : t; }
 
-// Segment ids as stored, and positions restarting at 0 with each sequence (LLaMA-Factory's
-// packed position_ids); the padding collate adds is segment 0, position 0.
+// Positions restarting at 0 with each packed sequence, with packing neat or not (LLaMA-Factory's
+// packed position_ids), and under neat_packing the segment ids as stored (its attention_mask with
+// indices: the model masks attention across them); the padding collate adds is segment 0, position 0.
 void collate_segments(const TokenizedDataset& data, const std::vector<int64_t>& indices, int64_t t, Batch& out) {
   const auto b = static_cast<int64_t>(indices.size());
-  out.segment_ids = at::zeros({b, t}, at::TensorOptions().dtype(at::kLong));
   out.position_ids = at::zeros({b, t}, at::TensorOptions().dtype(at::kLong));
-  auto* seg = out.segment_ids.data_ptr<int64_t>();
+  if (data.neat()) out.segment_ids = at::zeros({b, t}, at::TensorOptions().dtype(at::kLong));
+  auto* seg = data.neat() ? out.segment_ids.data_ptr<int64_t>() : nullptr;
   auto* pos = out.position_ids.data_ptr<int64_t>();
   for (int64_t r = 0; r < b; ++r) {
     const auto src = data.segment_ids(static_cast<size_t>(indices[r]));
     int64_t p = 0;
     for (size_t j = 0; j < src.size(); ++j) {
       p = (j > 0 && src[j] == src[j - 1]) ? p + 1 : 0;
-      seg[r * t + static_cast<int64_t>(j)] = src[j];
+      if (seg) seg[r * t + static_cast<int64_t>(j)] = src[j];
       pos[r * t + static_cast<int64_t>(j)] = src[j] == 0 ? 0 : p;
     }
   }

@@ -84,36 +84,36 @@ void plot_losses(const json& log_history, const fs::path& out, const std::string
 void Trainer::State::finish(TrainSummary& sum, const TrainPlan& plan, const LoopState& loop,
                             const PhaseClock& phases) {
   sum.global_step = loop.global_step;
-  sum.runtime_s = seconds_since(start);
+  sum.runtime_s = seconds_since(logs.start);
   sum.train_loss = loop.global_step > 0 ? loop.total_loss / static_cast<double>(loop.global_step) : 0.0;
-  sum.tokens_seen = tokens_seen;
+  sum.tokens_seen = counts.tokens_seen;
   sum.epoch = loop.epoch;
   // The device's peak (the CUDA caching allocator's); on a CPU run the process's peak RSS.
   sum.peak_memory_bytes =
       device.is_cuda()
           ? c10::getDeviceAllocator(c10::DeviceType::CUDA)->getDeviceStats(device.index()).allocated_bytes[0].peak
           : host_peak_rss_bytes();
-  auto perf = perf_report(sum, first_step, rank_tokens_seen - first_rank_tokens, phases, device);
+  auto perf = perf_report(sum, counts.first_step, counts.rank_tokens_seen - counts.first_rank_tokens, phases, device);
   if (device.is_cuda())  // what the allocator held: a CUDA graph's pool is reserved, not "allocated", between replays
     perf["peak_reserved_gib"] = static_cast<double>(c10::getDeviceAllocator(c10::DeviceType::CUDA)
                                                         ->getDeviceStats(device.index())
                                                         .reserved_bytes[0]
                                                         .peak) /
                                 (1 << 30);
-  if (graph) perf["cuda_graphs"] = graph->describe();
+  if (stepper.graph) perf["cuda_graphs"] = stepper.graph->describe();
   spdlog::info("perf: {}", perf.dump());
 
   // HF's speed_metrics("train", ...): samples = n x epochs, or max_steps x global batch.
-  const double samples = c.max_steps > 0 ? static_cast<double>(plan.total * plan.layout.global_batch())
-                                         : static_cast<double>(plan.num_examples) * c.num_train_epochs;
+  const double samples = c.schedule.max_steps > 0 ? static_cast<double>(plan.total * plan.layout.global_batch())
+                                         : static_cast<double>(plan.num_examples) * c.schedule.num_train_epochs;
   const double runtime = std::max(sum.runtime_s, 1e-9);
   json metrics = {{"epoch", loop.epoch},
-                  {"total_flos", flos},
+                  {"total_flos", counts.flos},
                   {"train_loss", sum.train_loss},
                   {"train_runtime", round_to(sum.runtime_s, 4)},
                   {"train_samples_per_second", round_to(samples / runtime, 3)},
                   {"train_steps_per_second", round_to(static_cast<double>(plan.total) / runtime, 3)}};
-  if (c.include_num_input_tokens_seen != "no") metrics["num_input_tokens_seen"] = num_input_tokens_seen();
+  if (c.logging.include_num_input_tokens_seen != "no") metrics["num_input_tokens_seen"] = counts.num_input_tokens_seen(c.logging.include_num_input_tokens_seen);
   json final_log = metrics;
   final_log["step"] = loop.global_step;
   log_event(final_log, json::object(), loop.global_step);
@@ -129,17 +129,17 @@ void Trainer::State::finish(TrainSummary& sum, const TrainPlan& plan, const Loop
   }
   progress_reporter().saving(loop.global_step);
   // Under a sharded strategy every rank takes part in gathering the weights.
-  if (plan.outputs || (s.write_outputs && strategy->saving_is_collective())) save_model(c.output_dir);
+  if (plan.outputs || (s.write_outputs && strategy->saving_is_collective())) save_model(c.output.output_dir);
   if (!plan.outputs) return;
-  const fs::path out(c.output_dir);
+  const fs::path out(c.output.output_dir);
   write_json_file(out / "train_results.json", metrics, 4);
   write_json_file(out / "trainer_state.json", trainer_state(loop.global_step, loop.epoch), 2);
-  if (c.plot_loss) plot_losses(log_history, out, c.output_dir, plan.eval_on);
+  if (c.output.plot_loss) plot_losses(logs.log_history, out, c.output.output_dir, plan.eval_on);
   json all = metrics;
   if (plan.eval_on) {
     json ev = eval_metrics(final_eval, std::max(final_eval_s, 1e-9), loop.epoch);
     // HF's log() adds the count to the metrics dict evaluate() then returns (and LLaMA-Factory saves).
-    if (c.include_num_input_tokens_seen != "no") ev["num_input_tokens_seen"] = num_input_tokens_seen();
+    if (c.logging.include_num_input_tokens_seen != "no") ev["num_input_tokens_seen"] = counts.num_input_tokens_seen(c.logging.include_num_input_tokens_seen);
     write_json_file(out / "eval_results.json", ev, 4);
     for (auto& [k, v] : ev.items()) all[k] = v;
     // Not a trainer_log.jsonl line: LLaMA-Factory's LogCallback stops writing when training ends

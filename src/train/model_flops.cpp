@@ -8,14 +8,13 @@
 namespace lf::train {
 
 ModelFlops model_flops(model::CausalLM& m, int64_t trainable_params) {
-  double n = 0;
-  for (auto& p : m.named_parameters()) n += static_cast<double>(p.tensor->numel());
+  // The parameters a token's forward uses and the attention's FLOPs, as the family's layout counts them.
+  const auto& layout = m.layout();
+  double n = layout.params_per_token;
   // The adapters' A/B (not the modules to save: those are base tensors, counted above).
   for (auto& p : model::lora_parameters(m))
     if (p.name.find(".lora_") != std::string::npos) n += static_cast<double>(p.tensor->numel());
-  const auto& cfg = m.config();
-  return {4.0 * n + 2.0 * static_cast<double>(trainable_params),
-          12.0 * static_cast<double>(cfg.num_layers) * static_cast<double>(cfg.hidden_size)};
+  return {4.0 * n + 2.0 * static_cast<double>(trainable_params), layout.attention_flops_per_token_position};
 }
 
 }  // namespace lf::train

@@ -29,11 +29,11 @@ class TrainerLogWriter {
 // json.dumps(obj, indent, sort_keys=True) + "\n", written to a temp file and renamed.
 void write_json_file(const std::filesystem::path& file, const nlohmann::json& obj, int indent);
 
-// LLaMA-Factory's plot_loss for one key: points (step, value); false when empty.
+// LLaMA-Factory's plot_loss for one key: points (step, value); false when empty (loss_plot.cpp).
 bool plot_curve(const std::filesystem::path& png, const std::vector<std::pair<double, double>>& points,
                 const std::string& key, const std::string& title);
 
-// LLaMA-Factory's smooth(): EMA with weight 1.8 * (1 / (1 + exp(-0.05 n)) - 0.5).
+// LLaMA-Factory's smooth(): EMA with weight 1.8 * (1 / (1 + exp(-0.05 n)) - 0.5) (loss_plot.cpp).
 std::vector<double> smooth_curve(const std::vector<double>& values);
 
 }  // namespace lf::train

@@ -5,7 +5,6 @@
 #include <string>
 #include <string_view>
 
-#include "lf/common/env_knobs.h"
 #include "lf/common/log.h"
 
 #ifdef LF_WITH_CUDA
@@ -43,8 +42,8 @@ std::string cuda_name(const c10::Device& device) {
 
 }  // namespace
 
-double peak_flops_per_s(const c10::Device& device, c10::ScalarType compute_dtype) {
-  if (const auto tflops = knob_number("LF_PEAK_TFLOPS"); tflops && *tflops > 0) return *tflops * 1e12;
+double peak_flops_per_s(const c10::Device& device, c10::ScalarType compute_dtype, std::optional<double> tflops) {
+  if (tflops && *tflops > 0) return *tflops * 1e12;
   const std::string name = cuda_name(device);
   const bool half = compute_dtype == c10::kBFloat16 || compute_dtype == c10::kHalf;
   if (device.is_cuda() && half)

@@ -2,8 +2,6 @@
 
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
-#include "lf/common/env.h"
-#include "lf/common/env_knobs.h"
 
 namespace lf::train {
 
@@ -12,9 +10,7 @@ const char* phase_name(int phase) {
   return phase >= 0 && phase < kNumPhases ? kNames[phase] : "?";
 }
 
-PhaseClock::PhaseClock(c10::Device device) : device_(device) {
-  enabled_ = knob_bool("LF_PROFILE_PHASES").value_or(false);
-}
+PhaseClock::PhaseClock(c10::Device device, bool enabled) : device_(device), enabled_(enabled) {}
 
 void PhaseClock::sync() const {
   // CPU work is synchronous already; the CPU backend's collectives are waited for by the reducer.

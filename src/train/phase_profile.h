@@ -18,7 +18,7 @@ using PhaseSeconds = std::array<double, kNumPhases>;
 
 class PhaseClock {
  public:
-  explicit PhaseClock(c10::Device device);  // enabled by LF_PROFILE_PHASES=1
+  PhaseClock(c10::Device device, bool enabled);  // enabled: the plan's logging.profile_phases (LF_PROFILE_PHASES=1)
   bool enabled() const { return enabled_; }
   void start();          // the step begins (after a sync)
   void lap(Phase phase); // sync; the time since the last start/lap goes to `phase`

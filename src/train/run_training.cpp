@@ -32,47 +32,22 @@
 #include "lf/model/freeze.h"
 #include "lf/model/fused_dispatch.h"
 #include "lf/model/initial_weights.h"
+#include "lf/model/kernel_paths.h"
 #include "lf/model/loader.h"
 #include "lf/model/lora.h"
 #include "lf/offload/host_memory.h"
 #include "lf/offload/host_thread_pool.h"
 #include "lf/parallel/make_strategy.h"
+#include "lf/plan/memory_model.h"
+#include "lf/plan/model_units.h"
 #include "lf/rendezvous/store_client.h"
 #include "lf/train/batch.h"
 #include "lf/train/trainer.h"
-#include "offload_host_bytes.h"
 
 namespace lf::train {
 namespace fs = std::filesystem;
 
 namespace {
-
-DataArgs data_args_from(const config::TrainConfig& c) {
-  DataArgs a;
-  a.dataset = c.dataset;
-  a.eval_dataset = c.eval_dataset;
-  a.dataset_dir = c.dataset_dir;
-  a.template_name = c.template_name;
-  a.cutoff_len = c.cutoff_len;
-  a.train_on_prompt = c.train_on_prompt;
-  a.mask_history = c.mask_history;
-  a.packing = c.packing;
-  a.max_samples = c.max_samples;
-  a.val_size = c.val_size;
-  a.tokenized_path = c.tokenized_path;
-  a.mix_strategy = c.mix_strategy;
-  a.interleave_probs = c.interleave_probs;
-  a.default_system = c.default_system;
-  a.tool_format = c.tool_format;
-  a.enable_thinking = c.enable_thinking;
-  a.preserve_thinking = c.preserve_thinking;
-  a.preprocessing_batch_size = c.preprocessing_batch_size;
-  a.preprocessing_num_workers = static_cast<int>(c.preprocessing_num_workers);
-  a.model_name_or_path = c.model_name_or_path;
-  a.stage = c.stage;
-  a.seed = static_cast<uint64_t>(c.seed);
-  return a;
-}
 
 // GPU LOCAL_RANK (modulo the visible GPUs, so CUDA_VISIBLE_DEVICES=<one GPU> works too),
 // made the current device; else the CPU.
@@ -85,12 +60,12 @@ c10::Device pick_device() {
   return device;
 }
 
-void check_output_dir(const config::TrainConfig& c) {
-  LF_CHECK(!c.output_dir.empty(), ConfigError, "output_dir is empty");
-  const fs::path out(c.output_dir);
+void check_output_dir(const config::JobPlan& c) {
+  LF_CHECK(!c.output.output_dir.empty(), ConfigError, "output_dir is empty");
+  const fs::path out(c.output.output_dir);
   if (!fs::exists(out)) return;
   LF_CHECK(fs::is_directory(out), ConfigError, "output_dir {} exists and is not a folder", out.string());
-  LF_CHECK(c.overwrite_output_dir || fs::is_empty(out), ConfigError,
+  LF_CHECK(c.output.overwrite_output_dir || fs::is_empty(out), ConfigError,
            "output_dir {} already exists and is not empty; set overwrite_output_dir: true to write over it, "
            "resume_from_checkpoint: {}/checkpoint-N to continue that run, or choose another output_dir",
            out.string(), out.string());
@@ -130,16 +105,16 @@ fs::path last_checkpoint(const fs::path& out, const std::string& run_id = "") {
 // and load that result. So tokenization runs once per node, and before any communicator
 // exists: no collective timeout runs while a large dataset is prepared. Keyed by the job's
 // rendezvous endpoint and id, so two jobs on one host never share it. Empty: not needed.
-fs::path job_tokenized_dir(const config::TrainConfig& c, const comm::WorldInfo& world) {
-  if (!c.tokenized_path.empty() || world.local_world_size < 2) return {};
+fs::path job_tokenized_dir(const config::JobPlan& c, const comm::WorldInfo& world) {
+  if (!c.data.tokenized_path.empty() || world.local_world_size < 2) return {};
   std::string job;
   for (const char* var : {"LF_RDZV_ADDR", "LF_RDZV_PORT", "TORCHELASTIC_RUN_ID"})
     job += env_string(var).value_or("") + "|";
   return fs::temp_directory_path() / fmt::format("lf-train-{}-tokenized-{}", ::getuid(), hex64(fnv1a64(job)));
 }
 
-at::ScalarType compute_dtype_of(const config::TrainConfig& c) {
-  return c.bf16 ? at::kBFloat16 : c.fp16 ? at::kHalf : at::kFloat;
+at::ScalarType compute_dtype_of(const config::PrecisionSection& p) {
+  return p.bf16 ? at::kBFloat16 : p.fp16 ? at::kHalf : at::kFloat;
 }
 
 int32_t max_token_id(const TokenizedDataset& d) {
@@ -152,25 +127,25 @@ int32_t max_token_id(const TokenizedDataset& d) {
 // Resume: the checkpoint named in the config; else, as LLaMA-Factory does, the last
 // checkpoint of output_dir when overwrite_output_dir is false; and always after the agent
 // restarted this worker (TORCHELASTIC_RESTART_COUNT > 0). Every rank agrees on it.
-fs::path resolve_resume(const config::TrainConfig& c, const comm::WorldInfo& world) {
-  fs::path resume = c.resume_from_checkpoint;
+fs::path resolve_resume(const config::JobPlan& c, const comm::WorldInfo& world) {
+  fs::path resume = c.output.resume_from_checkpoint;
   if (resume.empty()) {
     const char* restarts = std::getenv("TORCHELASTIC_RESTART_COUNT");
     const char* run_id = std::getenv("TORCHELASTIC_RUN_ID");
     const bool restarted = restarts && std::atoll(restarts) > 0 && run_id && *run_id;
     // After a restart, only this job's checkpoints (a stale run's must not be picked up).
-    const auto last = c.overwrite_output_dir ? (restarted ? last_checkpoint(c.output_dir, run_id) : fs::path())
-                                             : last_checkpoint(c.output_dir);
+    const auto last = c.output.overwrite_output_dir ? (restarted ? last_checkpoint(c.output.output_dir, run_id) : fs::path())
+                                             : last_checkpoint(c.output.output_dir);
     if (!last.empty()) {
       resume = last;
       spdlog::info("resuming training from {}{}", last.string(), restarted ? " (worker restart)" : "");
     } else {
       check_output_dir(c);
     }
-  } else if (c.resume_from_checkpoint == "true" || c.resume_from_checkpoint == "True") {
-    resume = last_checkpoint(c.output_dir);  // HF: resume_from_checkpoint=True -> the last one
+  } else if (c.output.resume_from_checkpoint == "true" || c.output.resume_from_checkpoint == "True") {
+    resume = last_checkpoint(c.output.output_dir);  // HF: resume_from_checkpoint=True -> the last one
     LF_CHECK(!resume.empty(), ConfigError, "resume_from_checkpoint: true, but {} holds no checkpoint-N written by lf-train",
-             c.output_dir);
+             c.output.output_dir);
   } else {
     LF_CHECK(fs::is_directory(resume), ConfigError,
              "resume_from_checkpoint: {} is not a folder (give output_dir/checkpoint-N)", resume.string());
@@ -188,81 +163,81 @@ fs::path resolve_resume(const config::TrainConfig& c, const comm::WorldInfo& wor
   return resume;
 }
 
-// Offload pins 16 bytes a trainable parameter over the world (master, moments, gradient; times
-// offload_ratio) in host memory: checked against the node's and the container's room before
-// anything loads, not an OOM kill after the model did. Local rank 0 checks for the node's workers.
-void check_offload_host_memory(const config::TrainConfig& c, const comm::WorldInfo& world) {
-  if (c.offload == "none" || world.local_rank != 0) return;
-  const fs::path src(c.model_name_or_path);
+// Offload pins 16 bytes a trainable parameter of the offloaded units over the world (master,
+// moments, gradient; offload_ratio's share: lf/plan/memory_model.h) in host memory: checked
+// against the node's and the container's room before anything loads, not an OOM kill after the
+// model did. Local rank 0 checks for the node's workers.
+void check_offload_host_memory(const config::JobPlan& c, const comm::WorldInfo& world) {
+  if (c.parallel.offload == "none" || world.local_rank != 0) return;
+  const fs::path src(c.model.model_name_or_path);
   const auto mc = model::load_model_config(fs::is_directory(src) ? src / "config.json" : src);
-  const auto b = predict_offload_host_bytes(c, mc, world.world_size);
-  offload::check_host_memory(static_cast<uint64_t>(b.per_rank * world.local_world_size),
+  const double per_rank = plan::predict_memory(c, mc, {1, world.world_size}).host_total();  // the world's size is what counts
+  const auto trainable = plan::parameter_counts(mc, c.adapter).trainable;
+  offload::check_host_memory(static_cast<uint64_t>(per_rank * static_cast<double>(world.local_world_size)),
                              fmt::format("offload: {}: fp32 master weights, AdamW moments and gradients of {:.2f}B "
                                          "trainable parameters{} over {} rank(s), {} worker(s) on this node",
-                                         c.offload, b.trainable / 1e9,
-                                         c.offload_ratio < 1 ? fmt::format(" x offload_ratio {}", c.offload_ratio) : "",
+                                         c.parallel.offload, static_cast<double>(trainable) / 1e9,
+                                         c.parallel.offload_ratio < 1 ? fmt::format(" x offload_ratio {}", c.parallel.offload_ratio) : "",
                                          world.world_size, world.local_world_size));
 }
 
 // The model on this worker's device, checked against the tokenizer and data, with LoRA
 // applied when asked (its config into *lora).
-std::unique_ptr<model::CausalLM> load_model(const config::TrainConfig& c, const Tokenizer& tokenizer,
+std::unique_ptr<model::CausalLM> load_model(const config::JobPlan& c, const Tokenizer& tokenizer,
                                             const SftData& data, std::optional<model::LoraConfig>& lora) {
   model::LoadOptions lo;
   lo.device = pick_device();
   // init_weights auto | pretrained | random against what the folder holds (lf/model/initial_weights.h).
-  const auto initial = model::choose_initial_weights(c.model_name_or_path, c.init_weights, c.seed);
+  const auto initial = model::choose_initial_weights(c.model.model_name_or_path, c.model.init_weights, c.seed);
   if (!initial.note.empty() && !knob_bool("LF_CONFIG_CHECKED").value_or(false)) spdlog::warn("{}", initial.note);
   lo.random_init = initial.random;
   lo.seed = static_cast<uint64_t>(c.seed);
-  const auto mixed = compute_dtype_of(c);
+  const auto mixed = compute_dtype_of(c.precision);
   // LoRA: a frozen base in the compute dtype, fp32 adapters (LLaMA-Factory upcasts
   // trainable parameters). Full: fp32 master weights, activations in the compute dtype.
-  lo.param_dtype = c.finetuning_type == "lora" ? mixed : at::kFloat;
-  auto model = model::load_causal_lm(c.model_name_or_path, lo);
+  lo.param_dtype = c.adapter.finetuning_type == "lora" ? mixed : at::kFloat;
+  auto model = model::load_causal_lm(c.model.model_name_or_path, lo);
   model->set_compute_dtype(mixed);
   const int64_t vocab = model->config().vocab_size;
   // Mistral's sliding window: full causal attention is the same function on rows no longer than it.
   const int64_t window = model->config().sliding_window;
-  LF_CHECK(window == 0 || c.cutoff_len <= window, ConfigError,
+  LF_CHECK(window == 0 || c.data.cutoff_len <= window, ConfigError,
            "{} attends over a sliding window of {} tokens, and lf-train's attention is full causal: rows of up to "
            "cutoff_len {} tokens would be trained differently; set cutoff_len <= {}",
-           c.model_name_or_path, window, c.cutoff_len, window);
+           c.model.model_name_or_path, window, c.data.cutoff_len, window);
   LF_CHECK(tokenizer.vocab_size() <= vocab, ConfigError,
            "the tokenizer at {} has {} tokens but the model's vocab_size is {}: token ids would index outside the "
            "embedding (use the tokenizer that belongs to this model)",
            tokenizer.source().string(), tokenizer.vocab_size(), vocab);
   const int32_t max_id = std::max(max_token_id(data.train), max_token_id(data.eval));
   LF_CHECK(max_id < vocab, ConfigError, "the dataset holds token id {} but the model's vocab_size is {}", max_id, vocab);
-  if (c.finetuning_type == "lora") {
+  if (c.adapter.finetuning_type == "lora") {
     model::LoraConfig lc;
-    lc.rank = c.lora_rank;
-    lc.alpha = c.lora_alpha > 0 ? c.lora_alpha : -1;
-    lc.dropout = c.lora_dropout;
-    lc.target = c.lora_target;
-    lc.use_rslora = c.use_rslora;
-    lc.use_dora = c.use_dora;
-    lc.modules_to_save = c.additional_target;
+    lc.rank = c.adapter.lora_rank;
+    lc.alpha = c.adapter.lora_alpha > 0 ? c.adapter.lora_alpha : -1;
+    lc.dropout = c.adapter.lora_dropout;
+    lc.target = c.adapter.lora_target;
+    lc.use_rslora = c.adapter.use_rslora;
+    lc.use_dora = c.adapter.use_dora;
+    lc.modules_to_save = c.adapter.additional_target;
     lc.seed = static_cast<uint64_t>(c.seed);
-    std::vector<fs::path> adapters(c.adapter_name_or_path.begin(), c.adapter_name_or_path.end());
-    LF_CHECK(adapters.empty() || c.zero_stage < 3 || adapters.size() == 1, ConfigError,
-             "zero_stage 3 takes one adapter in adapter_name_or_path (LLaMA-Factory's rule: no merging under ZeRO-3)");
-    lora = model::prepare_lora(*model, lc, adapters, c.create_new_adapter);
+    std::vector<fs::path> adapters(c.adapter.adapter_name_or_path.begin(), c.adapter.adapter_name_or_path.end());
+    lora = model::prepare_lora(*model, lc, adapters, c.adapter.create_new_adapter);
     if (!adapters.empty())
-      spdlog::info("adapters: {} merged{}", c.create_new_adapter ? adapters.size() : adapters.size() - 1,
-                   c.create_new_adapter ? ", a new one trained" : fmt::format(", {} trained on", adapters.back().string()));
-  } else if (c.finetuning_type == "freeze") {
+      spdlog::info("adapters: {} merged{}", c.adapter.create_new_adapter ? adapters.size() : adapters.size() - 1,
+                   c.adapter.create_new_adapter ? ", a new one trained" : fmt::format(", {} trained on", adapters.back().string()));
+  } else if (c.adapter.finetuning_type == "freeze") {
     model::FreezeConfig fc;
-    fc.trainable_layers = c.freeze_trainable_layers;
-    fc.trainable_modules = c.freeze_trainable_modules;
-    fc.extra_modules = c.freeze_extra_modules;
+    fc.trainable_layers = c.adapter.freeze_trainable_layers;
+    fc.trainable_modules = c.adapter.freeze_trainable_modules;
+    fc.extra_modules = c.adapter.freeze_extra_modules;
     model::apply_freeze(*model, fc);
   }
-  spdlog::info("model: {} ({} layers, vocab {}) on {}, {}{}, weights {}, compute {}{}", c.model_name_or_path,
-               model->num_layers(), vocab, lo.device.str(), c.finetuning_type,
-               c.finetuning_type == "lora" ? fmt::format(" rank {}", c.lora_rank) : std::string(),
+  spdlog::info("model: {} ({} layers, vocab {}) on {}, {}{}, weights {}, compute {}{}", c.model.model_name_or_path,
+               model->num_layers(), vocab, lo.device.str(), c.adapter.finetuning_type,
+               c.adapter.finetuning_type == "lora" ? fmt::format(" rank {}", c.adapter.lora_rank) : std::string(),
                c10::toString(lo.param_dtype), c10::toString(mixed),
-               c.gradient_checkpointing ? ", gradient checkpointing" : "");
+               c.model.gradient_checkpointing ? ", gradient checkpointing" : "");
   const auto layers = model::fused_kernels_status();  // also validates LF_FUSED_KERNELS on CPU
   if (lo.device.is_cuda()) spdlog::info("layers: {}", layers);
   return model;
@@ -278,7 +253,7 @@ struct JobStrategy {
   std::unique_ptr<ckpt::CommitChannel> commit;
 };
 
-JobStrategy make_job_strategy(const config::TrainConfig& c, const comm::WorldInfo& world, model::CausalLM& model,
+JobStrategy make_job_strategy(const config::JobPlan& c, const comm::WorldInfo& world, model::CausalLM& model,
                               bool lora, const SftData& data) {
   JobStrategy j;
   const auto device = model.lm_head_weight().device();
@@ -287,19 +262,18 @@ JobStrategy make_job_strategy(const config::TrainConfig& c, const comm::WorldInf
   ss.model = &model;
   ss.trainable = model::trainable_parameters(model, lora);
   ss.lora = lora;
-  ss.learning_rate = c.learning_rate;
-  ss.weight_decay = c.weight_decay;
-  ss.adam_beta1 = c.adam_beta1;
-  ss.adam_beta2 = c.adam_beta2;
-  ss.adam_epsilon = c.adam_epsilon;
-  ss.loraplus_lr_ratio = c.loraplus_lr_ratio;
+  ss.optim = c.optim;
   ss.rank = world.rank;
   ss.world = world.world_size;
   ss.communicator = j.communicator.get();
-  parallel::StrategyContext ctx{compute_dtype_of(c), longest_padded_row(data.train),
-                                offload::host_adam_threads_for_this_worker()};
-  j.strategy = parallel::make_strategy(c, std::move(ss), ctx);
-  if (world.world_size > 1 || c.zero_stage > 0) spdlog::info("{}", j.strategy->describe());
+  parallel::StrategyContext ctx;
+  ctx.compute_dtype = compute_dtype_of(c.precision);
+  ctx.longest_row = longest_padded_row(data.train);
+  ctx.host_threads = offload::host_adam_threads_for_this_worker();
+  ctx.micro_batch = c.schedule.per_device_train_batch_size;
+  ctx.accumulation = c.schedule.gradient_accumulation_steps;
+  j.strategy = parallel::make_strategy(c.parallel, std::move(ss), ctx);
+  if (world.world_size > 1 || c.parallel.zero_stage > 0) spdlog::info("{}", j.strategy->describe());
   if (world.world_size > 1) {
     j.commit_store = rdzv::StoreClient::connect_from_env();
     j.commit = ckpt::make_store_commit_channel(*j.commit_store, fmt::format("ckpt/g{}", world.generation));
@@ -327,22 +301,13 @@ OutputTokenizer output_tokenizer(const DataArgs& args, const Tokenizer& tokenize
 
 void train_from_config(const config::LoadedConfig& loaded) {
   progress_reporter().loading();  // heartbeats to the agent: a liveness thread + phase-aware deadlines
-  config::TrainConfig c = loaded.config;  // a copy: an elastic round may change the accumulation
+  config::JobPlan c = loaded.plan;  // a copy: an elastic round may change the accumulation
   // lf-train printed these once for the node before starting the workers (LF_CONFIG_CHECKED).
   if (!knob_bool("LF_CONFIG_CHECKED").value_or(false)) {
     for (const auto& w : loaded.warnings) spdlog::warn("{}", w);
     for (const auto& n : loaded.notes) spdlog::info("{}", n);
   }
-  LF_CHECK(c.stage == "sft" || c.stage == "pt", ConfigError, "stage: {} is not supported by lf-train (sft, pt)",
-           c.stage);
-  LF_CHECK(c.finetuning_type == "lora" || c.finetuning_type == "full" || c.finetuning_type == "freeze", ConfigError,
-           "finetuning_type: '{}' is not supported (lora, full, freeze)", c.finetuning_type);
-  LF_CHECK(c.finetuning_type != "freeze" || c.zero_stage < 3, ConfigError,
-           "finetuning_type freeze under zero_stage 3 is not supported yet (the frozen part is sharded and the saved "
-           "model needs it); use zero_stage 0, 1 or 2");
-  LF_CHECK(!(c.bf16 && c.fp16), ConfigError, "bf16 and fp16 are both true; choose one");
-  LF_CHECK(!c.model_name_or_path.empty(), ConfigError, "model_name_or_path is not set");
-  LF_CHECK(!c.dataset.empty(), ConfigError, "dataset is not set (names from {}/dataset_info.json)", c.dataset_dir);
+  model::set_kernel_paths(c.model.kernels);  // before any layer runs: model code reads no environment
   const auto world = comm::WorldInfo::from_env();
   // --nnodes MIN:MAX: the first round's global batch on this round's ranks (exit 2 when it cannot be).
   const auto elastic = config::keep_elastic_global_batch(c, knob_int("LF_BASE_WORLD_SIZE").value_or(0), world.world_size);
@@ -351,29 +316,29 @@ void train_from_config(const config::LoadedConfig& loaded) {
   // A save that never finished (a killed run, a full disk) left a temporary folder: never
   // valid, and a rerun would fail writing over it at the same step.
   if (world.rank == 0)
-    if (const int n = ckpt::remove_stale_temporaries(c.output_dir); n > 0)
-      spdlog::info("removed {} unfinished checkpoint folder(s) (.checkpoint-N.tmp) from {}", n, c.output_dir);
+    if (const int n = ckpt::remove_stale_temporaries(c.output.output_dir); n > 0)
+      spdlog::info("removed {} unfinished checkpoint folder(s) (.checkpoint-N.tmp) from {}", n, c.output.output_dir);
   const fs::path resume = resolve_resume(c, world);
   check_offload_host_memory(c, world);
-  auto args = data_args_from(c);
+  DataArgs args = c.data;
   const fs::path job_cache = job_tokenized_dir(c, world);
   if (!job_cache.empty()) args.tokenized_path = job_cache.string();
   progress_reporter().tokenizing();
   const auto tokenizer = load_tokenizer_for(args);
   auto data = load_sft_data(args, tokenizer);
   LF_CHECK(data.train.size() > 0, ConfigError, "the training dataset {} is empty after preprocessing",
-           fmt::join(c.dataset, ","));
+           fmt::join(c.data.dataset, ","));
   spdlog::info("data: {} train / {} eval examples, {} train tokens{}", data.train.size(), data.eval.size(),
                data.train.num_tokens(), data.from_cache ? " (tokenized cache)" : "");
   TrainerSetup s;
-  s.config = c;
+  s.plan = c;
   progress_reporter().loading();
   auto model = load_model(c, tokenizer, data, s.lora);
   s.model = model.get();
   s.train = &data.train;
   s.eval = &data.eval;
   s.pad_id = data.pad_id;  // LLaMA-Factory: the tokenizer's pad token, else eos
-  const fs::path src(c.model_name_or_path);
+  const fs::path src(c.model.model_name_or_path);
   s.model_dir = fs::is_directory(src) ? src : src.parent_path();
   s.output_tokenizer = output_tokenizer(args, tokenizer, s.model_dir);
   s.resume_from = resume;

@@ -9,7 +9,7 @@
 // before each replay). The run's first micro-step runs eagerly on the graph's stream (warm-up:
 // cuBLAS handles, autograd's device thread, lazy kernel state); after it each batch shape is
 // captured when first seen and replayed from then on (unpacked rows are padded to
-// graph_bucket_width(), so the shapes are few). The run's first graph writes the gradients as
+// the plan's kernels.cuda_graph_bucket, so the shapes are few). The run's first graph writes the gradients as
 // its outputs: each replay writes them into the same tensors, which are put back into the
 // parameters' .grad after it (the optimizer's zero_grad drops them). Every other graph adds
 // into those tensors: another shape's first-micro-step graph zeroes them first, and a step's
@@ -60,15 +60,10 @@ struct StepGraphSetup {
   bool single_process = false;         // world 1, no unit hooks, no gradient routes
   bool dropout = false;                // any dropout in training (LoRA's)
   bool neat_packing = false;           // per-batch sequence offsets (varlen attention)
+  bool requested = true;               // the plan's kernels.cuda_graphs (LF_CUDA_GRAPHS=0: off, for comparison)
   MicroStepFn step;
 };
 
-// LF_CUDA_GRAPHS=0 turns graphs off (for comparison); a value other than 0/1 is an error.
-bool cuda_graphs_requested();
-// The padding multiple of the rows while graphs run (LF_CUDA_GRAPH_BUCKET, default 128; an
-// unpacked run's batch shapes are then at most cutoff_len / this per micro-batch size): a
-// value that is not a positive multiple of 8 is an error.
-int64_t graph_bucket_width();
 // Why graphs do not apply to this run ("" when they do), for the log.
 std::string step_graph_refusal(const StepGraphSetup& s);
 std::unique_ptr<MicroStepGraph> make_micro_step_graph(StepGraphSetup setup);

@@ -7,7 +7,6 @@
 #include <cstdio>
 
 #include "lf/common/env.h"
-#include "lf/common/env_knobs.h"
 #include "lf/common/error.h"
 
 namespace lf::train {
@@ -27,17 +26,12 @@ void sync(const c10::Device& device) {
 
 }  // namespace
 
-StepTrace::StepTrace(c10::Device device, int rank) : device_(device), rank_(rank) {
-  const auto dir = knob_string("LF_PROFILE_TRACE");
-  if (!dir || dir->empty()) return;
-  dir_ = *dir;
-  if (const auto steps = knob_string("LF_PROFILE_TRACE_STEPS"); steps && !steps->empty()) {
-    long long a = 0, b = 0;
-    LF_CHECK(std::sscanf(steps->c_str(), "%lld:%lld", &a, &b) == 2 && a >= 1 && b >= a, ConfigError,
-             "LF_PROFILE_TRACE_STEPS={}: expected FIRST:LAST optimizer steps, 1 <= FIRST <= LAST", *steps);
-    first_ = a;
-    last_ = b;
-  }
+StepTrace::StepTrace(c10::Device device, int rank, const config::LoggingSection& logging)
+    : device_(device), rank_(rank) {
+  if (logging.profile_trace.empty()) return;
+  dir_ = logging.profile_trace;
+  first_ = logging.profile_trace_first;
+  last_ = logging.profile_trace_last;
   std::filesystem::create_directories(dir_);
 }
 

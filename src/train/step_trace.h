@@ -10,11 +10,14 @@
 #include <cstdint>
 #include <filesystem>
 
+#include "lf/config/job_plan.h"
+
 namespace lf::train {
 
 class StepTrace {
  public:
-  StepTrace(c10::Device device, int rank);
+  // Off unless the plan's logging.profile_trace names a folder (LF_PROFILE_TRACE).
+  StepTrace(c10::Device device, int rank, const config::LoggingSection& logging);
   ~StepTrace();
   StepTrace(const StepTrace&) = delete;
   StepTrace& operator=(const StepTrace&) = delete;

@@ -29,45 +29,45 @@ void ProgressDisplay::bar(int64_t step, int64_t total, double loss, double lr, d
 }
 
 void Trainer::State::log_event(json entry, const json& lf_extra, int64_t step) {
-  const double elapsed = seconds_since(start);
-  const int64_t nits = num_input_tokens_seen();
+  const double elapsed = seconds_since(logs.start);
+  const int64_t nits = counts.num_input_tokens_seen(c.logging.include_num_input_tokens_seen);
   // HF's Trainer.log: with include_num_input_tokens_seen every entry carries the count, and the
   // logging_steps lines this session's token speed.
-  if (c.include_num_input_tokens_seen != "no") {
+  if (c.logging.include_num_input_tokens_seen != "no") {
     entry["num_input_tokens_seen"] = nits;
     if (entry.contains("loss")) {
       entry["train_runtime"] = round_to(elapsed, 4);
       if (elapsed > 0)
-        entry["train_tokens_per_second"] = round_to(static_cast<double>(nits - first_num_input_tokens()) / elapsed, 3);
+        entry["train_tokens_per_second"] = round_to(static_cast<double>(nits - counts.first_num_input_tokens(c.logging.include_num_input_tokens_seen)) / elapsed, 3);
     }
   }
-  log_history.push_back(entry);
-  if (!log_writer) return;
-  const double remaining = step > first_step ? elapsed / static_cast<double>(step - first_step) *
-                                                  static_cast<double>(total_steps - step)
+  logs.log_history.push_back(entry);
+  if (!logs.log_writer) return;
+  const double remaining = step > counts.first_step ? elapsed / static_cast<double>(step - counts.first_step) *
+                                                  static_cast<double>(logs.total_steps - step)
                                             : 0.0;
   nlohmann::ordered_json line;
   line["current_steps"] = step;
-  line["total_steps"] = total_steps;
+  line["total_steps"] = logs.total_steps;
   for (const char* k : {"loss", "eval_loss"})
     if (entry.contains(k)) line[k] = entry[k];
   if (entry.contains("learning_rate")) line["lr"] = entry["learning_rate"];
   if (entry.contains("epoch")) line["epoch"] = entry["epoch"];
-  line["percentage"] = total_steps > 0 ? round_to(100.0 * static_cast<double>(step) / total_steps, 2) : 100.0;
+  line["percentage"] = logs.total_steps > 0 ? round_to(100.0 * static_cast<double>(step) / logs.total_steps, 2) : 100.0;
   line["elapsed_time"] = format_timedelta(elapsed);
   line["remaining_time"] = format_timedelta(remaining);
   if (nits > 0) {
     // LLaMA-Factory's LogCallback: HF's count over the time since training (this session) began.
     line["throughput"] = round_to(static_cast<double>(nits) / std::max(elapsed, 1e-9), 2);
     line["total_tokens"] = nits;
-  } else if (c.include_num_input_tokens_seen == "no" && tokens_seen > 0) {
+  } else if (c.logging.include_num_input_tokens_seen == "no" && counts.tokens_seen > 0) {
     // lf-train's own (LLaMA-Factory writes none without the count): every rank's real tokens.
-    line["throughput"] = round_to(static_cast<double>(tokens_seen - first_tokens) / std::max(elapsed, 1e-9), 2);
-    line["total_tokens"] = tokens_seen;
+    line["throughput"] = round_to(static_cast<double>(counts.tokens_seen - counts.first_tokens) / std::max(elapsed, 1e-9), 2);
+    line["total_tokens"] = counts.tokens_seen;
   }
   for (auto& [k, v] : lf_extra.items()) line[k] = v;
-  if (tensorboard) tensorboard->log(entry, line, step);
-  log_writer->write(line);
+  if (logs.tensorboard) logs.tensorboard->log(entry, line, step);
+  logs.log_writer->write(line);
 }
 
 void Trainer::State::log_step(const StepRecord& r, const TrainPlan& plan, LoopState& loop,
@@ -75,16 +75,16 @@ void Trainer::State::log_step(const StepRecord& r, const TrainPlan& plan, LoopSt
   loop.loss_since_log += r.loss;
   loop.total_loss += r.loss;
   const int64_t step = loop.global_step;
-  const double elapsed = seconds_since(start);
-  const double tokens_per_s = static_cast<double>(tokens_seen - first_tokens) / std::max(elapsed, 1e-9);
-  const auto eta = format_timedelta(elapsed / static_cast<double>(step - first_step) * (plan.total - step));
+  const double elapsed = seconds_since(logs.start);
+  const double tokens_per_s = static_cast<double>(counts.tokens_seen - counts.first_tokens) / std::max(elapsed, 1e-9);
+  const auto eta = format_timedelta(elapsed / static_cast<double>(step - counts.first_step) * (plan.total - step));
   if (plan.log_every > 0 && step % plan.log_every == 0) {
     json e = {{"epoch", r.epoch},
               {"grad_norm", r.grad_norm},
               {"learning_rate", r.lr},
               {"loss", loop.loss_since_log / static_cast<double>(step - loop.last_logged)},
               {"step", step}};
-    if (fp16) e["loss_scale"] = r.loss_scale;
+    if (stepper.fp16) e["loss_scale"] = r.loss_scale;
     log_event(e, json::object(), step);
     if (display.lines())
       spdlog::info("step {}/{} loss {:.4f} lr {:.3e} grad_norm {:.3f} {:.0f} tok/s ETA {}", step, plan.total,
@@ -101,7 +101,7 @@ json Trainer::State::eval_metrics(double eval_loss, double seconds, double epoch
           {"eval_loss", eval_loss},
           {"eval_runtime", round_to(seconds, 4)},
           {"eval_samples_per_second", round_to(n / seconds, 3)},
-          {"eval_steps_per_second", round_to(std::ceil(n / c.per_device_eval_batch_size) / seconds, 3)}};
+          {"eval_steps_per_second", round_to(std::ceil(n / c.eval.per_device_eval_batch_size) / seconds, 3)}};
 }
 
 void Trainer::State::evaluate_and_log(LoopState& loop, TrainSummary& sum, const ProgressDisplay& display) {
@@ -114,43 +114,43 @@ void Trainer::State::evaluate_and_log(LoopState& loop, TrainSummary& sum, const 
   e["step"] = loop.global_step;
   log_event(e, json::object(), loop.global_step);
   display.clear();
-  spdlog::info("step {}/{} eval_loss {:.4f}", loop.global_step, total_steps, el);
+  spdlog::info("step {}/{} eval_loss {:.4f}", loop.global_step, logs.total_steps, el);
 }
 
 // HF's TrainerState as save_state() writes it; its stateful_callbacks are the TrainerControl flags
 // of the last checkpoint save (all false when none was saved: HF stores them only then).
 json Trainer::State::trainer_state(int64_t global_step, double epoch) const {
-  const int64_t logging = resolve_interval(c.logging_steps, total_steps);
+  const int64_t logging = resolve_interval(c.logging.logging_steps, logs.total_steps);
   json j;
   j["best_global_step"] = nullptr;
   j["best_metric"] = nullptr;
   j["best_model_checkpoint"] = nullptr;
   j["epoch"] = epoch;
   // HF: eval_steps unset is logging_steps under eval_strategy steps, else TrainerState's 500.
-  j["eval_steps"] = c.eval_steps ? resolve_interval(*c.eval_steps, total_steps)
-                                 : c.eval_strategy == "steps" ? logging : int64_t{500};
+  j["eval_steps"] = c.eval.eval_steps ? resolve_interval(*c.eval.eval_steps, logs.total_steps)
+                                 : c.eval.eval_strategy == "steps" ? logging : int64_t{500};
   j["global_step"] = global_step;
   j["is_hyper_param_search"] = false;
   j["is_local_process_zero"] = rank == 0;
   j["is_world_process_zero"] = rank == 0;
-  j["log_history"] = log_history;
+  j["log_history"] = logs.log_history;
   j["logging_steps"] = logging;
-  j["max_steps"] = total_steps;
-  j["num_input_tokens_seen"] = num_input_tokens_seen();
+  j["max_steps"] = logs.total_steps;
+  j["num_input_tokens_seen"] = counts.num_input_tokens_seen(c.logging.include_num_input_tokens_seen);
   // HF: with max_steps, the epochs those steps reach; else the configured ones, rounded up.
-  j["num_train_epochs"] = c.max_steps > 0 ? (total_steps + steps_per_epoch - 1) / std::max<int64_t>(1, steps_per_epoch)
-                                          : static_cast<int64_t>(std::ceil(c.num_train_epochs));
-  j["save_steps"] = resolve_interval(c.save_steps, total_steps);
+  j["num_train_epochs"] = c.schedule.max_steps > 0 ? (logs.total_steps + logs.steps_per_epoch - 1) / std::max<int64_t>(1, logs.steps_per_epoch)
+                                          : static_cast<int64_t>(std::ceil(c.schedule.num_train_epochs));
+  j["save_steps"] = resolve_interval(c.output.save_steps, logs.total_steps);
   j["stateful_callbacks"] = {{"TrainerControl",
                               {{"args",
                                 {{"should_epoch_stop", false},
                                  {"should_evaluate", false},
                                  {"should_log", false},
-                                 {"should_save", last_save_step >= 0},
-                                 {"should_training_stop", last_save_step >= total_steps}}},
+                                 {"should_save", logs.last_save_step >= 0},
+                                 {"should_training_stop", logs.last_save_step >= logs.total_steps}}},
                                {"attributes", json::object()}}}};
-  j["total_flos"] = flos;
-  j["train_batch_size"] = c.per_device_train_batch_size;
+  j["total_flos"] = counts.flos;
+  j["train_batch_size"] = c.schedule.per_device_train_batch_size;
   j["trial_name"] = nullptr;
   j["trial_params"] = nullptr;
   return j;

@@ -51,11 +51,11 @@ std::unique_ptr<MicroStepGraph> Trainer::State::make_graph() {
     routed = routed || model::grad_route(*p.tensor) != nullptr;
   }
   g.single_process = world == 1 && strategy->unit_hooks() == nullptr && !routed;
-  g.dropout = s.lora.has_value() && c.lora_dropout > 0;
-  g.neat_packing = c.neat_packing;
+  g.dropout = s.lora.has_value() && c.adapter.lora_dropout > 0;
+  g.neat_packing = c.data.neat_packing;
+  g.requested = c.model.kernels.cuda_graphs;
   g.step = [this](const DeviceBatch& d, const at::Tensor& factor) {
-    auto x = m.hidden_states(d.input_ids, d.position_ids, nullptr, d.segment_ids);
-    auto loss = lm_head_loss_sum_all_rows(m.final_norm(x), m.lm_head_weight(), d.labels, s.loss_chunk_rows);
+    auto loss = forward_loss_sum(d, /*target_rows=*/{});  // every row: shapes fixed by [B,T] alone
     torch::autograd::backward({loss * factor});
     return loss;
   };
@@ -65,7 +65,7 @@ std::unique_ptr<MicroStepGraph> Trainer::State::make_graph() {
   }
   auto graph = make_micro_step_graph(std::move(g));
   // Packed rows all have cutoff_len's length already: bucketing would only pad them further.
-  if (graph && !c.packing) pad_multiple = graph_bucket_width();
+  if (graph && !c.data.packing) stepper.pad_multiple = c.model.kernels.cuda_graph_bucket;
   return graph;
 }
 
@@ -90,6 +90,22 @@ void Trainer::State::forward_backward_without_targets() {
   if (loss.requires_grad()) torch::autograd::backward({loss});
 }
 
+bool Trainer::State::update(double lr, double scale, int64_t step, const ProgressDisplay& display, double& grad_norm) {
+  const bool found_inf = stepper.fp16 && strategy->unscale_gradients(scale);
+  grad_norm = strategy->clip_grad_norm(found_inf ? 0.0 : c.optim.max_grad_norm);
+  if (!found_inf) {
+    strategy->optimizer_step(lr);
+    ++stepper.sched_step;
+  } else {
+    display.clear();
+    spdlog::warn("step {}: gradient overflow at loss scale {}; step skipped, scale lowered to {}", step, scale,
+                 scale * 0.5);
+  }
+  if (stepper.fp16) stepper.scaler.update(found_inf);
+  strategy->zero_grad();
+  return found_inf;
+}
+
 StepRecord Trainer::State::run_step(const std::vector<int64_t>& perm, int64_t step_in_epoch, const LoopState& loop,
                                     const TrainPlan& plan, int64_t& micro_done, PhaseClock& phases,
                                     const ProgressDisplay& display) {
@@ -102,8 +118,8 @@ StepRecord Trainer::State::run_step(const std::vector<int64_t>& perm, int64_t st
   int64_t step_targets = 0;
   for (auto i : examples) step_targets += hf_num_items(data, i);
   const double denom = static_cast<double>(std::max<int64_t>(1, step_targets));
-  const double lr = c.learning_rate * sched.factor(sched_step);
-  const double scale = fp16 ? scaler.scale() : 1.0;
+  const double lr = c.optim.learning_rate * stepper.sched.factor(stepper.sched_step);
+  const double scale = stepper.fp16 ? stepper.scaler.scale() : 1.0;
   at::Tensor loss_acc = at::zeros({}, at::TensorOptions().dtype(at::kDouble).device(device));
   StepRecord rec;
   // Micro-steps of the whole step (equal on every rank; this rank's may run out first).
@@ -115,11 +131,11 @@ StepRecord Trainer::State::run_step(const std::vector<int64_t>& perm, int64_t st
       if (strategy->needs_every_forward()) forward_backward_without_targets();
       continue;
     }
-    const auto b = collate(data, micro[static_cast<size_t>(k)], s.pad_id, pad_multiple);
+    const auto b = collate(data, micro[static_cast<size_t>(k)], s.pad_id, stepper.pad_multiple);
     std::optional<at::Tensor> graphed;
-    if (graph) {
+    if (stepper.graph) {
       RECORD_USER_SCOPE("lf::graph_replay");
-      graphed = graph->run(b, scale / denom);
+      graphed = stepper.graph->run(b, scale / denom);
       if (graphed) phases.lap(Phase::kForward);  // forward and backward in one replay
     }
     const at::Tensor loss_sum = graphed ? *graphed : eager_micro_step(b, scale / denom, phases);
@@ -148,18 +164,7 @@ StepRecord Trainer::State::run_step(const std::vector<int64_t>& perm, int64_t st
            "the training loss is {} at step {} of {} (epoch {:.2f}, lr {:.3g}); lower learning_rate, check the data, or "
            "use bf16 instead of fp16",
            step_loss, loop.global_step + 1, plan.total, loop.epoch, lr);
-  const bool found_inf = fp16 && strategy->unscale_gradients(scale);
-  rec.grad_norm = strategy->clip_grad_norm(found_inf ? 0.0 : c.max_grad_norm);
-  if (!found_inf) {
-    strategy->optimizer_step(lr);
-    ++sched_step;
-  } else {
-    display.clear();
-    spdlog::warn("step {}: gradient overflow at loss scale {}; step skipped, scale lowered to {}",
-                 loop.global_step + 1, scale, scale * 0.5);
-  }
-  if (fp16) scaler.update(found_inf);
-  strategy->zero_grad();
+  const bool found_inf = update(lr, scale, loop.global_step + 1, display, rec.grad_norm);
   optimizer_span.reset();
   phases.lap(Phase::kOptimizer);
   rec.loss = step_loss;

@@ -20,23 +20,29 @@
 namespace lf::train {
 namespace fs = std::filesystem;
 
-int64_t total_train_steps(const config::TrainConfig& c, int64_t n, int64_t world) {
-  if (c.max_steps > 0) return c.max_steps;
-  StepLayout l{c.per_device_train_batch_size, c.gradient_accumulation_steps, world};
-  return static_cast<int64_t>(std::ceil(c.num_train_epochs * static_cast<double>(steps_per_epoch(n, l))));
+int64_t total_train_steps(const config::JobPlan& c, int64_t n, int64_t world) {
+  if (c.schedule.max_steps > 0) return c.schedule.max_steps;
+  StepLayout l{c.schedule.per_device_train_batch_size, c.schedule.gradient_accumulation_steps, world};
+  return static_cast<int64_t>(std::ceil(c.schedule.num_train_epochs * static_cast<double>(steps_per_epoch(n, l))));
+}
+
+at::Tensor Trainer::State::forward_loss_sum(const DeviceBatch& d, const at::Tensor& target_rows) {
+  auto* hooks = strategy->unit_hooks();
+  auto x = m.hidden_states(d.input_ids, d.position_ids, hooks, d.segment_ids);  // [B,T,C]
+  return model::run_unit(hooks, m.head_unit(), x, [&](const at::Tensor& h) {
+    const auto normed = m.final_norm(h);
+    return target_rows.defined() ? lm_head_loss_sum(normed, m.lm_head_weight(), d.labels, s.loss_chunk_rows,
+                                                    target_rows, m.lm_head_grad_sink())
+                                 : lm_head_loss_sum_all_rows(normed, m.lm_head_weight(), d.labels, s.loss_chunk_rows,
+                                                             m.lm_head_grad_sink());
+  });
 }
 
 at::Tensor Trainer::State::forward_loss_sum(const Batch& b) {
-  auto ids = b.input_ids.to(device);
-  auto labels = b.labels.to(device);
-  auto* hooks = strategy->unit_hooks();
   const auto on_device = [&](const at::Tensor& t) { return t.defined() ? t.to(device) : t; };
   // segment_ids stay on the host: the model reads the sequence offsets there (neat_packing).
-  auto x = m.hidden_states(ids, on_device(b.position_ids), hooks, b.segment_ids);  // [B,T,C]
-  return model::run_unit(hooks, m.head_unit(), x, [&](const at::Tensor& h) {
-    return lm_head_loss_sum(m.final_norm(h), m.lm_head_weight(), labels, s.loss_chunk_rows, target_rows_of(b.labels),
-                            m.lm_head_grad_sink());
-  });
+  const DeviceBatch d{b.input_ids.to(device), b.labels.to(device), on_device(b.position_ids), b.segment_ids};
+  return forward_loss_sum(d, target_rows_of(b.labels));
 }
 
 double Trainer::State::evaluate() {
@@ -45,7 +51,7 @@ double Trainer::State::evaluate() {
   const bool was_training = m.training();
   m.set_training(false);
   const auto n = static_cast<int64_t>(s.eval->size());
-  const int64_t bs = std::max<int64_t>(1, c.per_device_eval_batch_size);
+  const int64_t bs = std::max<int64_t>(1, c.eval.per_device_eval_batch_size);
   double sum_of_means = 0;
   // Batches of bs consecutive examples; with several ranks, batch k goes to rank k % world.
   // Under a strategy whose collectives live in the forward, every rank runs every round.
@@ -75,24 +81,23 @@ Trainer::Trainer(TrainerSetup setup) {
   state_ = std::make_unique<State>(std::move(setup));
   auto& st = *state_;
   const auto& c = st.c;
-  LF_CHECK(c.per_device_train_batch_size > 0 && c.gradient_accumulation_steps > 0, ConfigError,
+  LF_CHECK(c.schedule.per_device_train_batch_size > 0 && c.schedule.gradient_accumulation_steps > 0, ConfigError,
            "per_device_train_batch_size ({}) and gradient_accumulation_steps ({}) must be positive",
-           c.per_device_train_batch_size, c.gradient_accumulation_steps);
-  st.fp16 = c.fp16;
-  st.scaler = optim::DynamicLossScaler(st.s.loss_scaler);
-  st.m.set_gradient_checkpointing(c.gradient_checkpointing);
+           c.schedule.per_device_train_batch_size, c.schedule.gradient_accumulation_steps);
+  st.stepper.fp16 = c.precision.fp16;
+  st.stepper.scaler = optim::DynamicLossScaler(st.s.loss_scaler);
+  st.m.set_gradient_checkpointing(c.model.gradient_checkpointing);
+  // The model's own flag, not the plan's: the observable of (disable_)gradient_checkpointing.
+  spdlog::info("gradient checkpointing: {}", st.m.gradient_checkpointing()
+                                                 ? "on (each decoder layer's activations recomputed in backward)"
+                                                 : "off");
   st.strategy = st.s.strategy;
   if (!st.strategy) {
     parallel::StrategySetup ss;
     ss.model = st.s.model;
     ss.trainable = model::trainable_parameters(st.m, st.s.lora.has_value());
     ss.lora = st.s.lora.has_value();
-    ss.learning_rate = c.learning_rate;
-    ss.weight_decay = c.weight_decay;
-    ss.adam_beta1 = c.adam_beta1;
-    ss.adam_beta2 = c.adam_beta2;
-    ss.adam_epsilon = c.adam_epsilon;
-    ss.loraplus_lr_ratio = c.loraplus_lr_ratio;
+    ss.optim = c.optim;
     st.own_strategy = parallel::make_single_strategy(std::move(ss));
     st.strategy = st.own_strategy.get();
   }
@@ -100,19 +105,19 @@ Trainer::Trainer(TrainerSetup setup) {
   st.world = st.strategy->world();
   LF_CHECK(st.world == 1 || st.s.commit || !st.s.write_outputs, ConfigError,
            "world size {} writing outputs needs a checkpoint commit channel (TrainerSetup::commit)", st.world);
-  // HF's num_parameters(exclude_embeddings=True) drops the nn.Embedding only: an untied
-  // lm_head counts (a tied one is the embedding itself, not listed apart).
+  // HF's num_parameters(exclude_embeddings=True) drops the nn.Embedding only (the embedding unit):
+  // an untied lm_head counts (a tied one is the embedding itself, not listed apart).
   for (auto& p : st.m.named_parameters())
-    if (p.name != "model.embed_tokens.weight") st.non_embedding_params += p.tensor->numel();
+    if (p.unit != 0) st.non_embedding_params += p.tensor->numel();
   // peft's wrappers hold a copy of each module to save beside the original: HF counts both, except
   // an embedding's (nn.Embedding).
   for (auto& p : model::lora_parameters(st.m))
-    if (!p.name.ends_with("embed_tokens.weight")) st.non_embedding_params += p.tensor->numel();
+    if (p.unit != 0) st.non_embedding_params += p.tensor->numel();
   int64_t trainable = 0;
   for (auto& p : model::trainable_parameters(st.m, st.s.lora.has_value())) trainable += p.tensor->numel();
   st.model_flops = model_flops(st.m, trainable);
-  st.peak_flops = peak_flops_per_s(st.device, st.m.compute_dtype());
-  st.graph = st.make_graph();
+  st.peak_flops = peak_flops_per_s(st.device, st.m.compute_dtype(), c.logging.peak_tflops);
+  st.stepper.graph = st.make_graph();
 }
 
 Trainer::~Trainer() = default;
@@ -140,23 +145,23 @@ void Trainer::State::report_progress(const StepRecord& r) {
 TrainPlan Trainer::State::make_plan() {
   TrainPlan p;
   p.num_examples = static_cast<int64_t>(s.train->size());
-  p.layout = {c.per_device_train_batch_size, c.gradient_accumulation_steps, world};
+  p.layout = {c.schedule.per_device_train_batch_size, c.schedule.gradient_accumulation_steps, world};
   p.steps_per_epoch = train::steps_per_epoch(p.num_examples, p.layout);
   const int64_t per_micro = p.layout.micro_batch * p.layout.world;
   p.micro_per_epoch = (p.num_examples + per_micro - 1) / per_micro;
   p.total = total_train_steps(c, p.num_examples, world);
   LF_CHECK(p.total > 0, ConfigError, "no optimizer steps to run (num_train_epochs {}, max_steps {})",
-           c.num_train_epochs, c.max_steps);
-  p.log_every = resolve_interval(c.logging_steps, p.total);
-  p.eval_on = s.eval && s.eval->size() > 0 && c.eval_strategy != "no";
-  p.eval_every = c.eval_strategy == "steps" ? (c.eval_steps ? resolve_interval(*c.eval_steps, p.total) : p.log_every) : 0;
-  p.save_every = c.save_strategy == "steps" ? resolve_interval(c.save_steps, p.total) : 0;
+           c.schedule.num_train_epochs, c.schedule.max_steps);
+  p.log_every = resolve_interval(c.logging.logging_steps, p.total);
+  p.eval_on = s.eval && s.eval->size() > 0 && c.eval.eval_strategy != "no";
+  p.eval_every = c.eval.eval_strategy == "steps" ? (c.eval.eval_steps ? resolve_interval(*c.eval.eval_steps, p.total) : p.log_every) : 0;
+  p.save_every = c.output.save_strategy == "steps" ? resolve_interval(c.output.save_steps, p.total) : 0;
   p.outputs = s.write_outputs && rank == 0;
-  total_steps = p.total;
-  steps_per_epoch = p.steps_per_epoch;
-  sched.kind = optim::parse_lr_schedule(c.lr_scheduler_type);
-  sched.total_steps = p.total;
-  sched.warmup_steps = optim::hf_warmup_steps(c.warmup_steps, c.warmup_ratio, p.total);
+  logs.total_steps = p.total;
+  logs.steps_per_epoch = p.steps_per_epoch;
+  stepper.sched.kind = optim::parse_lr_schedule(c.schedule.lr_scheduler_type);
+  stepper.sched.total_steps = p.total;
+  stepper.sched.warmup_steps = optim::hf_warmup_steps(c.schedule.warmup_steps, c.schedule.warmup_ratio, p.total);
   return p;
 }
 
@@ -166,28 +171,28 @@ TrainSummary Trainer::train() {
   const auto plan = st.make_plan();
   if (st.device.is_cuda()) c10::getDeviceAllocator(c10::DeviceType::CUDA)->resetPeakStats(st.device.index());
   if (plan.outputs) {
-    fs::create_directories(c.output_dir);
+    fs::create_directories(c.output.output_dir);
     // A new run starts a new log (LLaMA-Factory); a resumed one appends to it.
-    if (st.s.resume_from.empty()) fs::remove(fs::path(c.output_dir) / "trainer_log.jsonl");
-    st.log_writer = std::make_unique<TrainerLogWriter>(fs::path(c.output_dir) / "trainer_log.jsonl");
-    if (std::find(c.report_to.begin(), c.report_to.end(), "tensorboard") != c.report_to.end())
-      st.tensorboard = tfevents::ScalarLog::open_run(c.output_dir);
+    if (st.s.resume_from.empty()) fs::remove(fs::path(c.output.output_dir) / "trainer_log.jsonl");
+    st.logs.log_writer = std::make_unique<TrainerLogWriter>(fs::path(c.output.output_dir) / "trainer_log.jsonl");
+    if (std::find(c.logging.report_to.begin(), c.logging.report_to.end(), "tensorboard") != c.logging.report_to.end())
+      st.logs.tensorboard = tfevents::ScalarLog::open_run(c.output.output_dir);
   }
   const ProgressDisplay display(st.s.progress && st.rank == 0);  // one progress display per job
   spdlog::info("training: {} examples, {} optimizer steps ({}; {} steps per epoch, global batch {}), warmup {} steps, "
                "{} trainable parameters",
                plan.num_examples, plan.total,
-               c.max_steps > 0 ? fmt::format("max_steps {}", c.max_steps)
-                               : fmt::format("num_train_epochs {}", c.num_train_epochs),
-               plan.steps_per_epoch, plan.layout.global_batch(), st.sched.warmup_steps, st.strategy->num_trainable());
+               c.schedule.max_steps > 0 ? fmt::format("max_steps {}", c.schedule.max_steps)
+                               : fmt::format("num_train_epochs {}", c.schedule.num_train_epochs),
+               plan.steps_per_epoch, plan.layout.global_batch(), st.stepper.sched.warmup_steps, st.strategy->num_trainable());
 
   TrainSummary sum;
   sum.total_steps = plan.total;
-  sum.warmup_steps = st.sched.warmup_steps;
+  sum.warmup_steps = st.stepper.sched.warmup_steps;
   st.m.set_training(true);
-  PhaseClock phases(st.device);
-  StepTrace trace(st.device, static_cast<int>(st.rank));
-  st.start = Clock::now();
+  PhaseClock phases(st.device, st.c.logging.profile_phases);
+  StepTrace trace(st.device, static_cast<int>(st.rank), st.c.logging);
+  st.logs.start = Clock::now();
   LoopState loop;
   if (!st.s.resume_from.empty()) {
     progress_reporter().loading();
@@ -195,10 +200,10 @@ TrainSummary Trainer::train() {
     spdlog::info("resuming from {} at step {}/{} (epoch {:.2f})", st.s.resume_from.string(), loop.global_step,
                  plan.total, loop.epoch);
   }
-  st.first_step = loop.global_step;
-  st.first_tokens = st.tokens_seen;
-  st.first_input_tokens = st.input_tokens_seen;
-  st.first_rank_tokens = st.rank_tokens_seen;
+  st.counts.first_step = loop.global_step;
+  st.counts.first_tokens = st.counts.tokens_seen;
+  st.counts.first_input_tokens = st.counts.input_tokens_seen;
+  st.counts.first_rank_tokens = st.counts.rank_tokens_seen;
   progress_reporter().training_begins(loop.global_step);
   // Every epoch has steps_per_epoch steps, so the cursor of step N is (N / spe, N % spe).
   for (int64_t epoch = loop.global_step / plan.steps_per_epoch; loop.global_step < plan.total; ++epoch)
@@ -221,12 +226,12 @@ void Trainer::State::run_epoch(int64_t epoch, const TrainPlan& plan, LoopState& 
     auto rec = run_step(perm, k, loop, plan, micro_done, phases, display);
     rec.step = ++loop.global_step;
     trace.step_ended(loop.global_step);
-    tokens_seen += rec.step_tokens;
-    input_tokens_seen += rec.step_padded_tokens;
-    rank_tokens_seen += rec.num_tokens;
+    counts.tokens_seen += rec.step_tokens;
+    counts.input_tokens_seen += rec.step_padded_tokens;
+    counts.rank_tokens_seen += rec.num_tokens;
     // HF adds 6 x input_ids.numel() x params per micro-batch on each rank and sums the ranks:
     // counted from the step's integer total, so one process and N ranks give the same double.
-    flos += 6.0 * static_cast<double>(rec.step_padded_tokens) * static_cast<double>(non_embedding_params);
+    counts.flos += 6.0 * static_cast<double>(rec.step_padded_tokens) * static_cast<double>(non_embedding_params);
     loop.epoch = static_cast<double>(epoch) +
                  static_cast<double>(micro_done) / static_cast<double>(plan.micro_per_epoch);
     rec.epoch = loop.epoch;
@@ -237,10 +242,10 @@ void Trainer::State::run_epoch(int64_t epoch, const TrainPlan& plan, LoopState& 
     // HF also evaluates when training stops between two evaluations (steps: a last step that
     // is no multiple of eval_steps; epoch: max_steps or a fractional epoch ending mid-epoch).
     if (plan.eval_on && ((plan.eval_every > 0 && loop.global_step % plan.eval_every == 0) ||
-                         (c.eval_strategy == "epoch" && epoch_end) || last))
+                         (c.eval.eval_strategy == "epoch" && epoch_end) || last))
       evaluate_and_log(loop, sum, display);
     const bool save_now = (plan.save_every > 0 && loop.global_step % plan.save_every == 0) ||
-                          (c.save_strategy == "epoch" && epoch_end) || (last && c.save_strategy != "no");
+                          (c.output.save_strategy == "epoch" && epoch_end) || (last && c.output.save_strategy != "no");
     if (save_now && s.write_outputs) {
       // Every rank: the ones that write little wait for rank 0 at the commit; the save deadline
       // covers that wait.

@@ -67,7 +67,7 @@ void Trainer::State::save_model(const fs::path& dir) {
   };
   if (write) fs::create_directories(dir);
   if (s.lora) {
-    model::save_lora_adapter(m, *s.lora, dir, c.model_name_or_path, value_of, write);
+    model::save_lora_adapter(m, *s.lora, dir, c.model.model_name_or_path, value_of, write);
   } else {
     model::SaveOptions o;
     if (!s.model_dir.empty() && fs::is_directory(s.model_dir)) o.copy_files_from = s.model_dir;
@@ -111,7 +111,7 @@ TensorList Trainer::State::rng_states_to_save() {
 
 void Trainer::State::save_checkpoint(const LoopState& loop) {
   const auto rng = rng_states_to_save();  // every rank: a collective when world > 1
-  const fs::path out(c.output_dir);
+  const fs::path out(c.output.output_dir);
   ckpt::RankCommit commit;
   commit.tag = fmt::format("checkpoint-{}", loop.global_step);
   commit.final_dir = out / commit.tag;
@@ -120,25 +120,25 @@ void Trainer::State::save_checkpoint(const LoopState& loop) {
   commit.world = world;
   if (rank == 0) check_room_for_checkpoint(out, strategy->num_trainable(), loop.global_step);
   fs::create_directories(commit.tmp);  // every rank: whoever comes first
-  last_save_step = loop.global_step;
+  logs.last_save_step = loop.global_step;
   const auto mine = strategy->save_optimizer_state(commit.tmp);
   if (rank == 0 || strategy->saving_is_collective()) save_model(commit.tmp);
   if (rank == 0) {
     write_json_file(commit.tmp / "trainer_state.json", trainer_state(loop.global_step, loop.epoch), 2);
     json lf_state = {{"global_step", loop.global_step},
-                     {"scheduler_step", sched_step},
+                     {"scheduler_step", stepper.sched_step},
                      {"optimizer_steps", strategy->optimizer_steps()},
-                     {"loss_scale", scaler.scale()},
-                     {"growth_tracker", scaler.growth_tracker()},
+                     {"loss_scale", stepper.scaler.scale()},
+                     {"growth_tracker", stepper.scaler.growth_tracker()},
                      {"epoch", loop.epoch},
                      {"seed", c.seed},
-                     {"tokens_seen", tokens_seen},
-                     {"input_tokens_seen", input_tokens_seen},
-                     {"total_flos", flos},
+                     {"tokens_seen", counts.tokens_seen},
+                     {"input_tokens_seen", counts.input_tokens_seen},
+                     {"total_flos", counts.flos},
                      {"loop", loop.loop_json()},
                      {"format_version", ckpt::kCheckpointFormat},
                      {"world_size", world},
-                     {"global_batch", c.per_device_train_batch_size * c.gradient_accumulation_steps * world},
+                     {"global_batch", c.schedule.per_device_train_batch_size * c.schedule.gradient_accumulation_steps * world},
                      // The job that wrote it: an agent restart resumes only its own job's checkpoints.
                      {"run_id", std::getenv("TORCHELASTIC_RUN_ID") ? std::getenv("TORCHELASTIC_RUN_ID") : ""}};
     // DESIGN "RNG": the generators' states (dropout masks continue as if uninterrupted).
@@ -147,8 +147,8 @@ void Trainer::State::save_checkpoint(const LoopState& loop) {
   }
   // Durable and reported by every rank; rank 0 names the checkpoint once all are.
   ckpt::commit_rank_files(commit, mine, s.commit);
-  if (rank == 0 && c.save_total_limit && *c.save_total_limit > 0)
-    rotate_checkpoints(out, commit.final_dir, *c.save_total_limit);
+  if (rank == 0 && c.output.save_total_limit && *c.output.save_total_limit > 0)
+    rotate_checkpoints(out, commit.final_dir, *c.output.save_total_limit);
 }
 
 LoopState Trainer::State::load_checkpoint(const fs::path& dir) {
@@ -182,14 +182,14 @@ LoopState Trainer::State::load_checkpoint(const fs::path& dir) {
     strategy->load_full_parameter(p.name, model::read_tensor(weights.info(p.name), weights.data(p.name)));
   }
   strategy->load_optimizer_state(dir, st.at("optimizer_steps").get<int64_t>());
-  sched_step = st.at("scheduler_step").get<int64_t>();
-  scaler.set_state(st.at("loss_scale").get<double>(), st.at("growth_tracker").get<int64_t>());
-  tokens_seen = st.value("tokens_seen", int64_t{0});
-  input_tokens_seen = st.value("input_tokens_seen", int64_t{0});
-  flos = st.value("total_flos", 0.0);
+  stepper.sched_step = st.at("scheduler_step").get<int64_t>();
+  stepper.scaler.set_state(st.at("loss_scale").get<double>(), st.at("growth_tracker").get<int64_t>());
+  counts.tokens_seen = st.value("tokens_seen", int64_t{0});
+  counts.input_tokens_seen = st.value("input_tokens_seen", int64_t{0});
+  counts.flos = st.value("total_flos", 0.0);
   if (fs::exists(dir / "trainer_state.json")) {
     std::ifstream ts(dir / "trainer_state.json");
-    log_history = json::parse(ts).value("log_history", json::array());
+    logs.log_history = json::parse(ts).value("log_history", json::array());
   }
   if (fs::exists(dir / "rng_state.safetensors")) {
     const auto rng = model::load_tensor_file(dir / "rng_state.safetensors");
@@ -207,18 +207,18 @@ LoopState Trainer::State::load_checkpoint(const fs::path& dir) {
   }
   LoopState loop;
   loop.global_step = st.at("global_step").get<int64_t>();
-  last_save_step = loop.global_step;
+  logs.last_save_step = loop.global_step;
   // As HF, a resumed step keeps its count under another global batch (the data resumes at that
   // step of the new order, the schedule at that step of the new total): say so, once.
-  const int64_t batch = c.per_device_train_batch_size * c.gradient_accumulation_steps * world;
+  const int64_t batch = c.schedule.per_device_train_batch_size * c.schedule.gradient_accumulation_steps * world;
   if (const int64_t saved = st.value("global_batch", int64_t{0}); saved > 0 && saved != batch)
     spdlog::warn("{} was written with a global batch of {} examples a step ({} rank(s) then), this run's is {} "
                  "(per_device_train_batch_size {} x gradient_accumulation_steps {} x {} rank(s)): as HF does, the "
                  "run resumes after step {} of the new schedule's {}, at example {} of the epoch's order (it had "
                  "trained on {} examples, this schedule counts {})",
-                 dir.string(), saved, st.value("world_size", int64_t{0}), batch, c.per_device_train_batch_size,
-                 c.gradient_accumulation_steps, world, loop.global_step, total_steps,
-                 (loop.global_step % std::max<int64_t>(1, steps_per_epoch)) * batch, loop.global_step * saved,
+                 dir.string(), saved, st.value("world_size", int64_t{0}), batch, c.schedule.per_device_train_batch_size,
+                 c.schedule.gradient_accumulation_steps, world, loop.global_step, logs.total_steps,
+                 (loop.global_step % std::max<int64_t>(1, logs.steps_per_epoch)) * batch, loop.global_step * saved,
                  loop.global_step * batch);
   loop.epoch = st.at("epoch").get<double>();
   const auto& saved_loop = st.at("loop");

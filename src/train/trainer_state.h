@@ -87,32 +87,21 @@ class ProgressDisplay {
   bool enabled_ = false, tty_ = false;
 };
 
-struct Trainer::State {
-  TrainerSetup s;
-  config::TrainConfig& c = s.config;
-  model::CausalLM& m;
-  c10::Device device;
-  std::unique_ptr<parallel::ParallelStrategy> own_strategy;  // when the setup gave none
-  parallel::ParallelStrategy* strategy = nullptr;
-  int64_t rank = 0, world = 1;
+// The step's own state (train_step.cpp): the schedule's counter, fp16's loss scaler, the CUDA
+// graphs of the micro-step and the rows' padding they ask for. A checkpoint restores the
+// counter and the scaler.
+struct StepState {
   optim::LrSchedule sched;
   optim::DynamicLossScaler scaler;
   bool fp16 = false;
   int64_t sched_step = 0;  // HF's LambdaLR counter: advances only on steps that updated
-  int64_t non_embedding_params = 0;
-  ModelFlops model_flops;  // for lf_train_mfu
-  double peak_flops = 0;   // the device's peak FLOP/s (peak_flops.h); 0: MFU not reported
   std::unique_ptr<MicroStepGraph> graph;  // CUDA graphs of the micro-step (step_graph.h), or none
   int64_t pad_multiple = kPadToMultipleOf;  // the rows' padding: graph_bucket_width() under graphs
+};
 
-  // Log state (HF TrainerState.log_history and LLaMA-Factory's trainer_log.jsonl).
-  json log_history = json::array();
-  std::unique_ptr<TrainerLogWriter> log_writer;
-  std::unique_ptr<tfevents::ScalarLog> tensorboard;  // report_to: tensorboard (output_dir/runs/)
-  Clock::time_point start;
-  int64_t total_steps = 0;
-  int64_t steps_per_epoch = 1;
-  // Counters of the whole job (every rank's micro-batches, summed with the step's loss):
+// Counters of the whole job (run_epoch adds each step's, every rank's micro-batches summed with
+// the step's loss; a checkpoint restores them; the logs and the final outputs read them).
+struct JobCounters {
   int64_t tokens_seen = 0;        // real (non-padding) tokens
   int64_t input_tokens_seen = 0;  // input_ids elements, padding included (HF's "all")
   double flos = 0;                // HF's total_flos: 6 x input_ids elements x non-embedding parameters
@@ -120,19 +109,47 @@ struct Trainer::State {
   // Where this process started (a resumed run): speeds and ETAs count only its own work.
   int64_t first_step = 0;
   int64_t first_tokens = 0, first_input_tokens = 0, first_rank_tokens = 0;
+
+  // HF's state.num_input_tokens_seen under include_num_input_tokens_seen (no: 0).
+  int64_t num_input_tokens_seen(const std::string& mode) const {
+    return mode == "all" ? input_tokens_seen : mode == "non_padding" ? tokens_seen : 0;
+  }
+  int64_t first_num_input_tokens(const std::string& mode) const {
+    return mode == "all" ? first_input_tokens : mode == "non_padding" ? first_tokens : 0;
+  }
+};
+
+// The log (train_log.cpp; HF TrainerState.log_history and LLaMA-Factory's trainer_log.jsonl)
+// and what its lines say of the run's shape.
+struct LogState {
+  json log_history = json::array();
+  std::unique_ptr<TrainerLogWriter> log_writer;
+  std::unique_ptr<tfevents::ScalarLog> tensorboard;  // report_to: tensorboard (output_dir/runs/)
+  Clock::time_point start;
+  int64_t total_steps = 0;
+  int64_t steps_per_epoch = 1;
   // The last checkpoint's step (-1: none): HF's TrainerControl flags in trainer_state.json are
   // those of the last save (its stateful_callbacks are stored only then).
   int64_t last_save_step = -1;
+};
 
-  // HF's state.num_input_tokens_seen under include_num_input_tokens_seen (no: 0).
-  int64_t num_input_tokens_seen() const {
-    const auto& mode = c.include_num_input_tokens_seen;
-    return mode == "all" ? input_tokens_seen : mode == "non_padding" ? tokens_seen : 0;
-  }
-  int64_t first_num_input_tokens() const {
-    const auto& mode = c.include_num_input_tokens_seen;
-    return mode == "all" ? first_input_tokens : mode == "non_padding" ? first_tokens : 0;
-  }
+// The trainer's state: what the setup fixes (model, strategy, sizes; read by every part), then
+// one part per piece of the loop, each written by that piece alone (restored by a checkpoint).
+struct Trainer::State {
+  TrainerSetup s;
+  const config::JobPlan& c = s.plan;
+  model::CausalLM& m;
+  c10::Device device;
+  std::unique_ptr<parallel::ParallelStrategy> own_strategy;  // when the setup gave none
+  parallel::ParallelStrategy* strategy = nullptr;
+  int64_t rank = 0, world = 1;
+  int64_t non_embedding_params = 0;
+  ModelFlops model_flops;  // for lf_train_mfu
+  double peak_flops = 0;   // the device's peak FLOP/s (peak_flops.h); 0: MFU not reported
+
+  StepState stepper;    // train_step.cpp
+  JobCounters counts;   // run_epoch (trainer.cpp)
+  LogState logs;        // train_log.cpp
 
   explicit State(TrainerSetup setup)
       : s(std::move(setup)), m(*s.model), device(s.model->lm_head_weight().device()) {}
@@ -140,8 +157,12 @@ struct Trainer::State {
   // ---- trainer.cpp
   TrainPlan make_plan();
   // Sum of token CEs of one micro-batch (forward; backward is the caller's): the one forward
-  // path, through the strategy's unit hooks.
-  at::Tensor forward_loss_sum(const Batch& b);
+  // of training, evaluation and the CUDA graphs' captured micro-step, through the strategy's
+  // unit hooks and the head's gradient route. target_rows (lm_loss.h): the target positions,
+  // found on the host; undefined: every position through the head, ignored ones masked (no
+  // host sync, shapes fixed by [B,T]: what a graph can capture).
+  at::Tensor forward_loss_sum(const DeviceBatch& d, const at::Tensor& target_rows);
+  at::Tensor forward_loss_sum(const Batch& b);  // to the device, target rows from the host labels
   double evaluate();
   void report_progress(const StepRecord& r);  // the step's numbers to the agent (heartbeats)
   // ---- step_graph use (train_step.cpp): the graph of this run's micro-step, or nullptr.
@@ -153,7 +174,11 @@ struct Trainer::State {
   void run_epoch(int64_t epoch, const TrainPlan& plan, LoopState& loop, TrainSummary& sum, class PhaseClock& phases,
                  class StepTrace& trace, const ProgressDisplay& display);
 
-  // ---- train_step.cpp: step `step_in_epoch` of the epoch with permutation `perm`.
+  // ---- train_step.cpp
+  // fp16 unscaling, clipping (grad_norm: the global norm) and the update of step `step`, whose
+  // gradients are in; zeroes them. True when fp16 overflowed and the update was skipped.
+  bool update(double lr, double scale, int64_t step, const ProgressDisplay& display, double& grad_norm);
+  // Step `step_in_epoch` of the epoch with permutation `perm`.
   StepRecord run_step(const std::vector<int64_t>& perm, int64_t step_in_epoch, const LoopState& loop,
                       const TrainPlan& plan, int64_t& micro_done, PhaseClock& phases, const ProgressDisplay& display);
 

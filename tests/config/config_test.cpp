@@ -1,6 +1,10 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <memory>
+#include <tuple>
+
+#include <stdlib.h>
 
 #include "key_table.h"
 #include "lf/common/error.h"
@@ -33,29 +37,29 @@ TEST(Config, EveryLlamaFactoryKeyIsKnown) {
 }
 
 TEST(Config, DefaultsAreLlamaFactorys) {
-  auto c = parse_train_config(kMinimal, {}, "cfg.yaml").config;
+  auto c = parse_train_config(kMinimal, {}, "cfg.yaml").plan;
   // Our field value (as YAML text) for each implemented key, checked against the generated default.
   std::map<std::string, std::string> ours = {
-      {"stage", c.stage}, {"finetuning_type", c.finetuning_type}, {"lora_rank", std::to_string(c.lora_rank)},
-      {"lora_dropout", std::to_string(c.lora_dropout)}, {"lora_target", c.lora_target.at(0)},
-      {"dataset_dir", c.dataset_dir}, {"cutoff_len", std::to_string(c.cutoff_len)},
-      {"val_size", std::to_string(c.val_size)}, {"train_on_prompt", c.train_on_prompt ? "true" : "false"},
-      {"mask_history", c.mask_history ? "true" : "false"},
-      {"per_device_train_batch_size", std::to_string(c.per_device_train_batch_size)},
-      {"per_device_eval_batch_size", std::to_string(c.per_device_eval_batch_size)},
-      {"gradient_accumulation_steps", std::to_string(c.gradient_accumulation_steps)},
-      {"learning_rate", "5e-05"}, {"lr_scheduler_type", c.lr_scheduler_type},
-      {"warmup_steps", std::to_string(c.warmup_steps)},
-      {"num_train_epochs", std::to_string(c.num_train_epochs)}, {"max_steps", std::to_string(c.max_steps)},
-      {"weight_decay", std::to_string(c.weight_decay)}, {"adam_beta1", std::to_string(c.adam_beta1)},
-      {"adam_beta2", std::to_string(c.adam_beta2)}, {"adam_epsilon", "1e-08"},
-      {"max_grad_norm", std::to_string(c.max_grad_norm)}, {"bf16", c.bf16 ? "true" : "false"},
-      {"fp16", c.fp16 ? "true" : "false"}, {"seed", std::to_string(c.seed)}, {"eval_strategy", c.eval_strategy},
-      {"logging_steps", std::to_string(c.logging_steps)}, {"save_strategy", c.save_strategy},
-      {"save_steps", std::to_string(c.save_steps)}, {"plot_loss", c.plot_loss ? "true" : "false"},
-      {"overwrite_output_dir", c.overwrite_output_dir ? "true" : "false"}};
-  EXPECT_DOUBLE_EQ(c.learning_rate, 5e-5);
-  EXPECT_DOUBLE_EQ(c.adam_epsilon, 1e-8);
+      {"stage", c.objective.stage}, {"finetuning_type", c.adapter.finetuning_type}, {"lora_rank", std::to_string(c.adapter.lora_rank)},
+      {"lora_dropout", std::to_string(c.adapter.lora_dropout)}, {"lora_target", c.adapter.lora_target.at(0)},
+      {"dataset_dir", c.data.dataset_dir}, {"cutoff_len", std::to_string(c.data.cutoff_len)},
+      {"val_size", std::to_string(c.data.val_size)}, {"train_on_prompt", c.data.train_on_prompt ? "true" : "false"},
+      {"mask_history", c.data.mask_history ? "true" : "false"},
+      {"per_device_train_batch_size", std::to_string(c.schedule.per_device_train_batch_size)},
+      {"per_device_eval_batch_size", std::to_string(c.eval.per_device_eval_batch_size)},
+      {"gradient_accumulation_steps", std::to_string(c.schedule.gradient_accumulation_steps)},
+      {"learning_rate", "5e-05"}, {"lr_scheduler_type", c.schedule.lr_scheduler_type},
+      {"warmup_steps", std::to_string(c.schedule.warmup_steps)},
+      {"num_train_epochs", std::to_string(c.schedule.num_train_epochs)}, {"max_steps", std::to_string(c.schedule.max_steps)},
+      {"weight_decay", std::to_string(c.optim.weight_decay)}, {"adam_beta1", std::to_string(c.optim.adam_beta1)},
+      {"adam_beta2", std::to_string(c.optim.adam_beta2)}, {"adam_epsilon", "1e-08"},
+      {"max_grad_norm", std::to_string(c.optim.max_grad_norm)}, {"bf16", c.precision.bf16 ? "true" : "false"},
+      {"fp16", c.precision.fp16 ? "true" : "false"}, {"seed", std::to_string(c.seed)}, {"eval_strategy", c.eval.eval_strategy},
+      {"logging_steps", std::to_string(c.logging.logging_steps)}, {"save_strategy", c.output.save_strategy},
+      {"save_steps", std::to_string(c.output.save_steps)}, {"plot_loss", c.output.plot_loss ? "true" : "false"},
+      {"overwrite_output_dir", c.output.overwrite_output_dir ? "true" : "false"}};
+  EXPECT_DOUBLE_EQ(c.optim.learning_rate, 5e-5);
+  EXPECT_DOUBLE_EQ(c.optim.adam_epsilon, 1e-8);
   for (const auto& [key, value] : ours) {
     const KeySpec* spec = find_key(key);
     ASSERT_NE(spec, nullptr) << key;
@@ -63,12 +67,12 @@ TEST(Config, DefaultsAreLlamaFactorys) {
         << key << ": ours " << value << ", LLaMA-Factory's " << spec->default_repr;
   }
   // Derived by LLaMA-Factory's rules rather than copied: lora_alpha = 2 x rank; checkpointing on.
-  EXPECT_EQ(c.lora_alpha, 16);
-  EXPECT_EQ(c.mix_strategy, "concat");
-  EXPECT_TRUE(c.enable_thinking);
-  EXPECT_EQ(c.preprocessing_batch_size, 1000);
-  EXPECT_EQ(c.warmup_ratio, 0);  // None in transformers 5 (warmup_steps took over): no warmup
-  EXPECT_TRUE(c.gradient_checkpointing);
+  EXPECT_EQ(c.adapter.lora_alpha, 16);
+  EXPECT_EQ(c.data.mix_strategy, "concat");
+  EXPECT_TRUE(c.data.enable_thinking);
+  EXPECT_EQ(c.data.preprocessing_batch_size, 1000);
+  EXPECT_EQ(c.schedule.warmup_ratio, 0);  // None in transformers 5 (warmup_steps took over): no warmup
+  EXPECT_TRUE(c.model.gradient_checkpointing);
 }
 
 TEST(Config, UnknownKeyNamesTheLineAndSuggests) {
@@ -97,13 +101,28 @@ TEST(Config, RefusedKeysAreErrorsOnlyWhenTheyWouldChangeTheResult) {
   EXPECT_NE(e.find("2 problems"), std::string::npos) << e;  // every problem at once
 }
 
+// LLaMA-Factory's DataArguments: `packing: true` or neat_packing packs into cutoff_len - 1 tokens (rows padded to
+// cutoff_len); pt's packing left unset, and no packing, keep cutoff_len.
+TEST(Config, PackingCutoff) {
+  const auto cutoff = [](const std::string& extra) {
+    return parse_train_config(kMinimal + "cutoff_len: 64\n" + extra, {}, "cfg.yaml").plan.data.cutoff_len;
+  };
+  EXPECT_EQ(cutoff(""), 64);
+  EXPECT_EQ(cutoff("packing: false\n"), 64);
+  EXPECT_EQ(cutoff("packing: true\n"), 63);
+  EXPECT_EQ(cutoff("neat_packing: true\n"), 63);
+  EXPECT_EQ(cutoff("packing: false\nneat_packing: true\n"), 63);  // neat_packing packs
+  EXPECT_EQ(cutoff("stage: pt\n"), 64);                             // packs, but packing was not asked for
+  EXPECT_EQ(cutoff("stage: pt\npacking: true\n"), 63);
+}
+
 // stage: pt (LLaMA-Factory's rules): packing on unless set, SFT-only keys refused, other stages refused.
 TEST(Config, PretrainingStage) {
-  auto c = parse_train_config(kMinimal + "stage: pt\n", {}, "cfg.yaml").config;
-  EXPECT_EQ(c.stage, "pt");
-  EXPECT_TRUE(c.packing);
-  EXPECT_FALSE(parse_train_config(kMinimal + "stage: pt\npacking: false\n", {}, "cfg.yaml").config.packing);
-  EXPECT_FALSE(parse_train_config(kMinimal, {}, "cfg.yaml").config.packing);  // sft: off
+  auto c = parse_train_config(kMinimal + "stage: pt\n", {}, "cfg.yaml").plan;
+  EXPECT_EQ(c.objective.stage, "pt");
+  EXPECT_TRUE(c.data.packing);
+  EXPECT_FALSE(parse_train_config(kMinimal + "stage: pt\npacking: false\n", {}, "cfg.yaml").plan.data.packing);
+  EXPECT_FALSE(parse_train_config(kMinimal, {}, "cfg.yaml").plan.data.packing);  // sft: off
   auto e = error_of(kMinimal + "stage: pt\nneat_packing: true\n");
   EXPECT_NE(e.find("`neat_packing` cannot be set as True except SFT"), std::string::npos) << e;
   e = error_of(kMinimal + "stage: pt\ntrain_on_prompt: true\n");
@@ -117,12 +136,12 @@ TEST(Config, PretrainingStage) {
 TEST(Config, DataKeysThatLlamaFactoryUsersSet) {
   auto c = parse_train_config(kMinimal + "mix_strategy: interleave_under\ninterleave_probs: 0.3,0.7\n"
                                          "default_system: Be brief.\ntool_format: qwen\nenable_thinking: false\n",
-                              {}, "cfg.yaml").config;
-  EXPECT_EQ(c.mix_strategy, "interleave_under");
-  EXPECT_EQ(c.interleave_probs, (std::vector<double>{0.3, 0.7}));
-  EXPECT_EQ(c.default_system.value(), "Be brief.");
-  EXPECT_EQ(c.tool_format.value(), "qwen");
-  EXPECT_FALSE(c.enable_thinking);
+                              {}, "cfg.yaml").plan;
+  EXPECT_EQ(c.data.mix_strategy, "interleave_under");
+  EXPECT_EQ(c.data.interleave_probs, (std::vector<double>{0.3, 0.7}));
+  EXPECT_EQ(c.data.default_system.value(), "Be brief.");
+  EXPECT_EQ(c.data.tool_format.value(), "qwen");
+  EXPECT_FALSE(c.data.enable_thinking);
   EXPECT_NE(error_of(kMinimal + "mix_strategy: random\n").find("mix_strategy: random"), std::string::npos);
 }
 
@@ -142,17 +161,17 @@ TEST(Config, NoEffectKeysWarnWhenSet) {
 // report_to: tensorboard is written by lf-train; the other integrations get one info line each
 // (nothing reaches their services from here); a name transformers does not know is refused.
 TEST(Config, ReportTo) {
-  EXPECT_TRUE(parse_train_config(kMinimal, {}, "cfg.yaml").config.report_to.empty());
-  EXPECT_TRUE(parse_train_config(kMinimal + "report_to: none\n", {}, "cfg.yaml").config.report_to.empty());
+  EXPECT_TRUE(parse_train_config(kMinimal, {}, "cfg.yaml").plan.logging.report_to.empty());
+  EXPECT_TRUE(parse_train_config(kMinimal + "report_to: none\n", {}, "cfg.yaml").plan.logging.report_to.empty());
   auto tb = parse_train_config(kMinimal + "report_to: [TensorBoard, wandb, mlflow]\n", {}, "cfg.yaml");
-  EXPECT_EQ(tb.config.report_to, (std::vector<std::string>{"tensorboard"}));
+  EXPECT_EQ(tb.plan.logging.report_to, (std::vector<std::string>{"tensorboard"}));
   EXPECT_TRUE(tb.warnings.empty());
   ASSERT_EQ(tb.notes.size(), 2u);
   EXPECT_NE(tb.notes[0].find("cfg.yaml:"), std::string::npos) << tb.notes[0];
   EXPECT_NE(tb.notes[0].find("`report_to: wandb` has no effect in lf-train"), std::string::npos) << tb.notes[0];
   EXPECT_NE(tb.notes[1].find("`report_to: mlflow` has no effect"), std::string::npos) << tb.notes[1];
   auto all = parse_train_config(kMinimal, {"report_to=all"}, "cfg.yaml");
-  EXPECT_EQ(all.config.report_to, (std::vector<std::string>{"tensorboard"}));
+  EXPECT_EQ(all.plan.logging.report_to, (std::vector<std::string>{"tensorboard"}));
   EXPECT_TRUE(all.notes.empty());
   const std::string e = error_of(kMinimal + "report_to: tensorbord\n");
   EXPECT_NE(e.find("`report_to: tensorbord` is not an integration transformers knows"), std::string::npos) << e;
@@ -174,10 +193,10 @@ TEST(Config, KernelSwitchesGetAnInfoLineNotAWarning) {
 TEST(Config, OverridesWinAndAreTyped) {
   auto c = parse_train_config(kMinimal + "learning_rate: 1.0e-4\nlora_target: q_proj,v_proj\n",
                               {"learning_rate=2e-5", "bf16=true", "lora_target=[q_proj, k_proj, o_proj]"}, "cfg.yaml")
-               .config;
-  EXPECT_DOUBLE_EQ(c.learning_rate, 2e-5);
-  EXPECT_TRUE(c.bf16);
-  EXPECT_EQ(c.lora_target, (std::vector<std::string>{"q_proj", "k_proj", "o_proj"}));
+               .plan;
+  EXPECT_DOUBLE_EQ(c.optim.learning_rate, 2e-5);
+  EXPECT_TRUE(c.precision.bf16);
+  EXPECT_EQ(c.adapter.lora_target, (std::vector<std::string>{"q_proj", "k_proj", "o_proj"}));
   EXPECT_NE(error_of(kMinimal, {"learning_rate"}).find("is not key=value"), std::string::npos);
   EXPECT_NE(error_of(kMinimal, {"lora_rank=abc"}).find("`lora_rank` must be an integer, got 'abc'"), std::string::npos);
 }
@@ -195,9 +214,9 @@ TEST(Config, ValidatesBeforeAnythingHeavy) {
   EXPECT_NE(error_of(kMinimal + "cutoff_len: 0\n").find("`cutoff_len` must be > 0"), std::string::npos);
   EXPECT_NE(error_of(kMinimal + "do_train: false\n").find("lf-train only trains"), std::string::npos);
   EXPECT_NE(error_of(kMinimal + "ddp_reduce_dtype: fp16\n").find("ddp_reduce_dtype"), std::string::npos);
-  EXPECT_EQ(parse_train_config(kMinimal + "ddp_reduce_dtype: bf16\n", {}, "c").config.ddp_reduce_dtype, "bf16");
+  EXPECT_EQ(parse_train_config(kMinimal + "ddp_reduce_dtype: bf16\n", {}, "c").plan.parallel.ddp_reduce_dtype, "bf16");
   EXPECT_NE(error_of(kMinimal + "disable_gradient_checkpointing: true\n"), "x");
-  EXPECT_FALSE(parse_train_config(kMinimal + "disable_gradient_checkpointing: true\n", {}, "c").config.gradient_checkpointing);
+  EXPECT_FALSE(parse_train_config(kMinimal + "disable_gradient_checkpointing: true\n", {}, "c").plan.model.gradient_checkpointing);
 }
 
 TEST(Config, CanonicalTextChangesWithTheConfig) {
@@ -240,13 +259,13 @@ TEST(Config, EvaluationWithNothingToEvaluateOnIsRefusedLikeLlamaFactory) {
 // Issue 18's keys (LLaMA-Factory's meaning): rsLoRA, LoRA+, HF's token counter.
 TEST(Config, LoraOptionsAndTheTokenCounter) {
   auto c = parse_train_config(kMinimal + "use_rslora: true\nloraplus_lr_ratio: 16\ninclude_num_input_tokens_seen: true\n",
-                              {}, "cfg.yaml").config;
-  EXPECT_TRUE(c.use_rslora);
-  EXPECT_DOUBLE_EQ(c.loraplus_lr_ratio, 16);
-  EXPECT_EQ(c.include_num_input_tokens_seen, "all");  // HF maps true to "all"
-  EXPECT_EQ(parse_train_config(kMinimal, {}, "cfg.yaml").config.include_num_input_tokens_seen, "no");
+                              {}, "cfg.yaml").plan;
+  EXPECT_TRUE(c.adapter.use_rslora);
+  EXPECT_DOUBLE_EQ(c.optim.loraplus_lr_ratio, 16);
+  EXPECT_EQ(c.logging.include_num_input_tokens_seen, "all");  // HF maps true to "all"
+  EXPECT_EQ(parse_train_config(kMinimal, {}, "cfg.yaml").plan.logging.include_num_input_tokens_seen, "no");
   EXPECT_EQ(parse_train_config(kMinimal + "include_num_input_tokens_seen: non_padding\n", {}, "cfg.yaml")
-                .config.include_num_input_tokens_seen, "non_padding");
+                .plan.logging.include_num_input_tokens_seen, "non_padding");
   auto e = error_of(kMinimal + "include_num_input_tokens_seen: some\n");
   EXPECT_NE(e.find("include_num_input_tokens_seen: some"), std::string::npos) << e;
   e = error_of(kMinimal + "finetuning_type: full\nloraplus_lr_ratio: 16\n");
@@ -254,10 +273,93 @@ TEST(Config, LoraOptionsAndTheTokenCounter) {
   e = error_of(kMinimal + "loraplus_lr_ratio: -1\n");
   EXPECT_NE(e.find("must be >= 0"), std::string::npos) << e;
   // DoRA: LoRA's, as LLaMA-Factory rules.
-  EXPECT_TRUE(parse_train_config(kMinimal + "use_dora: true\n", {}, "cfg.yaml").config.use_dora);
+  EXPECT_TRUE(parse_train_config(kMinimal + "use_dora: true\n", {}, "cfg.yaml").plan.adapter.use_dora);
   for (const std::string type : {"full", "freeze"}) {
     e = error_of(kMinimal + "finetuning_type: " + type + "\nuse_dora: true\n");
     EXPECT_NE(e.find("`use_dora` is only valid for LoRA training"), std::string::npos) << e;
     EXPECT_NE(e.find("finetuning_type: lora"), std::string::npos) << e;  // what to try
+  }
+}
+
+// Issue 29 finding 5: what torch.optim.AdamW refuses is refused before anything starts, naming
+// the key (was: adam_beta1=2 trained; adam_beta2=1.5 gave NaN at step 2, blamed on learning_rate).
+TEST(Config, OptimizerSettingsTorchRefusesAreRefused) {
+  for (const auto& [kv, says] : std::vector<std::pair<std::string, std::string>>{
+           {"adam_beta1=2", "`adam_beta1: 2`: expected 0 <= adam_beta1 < 1"},
+           {"adam_beta1=-0.1", "Invalid beta parameter at index 0"},
+           {"adam_beta2=1.5", "Invalid beta parameter at index 1: 1.5"},
+           {"adam_beta2=1", "< 1"},
+           {"adam_epsilon=-1", "Invalid epsilon value: -1"},
+           {"weight_decay=-1", "Invalid weight_decay value: -1"},
+           {"learning_rate=-0.001", "Invalid learning rate"},
+           {"warmup_steps=-3", "`warmup_steps` must be >= 0"},
+           {"num_train_epochs=-1", "`num_train_epochs` must be >= 0"},
+           {"lora_alpha=-4", "`lora_alpha` must be >= 0"},
+           {"eval_steps=0", "`eval_steps` must be > 0 when set"},
+           {"save_total_limit=0", "`save_total_limit` must be > 0 when set"}}) {
+    const auto m = error_of(kMinimal, {kv});
+    EXPECT_NE(m.find(says), std::string::npos) << kv << " -> " << m;
+    EXPECT_NE(m.find("override " + kv), std::string::npos) << kv << ": the message names where: " << m;
+  }
+  EXPECT_EQ(error_of(kMinimal, {"adam_beta1=0", "adam_beta2=0.95", "weight_decay=0.1", "learning_rate=0"}), "");
+}
+
+// Issue 29 finding 6: a key given twice is an error naming both lines (was: the last one won).
+TEST(Config, AKeyGivenTwiceNamesBothLines) {
+  const auto m = error_of(kMinimal + "learning_rate: 1e-4\ncutoff_len: 64\nlearning_rate: 2e-4\n");
+  EXPECT_NE(m.find("cfg.yaml:5: `learning_rate` is given twice (first at cfg.yaml:3)"), std::string::npos) << m;
+  // An override still wins over the file: that is what overrides are for.
+  EXPECT_DOUBLE_EQ(parse_train_config(kMinimal + "learning_rate: 1e-4\n", {"learning_rate=3e-4"}, "c").plan.optim.learning_rate,
+                   3e-4);
+}
+
+// Issue 28: asking for FP8 or the ASFT loss was accepted "with no effect" (a silent bf16 / plain
+// cross-entropy run); they are refused until they are implemented. Their companions stay no-effect.
+TEST(Config, KeysThatWouldChangeTheResultAreRefusedNotIgnored) {
+  for (const auto& [kv, says] : std::vector<std::pair<std::string, std::string>>{
+           {"fp8=true", "`fp8: true` is refused: FP8 training is not implemented yet"},
+           {"use_asft_loss=true", "`use_asft_loss: true` is refused: the ASFT loss is not implemented yet"},
+           {"use_cpu=true", "CUDA_VISIBLE_DEVICES="},
+           {"ignore_data_skip=true", "exact example of the checkpoint's cursor"}}) {
+    const auto m = error_of(kMinimal, {kv});
+    EXPECT_NE(m.find(says), std::string::npos) << kv << " -> " << m;
+  }
+  const auto loaded = parse_train_config(kMinimal, {"fp8=false", "fp8_backend=te", "asft_alpha=0.2"}, "cfg.yaml");
+  ASSERT_EQ(loaded.warnings.size(), 2u);
+  EXPECT_NE(loaded.warnings[0].find("used only with `use_asft_loss: true`, which is refused"), std::string::npos);
+  EXPECT_NE(loaded.warnings[1].find("used only with `fp8: true`"), std::string::npos);
+}
+
+// The LF_* knobs that choose how components run are read once, into the plan (plan_knobs.cpp),
+// and validated there: a bad value fails before anything starts, naming the variable.
+TEST(Config, KnobsAreResolvedIntoThePlanOnce) {
+  const auto scoped = [](const char* name, const char* value) {
+    ::setenv(name, value, 1);
+    return std::unique_ptr<const char, void (*)(const char*)>(name, [](const char* n) { ::unsetenv(n); });
+  };
+  {
+    const auto defaults = parse_train_config(kMinimal, {}, "c").plan;
+    EXPECT_TRUE(defaults.model.kernels.fused_kernels && defaults.model.kernels.lean_recompute &&
+                defaults.model.kernels.cuda_graphs && defaults.optim.fused_clip && defaults.parallel.ddp_grad_sink);
+    EXPECT_EQ(defaults.model.kernels.cuda_graph_bucket, 128);
+    EXPECT_EQ(defaults.logging.profile_trace_first, 6);
+  }
+  {
+    auto a = scoped("LF_LEAN_RECOMPUTE", "0"), b = scoped("LF_CUDA_GRAPH_BUCKET", "64"),
+         d = scoped("LF_DDP_SPARSE_EMBEDDING", "1"), e = scoped("LF_PROFILE_TRACE_STEPS", "3:9");
+    const auto p = parse_train_config(kMinimal, {}, "c").plan;
+    EXPECT_FALSE(p.model.kernels.lean_recompute);
+    EXPECT_EQ(p.model.kernels.cuda_graph_bucket, 64);
+    EXPECT_EQ(p.parallel.ddp_sparse_embedding, "1");
+    EXPECT_EQ(p.logging.profile_trace_first, 3);
+    EXPECT_EQ(p.logging.profile_trace_last, 9);
+  }
+  for (const auto& [name, value, says] : std::vector<std::tuple<const char*, const char*, std::string>>{
+           {"LF_FUSED_KERNELS", "off", "LF_FUSED_KERNELS=off: expected 1"},
+           {"LF_CUDA_GRAPH_BUCKET", "100", "LF_CUDA_GRAPH_BUCKET: expected a positive multiple of 8"},
+           {"LF_CUDA_GRAPHS", "yes", "LF_CUDA_GRAPHS"},
+           {"LF_PROFILE_TRACE_STEPS", "9:3", "LF_PROFILE_TRACE_STEPS=9:3"}}) {
+    auto s = scoped(name, value);
+    EXPECT_NE(error_of(kMinimal).find(says), std::string::npos) << name << "=" << value << ": " << error_of(kMinimal);
   }
 }

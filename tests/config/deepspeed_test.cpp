@@ -65,14 +65,14 @@ std::string joined(const std::vector<std::string>& lines) {
 
 TEST(DeepSpeed, LlamaFactoryZ0IsDataParallel) {
   auto loaded = parse(ds("ds_z0_config.json"));
-  const auto& c = loaded.config;
-  EXPECT_EQ(c.zero_stage, 0);
-  EXPECT_EQ(c.offload, "none");
-  EXPECT_FALSE(c.overlap_comm);
-  EXPECT_DOUBLE_EQ(c.reduce_bucket_mb, mib(5e8, 2));  // bf16: 2 bytes an element
-  EXPECT_DOUBLE_EQ(c.allgather_bucket_mb, mib(5e8, 2));
-  EXPECT_EQ(c.sharding_source, "deepspeed: " + kFixtures + "/ds_z0_config.json");
-  EXPECT_FALSE(c.train_batch_size.has_value());
+  const auto& c = loaded.plan;
+  EXPECT_EQ(c.parallel.zero_stage, 0);
+  EXPECT_EQ(c.parallel.offload, "none");
+  EXPECT_FALSE(c.parallel.overlap_comm);
+  EXPECT_DOUBLE_EQ(c.parallel.reduce_bucket_mb, mib(5e8, 2));  // bf16: 2 bytes an element
+  EXPECT_DOUBLE_EQ(c.parallel.allgather_bucket_mb, mib(5e8, 2));
+  EXPECT_EQ(c.parallel.sharding_source, "deepspeed: " + kFixtures + "/ds_z0_config.json");
+  EXPECT_FALSE(c.parallel.train_batch_size.has_value());
   // One warning line for the file, naming what has no effect (at non-default values only).
   ASSERT_EQ(loaded.warnings.size(), 1u) << joined(loaded.warnings);
   const auto& w = loaded.warnings[0];
@@ -83,40 +83,40 @@ TEST(DeepSpeed, LlamaFactoryZ0IsDataParallel) {
 }
 
 TEST(DeepSpeed, LlamaFactoryZ2AndZ2Offload) {
-  auto z2 = parse(ds("ds_z2_config.json")).config;
-  EXPECT_EQ(z2.zero_stage, 2);
-  EXPECT_EQ(z2.offload, "none");
-  EXPECT_FALSE(z2.overlap_comm);
-  auto off = parse(ds("ds_z2_offload_config.json")).config;
-  EXPECT_EQ(off.zero_stage, 2);
-  EXPECT_EQ(off.offload, "optimizer");
-  EXPECT_TRUE(off.pin_memory);
+  auto z2 = parse(ds("ds_z2_config.json")).plan;
+  EXPECT_EQ(z2.parallel.zero_stage, 2);
+  EXPECT_EQ(z2.parallel.offload, "none");
+  EXPECT_FALSE(z2.parallel.overlap_comm);
+  auto off = parse(ds("ds_z2_offload_config.json")).plan;
+  EXPECT_EQ(off.parallel.zero_stage, 2);
+  EXPECT_EQ(off.parallel.offload, "optimizer");
+  EXPECT_TRUE(off.parallel.pin_memory);
   // fp32 training: 4 bytes an element.
-  auto fp32 = parse(ds("ds_z2_config.json"), {"bf16=false"}).config;
-  EXPECT_DOUBLE_EQ(fp32.reduce_bucket_mb, mib(5e8, 4));
+  auto fp32 = parse(ds("ds_z2_config.json"), {"bf16=false"}).plan;
+  EXPECT_DOUBLE_EQ(fp32.parallel.reduce_bucket_mb, mib(5e8, 4));
 }
 
 TEST(DeepSpeed, LlamaFactoryZ3ResolvesAutoFromTheModel) {
   auto loaded = parse(ds("ds_z3_config.json"));
-  const auto& c = loaded.config;
-  EXPECT_EQ(c.zero_stage, 3);
-  EXPECT_EQ(c.offload, "none");
-  EXPECT_FALSE(c.overlap_comm);
-  EXPECT_DOUBLE_EQ(c.reduce_bucket_mb, mib(64 * 64, 2));              // HF: hidden_size^2
-  EXPECT_DOUBLE_EQ(c.prefetch_bucket_mb, mib(std::floor(0.9 * 64 * 64), 2));  // HF: 0.9 hidden_size^2
-  EXPECT_DOUBLE_EQ(c.allgather_bucket_mb, mib(5e8, 2));               // DeepSpeed's default
+  const auto& c = loaded.plan;
+  EXPECT_EQ(c.parallel.zero_stage, 3);
+  EXPECT_EQ(c.parallel.offload, "none");
+  EXPECT_FALSE(c.parallel.overlap_comm);
+  EXPECT_DOUBLE_EQ(c.parallel.reduce_bucket_mb, mib(64 * 64, 2));              // HF: hidden_size^2
+  EXPECT_DOUBLE_EQ(c.parallel.prefetch_bucket_mb, mib(std::floor(0.9 * 64 * 64), 2));  // HF: 0.9 hidden_size^2
+  EXPECT_DOUBLE_EQ(c.parallel.allgather_bucket_mb, mib(5e8, 2));               // DeepSpeed's default
   ASSERT_EQ(loaded.warnings.size(), 1u) << joined(loaded.warnings);
   EXPECT_NE(loaded.warnings[0].find("stage3_gather_16bit_weights_on_model_save: true (lf-train always saves full"),
             std::string::npos)
       << loaded.warnings[0];
   EXPECT_EQ(loaded.warnings[0].find("sub_group_size"), std::string::npos) << "1e9 is DeepSpeed's default";
 
-  auto off = parse(ds("ds_z3_offload_config.json")).config;
-  EXPECT_EQ(off.zero_stage, 3);
-  EXPECT_EQ(off.offload, "params");
-  EXPECT_TRUE(off.pin_memory);
+  auto off = parse(ds("ds_z3_offload_config.json")).plan;
+  EXPECT_EQ(off.parallel.zero_stage, 3);
+  EXPECT_EQ(off.parallel.offload, "params");
+  EXPECT_TRUE(off.parallel.pin_memory);
   // Older LLaMA-Factory releases: overlap_comm true.
-  EXPECT_TRUE(parse(ds("ds_z3_overlap_config.json")).config.overlap_comm);
+  EXPECT_TRUE(parse(ds("ds_z3_overlap_config.json")).plan.parallel.overlap_comm);
 }
 
 TEST(DeepSpeed, AutoBucketSizesNeedTheModelsHiddenSize) {
@@ -223,8 +223,8 @@ TEST(DeepSpeed, ExplicitValuesThatContradictTheYamlAreErrorsNamingBoth) {
 
 TEST(DeepSpeed, TrainBatchSizeIsCheckedAgainstTheWorldSize) {
   auto f = write("tbs.json", R"({"train_batch_size": 16, "zero_optimization": {"stage": 2}})");
-  auto c = parse("per_device_train_batch_size: 2\ngradient_accumulation_steps: 2\ndeepspeed: " + f + "\n").config;
-  ASSERT_EQ(c.train_batch_size.value(), 16);
+  auto c = parse("per_device_train_batch_size: 2\ngradient_accumulation_steps: 2\ndeepspeed: " + f + "\n").plan;
+  ASSERT_EQ(c.parallel.train_batch_size.value(), 16);
   EXPECT_NO_THROW(check_world_size(c, 4));
   try {
     check_world_size(c, 2);
@@ -241,7 +241,7 @@ TEST(DeepSpeed, TrainBatchSizeIsCheckedAgainstTheWorldSize) {
   EXPECT_NE(error_of("per_device_train_batch_size: 2\ngradient_accumulation_steps: 2\ndeepspeed: " + odd + "\n")
                 .find("`train_batch_size: 30` is not a multiple of"),
             std::string::npos);
-  EXPECT_NO_THROW(check_world_size(parse(ds("ds_z2_config.json")).config, 3));  // "auto"
+  EXPECT_NO_THROW(check_world_size(parse(ds("ds_z2_config.json")).plan, 3));  // "auto"
 }
 
 TEST(DeepSpeed, TheSameStageGivenTwoWaysMustAgree) {
@@ -249,7 +249,7 @@ TEST(DeepSpeed, TheSameStageGivenTwoWaysMustAgree) {
   EXPECT_NE(e.find("`zero_stage: 2` and `deepspeed: " + kFixtures + "/ds_z3_config.json` (cfg.yaml:5: stage 3)"),
             std::string::npos)
       << e;
-  EXPECT_EQ(parse("zero_stage: 3\n" + ds("ds_z3_config.json")).config.zero_stage, 3);
+  EXPECT_EQ(parse("zero_stage: 3\n" + ds("ds_z3_config.json")).plan.parallel.zero_stage, 3);
   e = error_of("offload: optimizer\n" + ds("ds_z3_offload_config.json"));
   EXPECT_NE(e.find("`offload: optimizer` and `deepspeed:"), std::string::npos) << e;
   EXPECT_NE(e.find("offload params"), std::string::npos) << e;
@@ -258,9 +258,9 @@ TEST(DeepSpeed, TheSameStageGivenTwoWaysMustAgree) {
 }
 
 TEST(DeepSpeed, InlineMappingAndContentInTheCanonicalConfig) {
-  auto c = parse("deepspeed: {zero_optimization: {stage: 1}}\n").config;
-  EXPECT_EQ(c.zero_stage, 1);
-  EXPECT_EQ(c.sharding_source, "deepspeed: (inline mapping)");
+  auto c = parse("deepspeed: {zero_optimization: {stage: 1}}\n").plan;
+  EXPECT_EQ(c.parallel.zero_stage, 1);
+  EXPECT_EQ(c.parallel.sharding_source, "deepspeed: (inline mapping)");
   // Two nodes, one path, different files: their configs must not look equal.
   const std::string path = write("node.json", R"({"zero_optimization": {"stage": 2}})");
   const auto a = parse("deepspeed: " + path + "\n").canonical;
@@ -274,10 +274,10 @@ TEST(DeepSpeed, InlineMappingAndContentInTheCanonicalConfig) {
 TEST(DeepSpeed, OffloadRatioFromTheFileOrOwnKey) {
   auto part = write("ratio.json", R"({"zero_optimization": {"stage": 3, "offload_optimizer": {"device": "cpu",
       "ratio": 0.4}}})");
-  auto c = parse("deepspeed: " + part + "\n").config;
-  EXPECT_EQ(c.offload, "optimizer");
-  EXPECT_DOUBLE_EQ(c.offload_ratio, 0.4);
-  EXPECT_DOUBLE_EQ(parse("deepspeed: " + part + "\noffload_ratio: 0.4\n").config.offload_ratio, 0.4);
+  auto c = parse("deepspeed: " + part + "\n").plan;
+  EXPECT_EQ(c.parallel.offload, "optimizer");
+  EXPECT_DOUBLE_EQ(c.parallel.offload_ratio, 0.4);
+  EXPECT_DOUBLE_EQ(parse("deepspeed: " + part + "\noffload_ratio: 0.4\n").plan.parallel.offload_ratio, 0.4);
   auto e = error_of("deepspeed: " + part + "\noffload_ratio: 0.5\n");
   EXPECT_NE(e.find("`offload_ratio: 0.5` and `deepspeed:"), std::string::npos) << e;
   EXPECT_NE(e.find("offload_optimizer.ratio 0.4"), std::string::npos) << e;
@@ -289,9 +289,9 @@ TEST(DeepSpeed, OffloadRatioFromTheFileOrOwnKey) {
   e = error_of("deepspeed: " + nothing + "\n");
   EXPECT_NE(e.find("offloads nothing"), std::string::npos) << e;
 
-  auto own = parse("zero_stage: 3\noffload: optimizer\noffload_ratio: 0.25\n").config;
-  EXPECT_DOUBLE_EQ(own.offload_ratio, 0.25);
-  EXPECT_DOUBLE_EQ(parse("zero_stage: 3\noffload: optimizer\n").config.offload_ratio, 1.0);
+  auto own = parse("zero_stage: 3\noffload: optimizer\noffload_ratio: 0.25\n").plan;
+  EXPECT_DOUBLE_EQ(own.parallel.offload_ratio, 0.25);
+  EXPECT_DOUBLE_EQ(parse("zero_stage: 3\noffload: optimizer\n").plan.parallel.offload_ratio, 1.0);
   e = error_of("zero_stage: 3\noffload: optimizer\noffload_ratio: 1.5\n");
   EXPECT_NE(e.find("`offload_ratio: 1.5`: expected the share"), std::string::npos) << e;
   e = error_of("zero_stage: 3\noffload_ratio: 0.5\n");
@@ -299,15 +299,15 @@ TEST(DeepSpeed, OffloadRatioFromTheFileOrOwnKey) {
 }
 
 TEST(DeepSpeed, OwnKeysZeroStageAndOffload) {
-  auto c = parse("zero_stage: 3\noffload: params\n").config;
-  EXPECT_EQ(c.zero_stage, 3);
-  EXPECT_EQ(c.offload, "params");
-  EXPECT_EQ(c.sharding_source, "zero_stage: 3");
-  EXPECT_TRUE(c.overlap_comm);
-  EXPECT_DOUBLE_EQ(c.reduce_bucket_mb, 25);
-  auto none = parse("").config;
-  EXPECT_EQ(none.zero_stage, 0);
-  EXPECT_EQ(none.sharding_source, "");
+  auto c = parse("zero_stage: 3\noffload: params\n").plan;
+  EXPECT_EQ(c.parallel.zero_stage, 3);
+  EXPECT_EQ(c.parallel.offload, "params");
+  EXPECT_EQ(c.parallel.sharding_source, "zero_stage: 3");
+  EXPECT_TRUE(c.parallel.overlap_comm);
+  EXPECT_DOUBLE_EQ(c.parallel.reduce_bucket_mb, 25);
+  auto none = parse("").plan;
+  EXPECT_EQ(none.parallel.zero_stage, 0);
+  EXPECT_EQ(none.parallel.sharding_source, "");
   EXPECT_NE(error_of("zero_stage: 4\n").find("`zero_stage: 4` is not supported"), std::string::npos);
   EXPECT_NE(error_of("zero_stage: 2\noffload: params\n").find("`offload: params` needs zero_stage 3"), std::string::npos);
   EXPECT_NE(error_of("offload: optimizer\n").find("`offload: optimizer` needs zero_stage 2 or 3"), std::string::npos);

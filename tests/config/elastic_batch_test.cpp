@@ -7,10 +7,10 @@ using namespace lf::config;
 
 namespace {
 
-TrainConfig with_batch(int64_t micro, int64_t accum) {
-  TrainConfig c;
-  c.per_device_train_batch_size = micro;
-  c.gradient_accumulation_steps = accum;
+JobPlan with_batch(int64_t micro, int64_t accum) {
+  JobPlan c;
+  c.schedule.per_device_train_batch_size = micro;
+  c.schedule.gradient_accumulation_steps = accum;
   return c;
 }
 
@@ -19,21 +19,21 @@ TrainConfig with_batch(int64_t micro, int64_t accum) {
 TEST(ElasticBatch, ALostNodeRaisesTheAccumulationWhenItDivides) {
   auto c = with_batch(2, 2);  // 3 ranks: 12 examples a step
   const auto note = keep_elastic_global_batch(c, 3, 2);
-  EXPECT_EQ(c.gradient_accumulation_steps, 3);
+  EXPECT_EQ(c.schedule.gradient_accumulation_steps, 3);
   EXPECT_NE(note.find("gradient_accumulation_steps 2 -> 3"), std::string::npos) << note;
   EXPECT_NE(note.find("stays 12 examples"), std::string::npos) << note;
   auto back = with_batch(2, 2);  // the node returns: the first round's layout again
   EXPECT_EQ(keep_elastic_global_batch(back, 3, 3), "");
-  EXPECT_EQ(back.gradient_accumulation_steps, 2);
+  EXPECT_EQ(back.schedule.gradient_accumulation_steps, 2);
   auto grown = with_batch(4, 3);  // started on 2 ranks, a third admitted later
   keep_elastic_global_batch(grown, 2, 3);
-  EXPECT_EQ(grown.gradient_accumulation_steps, 2);
+  EXPECT_EQ(grown.schedule.gradient_accumulation_steps, 2);
 }
 
 TEST(ElasticBatch, NotAnElasticJobChangesNothing) {
   auto c = with_batch(2, 5);
   EXPECT_EQ(keep_elastic_global_batch(c, 0, 7), "");
-  EXPECT_EQ(c.gradient_accumulation_steps, 5);
+  EXPECT_EQ(c.schedule.gradient_accumulation_steps, 5);
 }
 
 TEST(ElasticBatch, ARoundThatCannotKeepTheGlobalBatchIsRefusedWithTheNumbers) {
@@ -49,5 +49,5 @@ TEST(ElasticBatch, ARoundThatCannotKeepTheGlobalBatchIsRefusedWithTheNumbers) {
       EXPECT_NE(m.find(part), std::string::npos) << part << " not in: " << m;
     EXPECT_EQ(e.exit_code(), 2);
   }
-  EXPECT_EQ(c.gradient_accumulation_steps, 1) << "a refusal changes nothing";
+  EXPECT_EQ(c.schedule.gradient_accumulation_steps, 1) << "a refusal changes nothing";
 }

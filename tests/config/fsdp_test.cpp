@@ -29,22 +29,22 @@ std::string error_of(const std::string& extra) {
 
 TEST(Fsdp, FullShardAutoWrapIsStage3WithOneInfoLine) {
   auto loaded = parse("fsdp: full_shard auto_wrap\n");
-  EXPECT_EQ(loaded.config.zero_stage, 3);
-  EXPECT_EQ(loaded.config.offload, "none");
-  EXPECT_EQ(loaded.config.sharding_source, "fsdp: full_shard auto_wrap");
+  EXPECT_EQ(loaded.plan.parallel.zero_stage, 3);
+  EXPECT_EQ(loaded.plan.parallel.offload, "none");
+  EXPECT_EQ(loaded.plan.parallel.sharding_source, "fsdp: full_shard auto_wrap");
   EXPECT_TRUE(loaded.warnings.empty());
   ASSERT_EQ(loaded.notes.size(), 1u);
   EXPECT_NE(loaded.notes[0].find("lf-train wraps its own decoder layers"), std::string::npos) << loaded.notes[0];
 }
 
 TEST(Fsdp, StrategiesAndOffload) {
-  EXPECT_EQ(parse("fsdp: shard_grad_op\n").config.zero_stage, 2);
-  EXPECT_EQ(parse("fsdp: no_shard\n").config.zero_stage, 0);
-  auto c = parse("fsdp: [full_shard, offload, auto_wrap]\n").config;
-  EXPECT_EQ(c.zero_stage, 3);
-  EXPECT_EQ(c.offload, "params");
-  EXPECT_EQ(parse("fsdp: offload\n").config.zero_stage, 3);  // full_shard is the default strategy
-  EXPECT_TRUE(parse("fsdp: false\n").config.sharding_source.empty());
+  EXPECT_EQ(parse("fsdp: shard_grad_op\n").plan.parallel.zero_stage, 2);
+  EXPECT_EQ(parse("fsdp: no_shard\n").plan.parallel.zero_stage, 0);
+  auto c = parse("fsdp: [full_shard, offload, auto_wrap]\n").plan;
+  EXPECT_EQ(c.parallel.zero_stage, 3);
+  EXPECT_EQ(c.parallel.offload, "params");
+  EXPECT_EQ(parse("fsdp: offload\n").plan.parallel.zero_stage, 3);  // full_shard is the default strategy
+  EXPECT_TRUE(parse("fsdp: false\n").plan.parallel.sharding_source.empty());
 }
 
 TEST(Fsdp, HybridShardAndOffloadBelowStage3AreRefused) {
@@ -62,7 +62,7 @@ TEST(Fsdp, HybridShardAndOffloadBelowStage3AreRefused) {
 TEST(Fsdp, FsdpConfigMappingOrFile) {
   auto loaded = parse("fsdp: full_shard auto_wrap\nfsdp_config: {fsdp_transformer_layer_cls_to_wrap: Qwen2DecoderLayer, "
                       "backward_prefetch: backward_pre, forward_prefetch: false}\n");
-  EXPECT_EQ(loaded.config.zero_stage, 3);
+  EXPECT_EQ(loaded.plan.parallel.zero_stage, 3);
   ASSERT_EQ(loaded.notes.size(), 1u);  // auto_wrap and the class name: one line
   EXPECT_NE(loaded.notes[0].find("Qwen2DecoderLayer"), std::string::npos) << loaded.notes[0];
   EXPECT_NE(loaded.notes[0].find("auto_wrap"), std::string::npos) << loaded.notes[0];
@@ -73,10 +73,10 @@ TEST(Fsdp, FsdpConfigMappingOrFile) {
   std::ofstream(path) << R"({"reshard_after_forward": false, "version": 2})";
   auto c = parse("fsdp: true\nfsdp_config: " + path.string() + "\n");
   std::filesystem::remove(path);
-  EXPECT_EQ(c.config.zero_stage, 2);
+  EXPECT_EQ(c.plan.parallel.zero_stage, 2);
   EXPECT_NE(c.canonical.find("fsdp_config (content)={\"reshard_after_forward\":false"), std::string::npos)
       << c.canonical;
-  EXPECT_EQ(parse("fsdp: true\nfsdp_config: {cpu_offload: true}\n").config.offload, "params");
+  EXPECT_EQ(parse("fsdp: true\nfsdp_config: {cpu_offload: true}\n").plan.parallel.offload, "params");
 }
 
 TEST(Fsdp, ContradictionsAndStrayConfig) {
@@ -92,5 +92,5 @@ TEST(Fsdp, ContradictionsAndStrayConfig) {
   auto loaded = parse("fsdp_config: {reshard_after_forward: false}\n");
   ASSERT_EQ(loaded.warnings.size(), 1u);
   EXPECT_NE(loaded.warnings[0].find("`fsdp_config` has no effect without `fsdp`"), std::string::npos);
-  EXPECT_EQ(loaded.config.zero_stage, 0);
+  EXPECT_EQ(loaded.plan.parallel.zero_stage, 0);
 }

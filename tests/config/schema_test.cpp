@@ -9,7 +9,6 @@
 #include "config_schema.h"
 #include "key_table.h"
 #include "lf/common/error.h"
-#include "lf/config/to_data_args.h"
 #include "lf/config/train_config.h"
 
 using namespace lf::config;
@@ -47,48 +46,36 @@ TEST(Schema, EveryImplementedKeyChangesItsField) {
       EXPECT_EQ(d.choices.size(), 1u) << d.name << " has no sample value: give it .sample(...)";
       continue;
     }
-    const std::string base = d.show(parse(context_of(d)).config);
+    const std::string base = d.show(parse(context_of(d)).plan);
     LoadedConfig set;
     try {
-      set = parse(context_of(d) + d.name + ": " + sample + "\n");
+      set = parse_train_config(kMinimal + context_of(d), {d.name + "=" + sample}, "cfg.yaml");
     } catch (const lf::ConfigError& e) {
       ADD_FAILURE() << d.name << ": " << sample << " is refused: " << e.what();
       continue;
     }
-    EXPECT_NE(d.show(set.config), base) << d.name << ": " << sample << " left `" << d.field << "` at " << base;
+    EXPECT_NE(d.show(set.plan), base) << d.name << ": " << sample << " left `" << d.field << "` at " << base;
     ++checked;
   }
   EXPECT_GT(checked, 55);
 }
 
-TEST(Schema, EveryDataKeyReachesDataArgs) {
-  int checked = 0;
-  for (const KeyDecl& d : config_schema()) {
-    if (!d.to_data) continue;
-    ASSERT_TRUE(d.show_data) << d.name;
-    const std::string sample = sample_of(d);
-    if (sample.empty()) continue;
-    const std::string base = d.show_data(to_data_args(parse(context_of(d)).config));
-    const std::string set = d.show_data(to_data_args(parse(context_of(d) + d.name + ": " + sample + "\n").config));
-    EXPECT_NE(set, base) << d.name << " -> DataArgs::" << d.data_field;
-    ++checked;
-  }
-  EXPECT_GE(checked, 21);
-}
-
-// Every field run_training.cpp's data_args_from copied by hand, through the schema.
-TEST(Schema, ToDataArgsCopiesWhatTheTrainerNeeds) {
+// The data pipeline takes the plan's data section alone: what it needs of other sections is
+// derived into it once, by the builder (no second DataArgs builder exists to forget a key).
+TEST(Schema, TheDataSectionCarriesWhatThePipelineNeeds) {
   auto c = parse("eval_dataset: a,b\ndataset_dir: d\ntemplate: qwen\ncutoff_len: 77\ntrain_on_prompt: true\n"
                  "mask_history: true\npacking: true\nmax_samples: 5\ntokenized_path: tok\nmix_strategy: interleave_over\n"
                  "interleave_probs: 0.5\ndefault_system: hi\ntool_format: glm4\nenable_thinking: false\n"
-                 "preserve_thinking: true\npreprocessing_batch_size: 10\npreprocessing_num_workers: 3\nseed: 7\n")
-               .config;
-  const lf::DataArgs a = to_data_args(c);
+                 "preserve_thinking: true\npreprocessing_batch_size: 10\npreprocessing_num_workers: 3\nseed: 7\n"
+                 "neat_packing: true\n")
+               .plan;
+  const lf::DataArgs& a = c.data;
+  EXPECT_TRUE(a.neat_packing);
   EXPECT_EQ(a.dataset, std::vector<std::string>{"alpaca_en_demo"});
   EXPECT_EQ(a.eval_dataset, (std::vector<std::string>{"a", "b"}));
   EXPECT_EQ(a.dataset_dir, "d");
   EXPECT_EQ(a.template_name, "qwen");
-  EXPECT_EQ(a.cutoff_len, 77);
+  EXPECT_EQ(a.cutoff_len, 76);  // packing: LLaMA-Factory packs into cutoff_len - 1 tokens (Config.PackingCutoff)
   EXPECT_TRUE(a.train_on_prompt && a.mask_history && a.packing && a.preserve_thinking);
   EXPECT_FALSE(a.enable_thinking);
   EXPECT_EQ(a.max_samples.value(), 5);
@@ -107,9 +94,9 @@ TEST(Schema, ToDataArgsCopiesWhatTheTrainerNeeds) {
 
 // Our field defaults are LLaMA-Factory's (the generated table), except where the schema says why.
 TEST(Schema, DefaultsAreLlamaFactorysUnlessDeclaredOtherwise) {
-  const TrainConfig defaults;
+  const JobPlan defaults;
   for (const KeyDecl& d : config_schema()) {
-    if (d.policy != KeyPolicy::kImplemented || d.own || d.field == "zero_stage") continue;
+    if (d.policy != KeyPolicy::kImplemented || d.own || d.field == "parallel.zero_stage") continue;
     const KeySpec* spec = find_key(d.name);
     ASSERT_NE(spec, nullptr) << d.name;
     const bool same = equals_python_default(d.show(defaults), spec->default_repr);

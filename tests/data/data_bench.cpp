@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "lf/common/error.h"
+#include "lf/config/train_config.h"
 #include "lf/data/sft_dataset.h"
 
 int main(int argc, char** argv) {
@@ -15,7 +16,7 @@ int main(int argc, char** argv) {
   }
   try {
     std::vector<std::string> overrides(argv + 2, argv + argc);
-    lf::DataArgs args = lf::load_data_args(argv[1], overrides);
+    lf::DataArgs args = lf::config::load_train_config(argv[1], overrides).plan.data;
     auto t0 = std::chrono::steady_clock::now();
     lf::Tokenizer tok = lf::load_tokenizer_for(args);
     auto t1 = std::chrono::steady_clock::now();

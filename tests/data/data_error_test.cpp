@@ -1,4 +1,5 @@
 // Bad input: each is a ConfigError naming where (file:line) and what to try.
+#include "lf/config/train_config.h"
 #include "data_test_util.h"
 #include "lf/common/error.h"
 #include "lf/data/chat_template.h"
@@ -139,7 +140,7 @@ TEST(BadConfig, WrongTypeNamesKeyAndLine) {
   fs::path dir = test::temp_dir("badyaml");
   test::write_file(dir / "c.yaml", "dataset: a\ncutoff_len: lots\n");
   try {
-    load_data_args(dir / "c.yaml");
+    config::load_train_config((dir / "c.yaml").string(), {});
     FAIL();
   } catch (const ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("c.yaml:2: `cutoff_len` must be an integer, got 'lots'"),

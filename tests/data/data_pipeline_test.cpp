@@ -7,6 +7,7 @@
 #include "data_test_util.h"
 #include "lf/common/error.h"
 #include "lf/data/chat_template.h"
+#include "lf/config/train_config.h"
 #include "lf/data/data_args.h"
 #include "lf/data/sft_dataset.h"
 #include "record_reader.h"
@@ -17,8 +18,9 @@ namespace {
 namespace fs = std::filesystem;
 
 DataArgs fixture_args(const std::string& datasets) {
-  DataArgs a = parse_data_args(YAML::Load("dataset: " + datasets + "\ntemplate: qwen\ncutoff_len: 256\n"),
-                               "test.yaml");
+  DataArgs a = config::parse_train_config("model_name_or_path: m\ndataset: " + datasets +
+                                              "\ntemplate: qwen\ncutoff_len: 256\n", {}, "test.yaml")
+                   .plan.data;
   a.dataset_dir = (test::fixtures_dir() / "data").string();
   a.model_name_or_path = (test::assets_dir() / "qwen2").string();
   return a;
@@ -100,32 +102,31 @@ TEST(DataPipeline, PackingFillsCutoffPlusOne) {
   for (size_t i = 0; i < d.train.size(); ++i) EXPECT_EQ(d.train.input_ids(i).size(), 513u);
 }
 
-// neat_packing: the same packs as packing, plus each token's sequence (1, 2, ... in the pack,
-// 0 for padding) as LLaMA-Factory's attention_mask with indices; kept by the cache, in its key.
+// Packed rows record each token's sequence (1, 2, ... in the pack, 0 for padding: LLaMA-Factory's
+// positions restart there); neat_packing makes the same packs, marked neat (its attention_mask with
+// indices); both kept by the cache, neat_packing in its key.
 TEST(DataPipeline, NeatPackingRecordsSegmentsAndCachesThem) {
   LF_REQUIRE_ASSETS();
   fs::path dir = test::temp_dir("neat");
   DataArgs plain = fixture_args("alpaca_samples,sharegpt_samples");
   plain.packing = true;
   plain.cutoff_len = 512;
-  DataArgs neat = parse_data_args(YAML::Load("dataset: x\nneat_packing: true\n"), "test.yaml");
-  EXPECT_TRUE(neat.packing) << "neat_packing implies packing";
-  neat.dataset = plain.dataset;
-  neat.dataset_dir = plain.dataset_dir;
-  neat.model_name_or_path = plain.model_name_or_path;
-  neat.template_name = plain.template_name;
-  neat.cutoff_len = plain.cutoff_len;
+  DataArgs neat = plain;  // neat_packing implies packing: the plan's rule (Config.PackingCutoff)
+  neat.neat_packing = true;
   neat.tokenized_path = (dir / "tok").string();
   Tokenizer tok = load_tokenizer_for(plain);
   EXPECT_NE(sft_cache_key(plain, tok), sft_cache_key(neat, tok));
   const SftData p = load_sft_data(plain, tok), n = load_sft_data(neat, tok);
-  EXPECT_FALSE(p.train.has_segments());
-  ASSERT_TRUE(n.train.has_segments());
+  ASSERT_TRUE(p.train.has_segments() && n.train.has_segments());
+  EXPECT_FALSE(p.train.neat());
+  EXPECT_TRUE(n.train.neat());
   ASSERT_EQ(n.train.size(), p.train.size());
   size_t multi = 0;
   for (size_t i = 0; i < n.train.size(); ++i) {
     const auto ids = n.train.input_ids(i), pids = p.train.input_ids(i), seg = n.train.segment_ids(i);
+    const auto pseg = p.train.segment_ids(i);
     ASSERT_TRUE(std::equal(ids.begin(), ids.end(), pids.begin(), pids.end())) << "same packs as packing: true";
+    ASSERT_TRUE(std::equal(seg.begin(), seg.end(), pseg.begin(), pseg.end())) << "same sequences";
     ASSERT_EQ(seg.size(), ids.size());
     EXPECT_EQ(seg[0], 1);
     for (size_t j = 1; j < seg.size(); ++j) {
@@ -136,7 +137,7 @@ TEST(DataPipeline, NeatPackingRecordsSegmentsAndCachesThem) {
   }
   EXPECT_GT(multi, 0u) << "the test needs packs of several sequences";
   const SftData cached = load_sft_data(neat, tok);
-  ASSERT_TRUE(cached.from_cache && cached.train.has_segments());
+  ASSERT_TRUE(cached.from_cache && cached.train.has_segments() && cached.train.neat());
   for (size_t i = 0; i < n.train.size(); ++i) {
     const auto a = n.train.segment_ids(i), b = cached.train.segment_ids(i);
     ASSERT_TRUE(std::equal(a.begin(), a.end(), b.begin(), b.end())) << i;
@@ -175,10 +176,10 @@ TEST(DataPipeline, YamlKeysAndOverrides) {
   test::write_file(dir / "c.yaml",
                    "model_name_or_path: /m\nstage: sft\ndataset: a,b\ntemplate: llama3\ncutoff_len: 1024\n"
                    "train_on_prompt: true\nmax_samples: 100\nval_size: 0.1\nlearning_rate: 1.0e-4\n");
-  DataArgs a = load_data_args(dir / "c.yaml", {"cutoff_len=77", "packing=true"});
+  DataArgs a = config::load_train_config((dir / "c.yaml").string(), {"cutoff_len=77", "packing=true"}).plan.data;
   EXPECT_EQ(a.dataset, (std::vector<std::string>{"a", "b"}));
   EXPECT_EQ(a.template_name, "llama3");
-  EXPECT_EQ(a.cutoff_len, 77);
+  EXPECT_EQ(a.cutoff_len, 76);  // packing: LLaMA-Factory packs into cutoff_len - 1 (Config.PackingCutoff)
   EXPECT_TRUE(a.packing);
   EXPECT_TRUE(a.train_on_prompt);
   EXPECT_EQ(a.max_samples, 100);

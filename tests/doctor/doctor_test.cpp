@@ -15,7 +15,6 @@
 
 #include "lf/doctor/doctor.h"
 #include "lf/doctor/net_probe.h"
-#include "lf/doctor/resource_estimate.h"
 
 namespace lf::doctor {
 namespace {
@@ -148,23 +147,6 @@ TEST(DoctorMaster, UnresolvableAddressFails) {
   check_master(ctx, r, false);
   EXPECT_EQ(find(r, "master-addr")->verdict, Verdict::kFail);
   EXPECT_TRUE(contains(find(r, "master-addr")->detail, "does not resolve"));
-}
-
-TEST(DoctorEstimate, TinyModelParametersAndCheckpointBytes) {
-  config::TrainConfig c;
-  c.finetuning_type = "full";
-  c.model_name_or_path = LF_SOURCE_DIR "/configs/models/tiny";
-  const auto e = estimate_resources(c, fs::path(c.model_name_or_path) / "config.json", 1);
-  std::ifstream in(fs::path(c.model_name_or_path) / "config.json");
-  const auto j = nlohmann::json::parse(in);
-  EXPECT_GT(e.parameters, j["vocab_size"].get<int64_t>() * j["hidden_size"].get<int64_t>());
-  EXPECT_EQ(e.trainable, e.parameters);
-  EXPECT_DOUBLE_EQ(e.checkpoint_bytes, 12.0 * static_cast<double>(e.parameters));
-  c.finetuning_type = "lora";
-  c.lora_rank = 4;
-  const auto l = estimate_resources(c, fs::path(c.model_name_or_path) / "config.json", 1);
-  EXPECT_LT(l.trainable, e.trainable / 4);
-  EXPECT_GT(l.trainable, 0);
 }
 
 TEST(DoctorReport, TextAndJson) {

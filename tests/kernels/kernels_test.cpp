@@ -488,9 +488,11 @@ model::DecoderLayer make_layer(const Shape& s) {
   a.num_heads_ = s.heads;
   a.num_kv_heads_ = s.kv_heads;
   a.head_dim_ = s.head_dim;
-  l.mlp_.gate_proj_ = make_linear(s.hidden, s.intermediate, false);
-  l.mlp_.up_proj_ = make_linear(s.hidden, s.intermediate, false);
-  l.mlp_.down_proj_ = make_linear(s.intermediate, s.hidden, false);
+  auto mlp = std::make_unique<model::Mlp>();
+  mlp->gate_proj_ = make_linear(s.hidden, s.intermediate, false);
+  mlp->up_proj_ = make_linear(s.hidden, s.intermediate, false);
+  mlp->down_proj_ = make_linear(s.intermediate, s.hidden, false);
+  l.mlp_ = std::move(mlp);
   return l;
 }
 

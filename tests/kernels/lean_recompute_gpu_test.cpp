@@ -16,8 +16,8 @@
 #include "lf/model/causal_lm.h"
 #include "lf/model/fused_dispatch.h"
 #include "lf/model/lora.h"
-#include "../support/scoped_env.h"
 #include "../support/rel_l2_err.h"
+#include "lf/model/kernel_paths.h"
 
 namespace lf::model {
 namespace {
@@ -28,7 +28,9 @@ using lf::test::rel_l2_err;
 
 // The gradients of every trainable parameter after one checkpointed forward and backward.
 std::vector<at::Tensor> grads(bool lora, const char* lean) {
-  const lf::test::ScopedEnv knob("LF_LEAN_RECOMPUTE", lean);
+  config::KernelPaths paths;
+  paths.lean_recompute = std::string(lean) == "1";
+  const ScopedKernelPaths knob(paths);
   auto c = load_model_config(std::filesystem::path(LF_SOURCE_DIR) / "configs/models/qwen2.5-0.5b.json");
   c.num_layers = 2;
   c.vocab_size = 4096;

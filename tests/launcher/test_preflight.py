@@ -25,8 +25,14 @@ def model_folder(tmp_path, name="model", weights=False, config=None):
 
 
 def write_config(tmp_path, model, extra=""):
+    """`extra` YAML lines override the defaults (a key given twice in one file is an error)."""
     cfg = tmp_path / "cfg.yaml"
-    cfg.write_text(f"model_name_or_path: {model}\ndataset: alpaca_demo\noutput_dir: {tmp_path / 'out'}\n{extra}")
+    keys = {"model_name_or_path": str(model), "dataset": "alpaca_demo", "output_dir": str(tmp_path / "out")}
+    for line in extra.splitlines():
+        if line.strip():
+            k, v = line.split(":", 1)
+            keys[k.strip()] = v.strip()
+    cfg.write_text("".join(f"{k}: {v}\n" for k, v in keys.items()))
     return cfg
 
 

@@ -11,7 +11,7 @@
 #include "lf/model/loader.h"
 #include "lf/model/lora.h"
 #include "lf/model/loss.h"
-#include "../support/scoped_env.h"
+#include "lf/model/kernel_paths.h"
 #include "model_test_util.h"
 
 namespace lf::model {
@@ -46,9 +46,11 @@ struct Run {
 };
 
 // One checkpointed forward and backward of the tiny Qwen2 (all parameters trainable, or LoRA
-// on all seven projections), with LF_LEAN_RECOMPUTE as given.
+// on all seven projections), with the plan's lean_recompute (LF_LEAN_RECOMPUTE) as given.
 Run run(const char* lean, bool lora) {
-  const lf::test::ScopedEnv knob("LF_LEAN_RECOMPUTE", lean);
+  config::KernelPaths paths;
+  paths.lean_recompute = std::string(lean) == "1";
+  const ScopedKernelPaths knob(paths);
   auto model = load_causal_lm(fixture("qwen2_tiny").string(), LoadOptions{});
   model->set_gradient_checkpointing(true);
   std::vector<at::Tensor> params;

@@ -1,11 +1,12 @@
 // The fused-kernel dispatch (lf/model/fused_dispatch.h) on CPU: CPU tensors always take the
-// layers' ATen code, bit for bit; LF_FUSED_KERNELS is validated.
+// layers' ATen code, bit for bit; the plan's kernel paths switch the table.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
 #include "lf/common/error.h"
 #include "lf/kernels/fused_ops.h"
 #include "lf/model/fused_dispatch.h"
+#include "lf/model/kernel_paths.h"
 #include "lf/model/layers.h"
 
 namespace lf::model {
@@ -16,16 +17,20 @@ TEST(FusedDispatch, CpuTensorsTakeTheAtenPath) {
   EXPECT_EQ(fused_ops_for(at::ones({2, 8}, at::kBFloat16)), nullptr);
 }
 
-TEST(FusedDispatch, EnvKnobIsValidated) {
-  EXPECT_TRUE(fused_kernels_requested(std::nullopt));
-  EXPECT_TRUE(fused_kernels_requested("1"));
-  EXPECT_FALSE(fused_kernels_requested("0"));
-  try {
-    fused_kernels_requested("off");
-    FAIL() << "no error";
-  } catch (const ConfigError& e) {
-    EXPECT_NE(std::string(e.what()).find("LF_FUSED_KERNELS=off: expected 1"), std::string::npos) << e.what();
+// The plan's kernel paths (LF_FUSED_KERNELS, validated when the plan is built: config_test)
+// point the table: off, every layer runs its ATen code.
+TEST(FusedDispatch, KernelPathsOffLeaveNoTable) {
+  config::KernelPaths off;
+  off.fused_kernels = false;
+  {
+    const ScopedKernelPaths scope(off);
+    EXPECT_FALSE(kernel_paths().fused_kernels);
+    EXPECT_EQ(fused_ops_for(at::ones({2, 8}, at::kBFloat16)), nullptr);
+    EXPECT_EQ(built_fused_ops() == nullptr ? "ATen ops (this build has no fused kernels)"
+                                           : "fused CUDA kernels off (LF_FUSED_KERNELS=0)",
+              fused_kernels_status());
   }
+  EXPECT_TRUE(kernel_paths().fused_kernels);
 }
 
 // A table that takes nothing: the layers must run exactly their ATen code (same bits as with
@@ -47,9 +52,11 @@ TEST(FusedDispatch, ATableThatDeclinesLeavesTheLayerBitIdentical) {
   l.self_attn_.num_heads_ = h;
   l.self_attn_.num_kv_heads_ = kv;
   l.self_attn_.head_dim_ = d;
-  l.mlp_.gate_proj_ = lin(c, inter);
-  l.mlp_.up_proj_ = lin(c, inter);
-  l.mlp_.down_proj_ = lin(inter, c);
+  auto mlp = std::make_unique<Mlp>();
+  mlp->gate_proj_ = lin(c, inter);
+  mlp->up_proj_ = lin(c, inter);
+  mlp->down_proj_ = lin(inter, c);
+  l.mlp_ = std::move(mlp);
   const auto x = at::randn({2, 5, c}).to(at::kBFloat16);
   auto freqs = at::arange(5, at::kFloat).unsqueeze(-1) * at::rand({d / 2});
   auto emb = at::cat({freqs, freqs}, -1);

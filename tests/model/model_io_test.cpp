@@ -192,7 +192,7 @@ TEST(ModelIo, LoraAlphaDefaultsToTwiceRank) {
   apply_lora(*model, c);
   EXPECT_DOUBLE_EQ(model->layers()[0].self_attn_.q_proj_.lora_->scaling_, 2.0);
   EXPECT_FALSE(model->layers()[0].self_attn_.q_proj_.weight_.requires_grad());
-  EXPECT_TRUE(model->layers()[0].mlp_.down_proj_.lora_->a_.requires_grad());
+  EXPECT_TRUE(model->layers()[0].linears().back().second->lora_->a_.requires_grad());  // down_proj
 }
 
 TEST(ModelIo, Fp16RoundTripKeepsHalfPrecisionValues) {

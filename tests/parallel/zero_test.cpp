@@ -19,6 +19,8 @@
 #include "lf/model/lora.h"
 #include "lf/parallel/make_strategy.h"
 #include "lf/parallel/zero_strategy.h"
+#include "lf/optim/optimizer_spec.h"
+#include "unit_storage.h"
 #include "lf/rendezvous/store_client.h"
 #include "lf/train/trainer.h"
 
@@ -36,50 +38,47 @@ struct RunResult {
   std::map<std::string, at::Tensor> weights;  // trainable, full values
   ZeroMemory resident, predicted;
   std::vector<ZeroEvent> events;
+  std::string describe;
 };
 
-std::unique_ptr<model::CausalLM> make_model(const config::TrainConfig& c) {
-  auto m = model::load_causal_lm(c.model_name_or_path, {});
-  if (c.finetuning_type == "lora") {
+std::unique_ptr<model::CausalLM> make_model(const config::JobPlan& c) {
+  auto m = model::load_causal_lm(c.model.model_name_or_path, {});
+  if (c.adapter.finetuning_type == "lora") {
     model::LoraConfig lc;
     lc.rank = 4;
     lc.seed = static_cast<uint64_t>(c.seed);
-    lc.use_dora = c.use_dora;
+    lc.use_dora = c.adapter.use_dora;
     model::apply_lora(*m, lc);
   }
   return m;
 }
 
-StrategySetup setup_of(const config::TrainConfig& c, model::CausalLM& m, int rank, int world,
+StrategySetup setup_of(const config::JobPlan& c, model::CausalLM& m, int rank, int world,
                        comm::Communicator* comm) {
   StrategySetup s;
   s.model = &m;
-  s.trainable = model::trainable_parameters(m, c.finetuning_type == "lora");
-  s.lora = c.finetuning_type == "lora";
-  s.learning_rate = c.learning_rate;
-  s.weight_decay = c.weight_decay;
-  s.adam_beta1 = c.adam_beta1;
-  s.adam_beta2 = c.adam_beta2;
-  s.adam_epsilon = c.adam_epsilon;
+  s.trainable = model::trainable_parameters(m, c.adapter.finetuning_type == "lora");
+  s.lora = c.adapter.finetuning_type == "lora";
+  s.optim = c.optim;
   s.rank = rank;
   s.world = world;
   s.communicator = comm;
   return s;
 }
 
-train::TrainerSetup trainer_setup(const config::TrainConfig& c, model::CausalLM& m, const TokenizedDataset& data,
+train::TrainerSetup trainer_setup(const config::JobPlan& c, model::CausalLM& m, const TokenizedDataset& data,
                                   ParallelStrategy* strategy) {
   train::TrainerSetup t;
-  t.config = c;
+  t.plan = c;
   t.model = &m;
   t.train = &data;
   t.write_outputs = false;
   t.progress = false;
   t.strategy = strategy;
-  if (c.finetuning_type == "lora") {
+  if (c.adapter.finetuning_type == "lora") {
     model::LoraConfig lc;
     lc.rank = 4;
-    lc.use_dora = c.use_dora;
+    lc.use_dora = c.adapter.use_dora;
     t.lora = lc;
   }
   return t;
@@ -94,39 +93,35 @@ RunResult collect(const train::TrainSummary& sum) {
   return r;
 }
 
-RunResult run_one_process(const config::TrainConfig& c, const TokenizedDataset& data) {
+RunResult run_one_process(const config::JobPlan& c, const TokenizedDataset& data) {
   auto m = make_model(c);
   train::Trainer t(trainer_setup(c, *m, data, nullptr));
   auto r = collect(t.train());
-  for (auto& p : model::trainable_parameters(*m, c.finetuning_type == "lora")) r.weights[p.name] = p.tensor->clone();
+  for (auto& p : model::trainable_parameters(*m, c.adapter.finetuning_type == "lora")) r.weights[p.name] = p.tensor->clone();
   return r;
 }
 
 // world ranks as threads; rank 0's result. Models are built before the threads start (LoRA's
 // initialisation draws from the global generator).
 // The same global batch as one process: the micro-batch shrinks with the world size.
-RunResult run_zero(const config::TrainConfig& one_process, const TokenizedDataset& data, int world, int stage,
-                   Offload offload = Offload::kNone, double offload_ratio = 1.0) {
+RunResult run_zero_with(const config::JobPlan& one_process, const TokenizedDataset& data, int world, ZeroOptions o) {
   auto c = one_process;
-  c.per_device_train_batch_size = one_process.per_device_train_batch_size / world;
-  EXPECT_EQ(c.per_device_train_batch_size * world, one_process.per_device_train_batch_size);
+  c.schedule.per_device_train_batch_size = one_process.schedule.per_device_train_batch_size / world;
+  EXPECT_EQ(c.schedule.per_device_train_batch_size * world, one_process.schedule.per_device_train_batch_size);
   std::vector<std::unique_ptr<model::CausalLM>> models;
   for (int r = 0; r < world; ++r) models.push_back(make_model(c));
   RunResult out;
   std::mutex mu;
+  o.host_threads = 2;
   comm::testing::run_ranks(world, [&](int rank, comm::Communicator& comm) {
-    ZeroOptions o;
-    o.stage = stage;
-    o.offload = offload;
-    o.host_threads = 2;
-    o.offload_ratio = offload_ratio;
     auto strategy = make_zero_strategy(setup_of(c, *models[rank], rank, world, &comm), o);
     train::Trainer t(trainer_setup(c, *models[rank], data, strategy.get()));
     auto r = collect(t.train());
     r.resident = strategy->resident_bytes();
     r.predicted = strategy->predicted_bytes();
     r.events = strategy->events();
-    for (auto& p : model::trainable_parameters(*models[rank], c.finetuning_type == "lora")) {
+    r.describe = strategy->describe();
+    for (auto& p : model::trainable_parameters(*models[rank], c.adapter.finetuning_type == "lora")) {
       auto v = strategy->full_parameter(p.name);  // a collective: every rank asks
       if (rank == 0) r.weights[p.name] = v.clone();
     }
@@ -134,6 +129,15 @@ RunResult run_zero(const config::TrainConfig& one_process, const TokenizedDatase
     if (rank == 0) out = std::move(r);
   });
   return out;
+}
+
+RunResult run_zero(const config::JobPlan& one_process, const TokenizedDataset& data, int world, int stage,
+                   Offload offload = Offload::kNone, double offload_ratio = 1.0) {
+  ZeroOptions o;
+  o.stage = stage;
+  o.offload = offload;
+  o.offload_ratio = offload_ratio;
+  return run_zero_with(one_process, data, world, o);
 }
 
 void expect_same_run(const RunResult& got, const RunResult& want, const std::string& what, double tol = kTol) {
@@ -154,10 +158,10 @@ void expect_same_run(const RunResult& got, const RunResult& want, const std::str
   }
 }
 
-config::TrainConfig zero_config(const std::string& kind, bool checkpointing) {
+config::JobPlan zero_config(const std::string& kind, bool checkpointing) {
   auto c = fixture_config(kind);
-  c.max_steps = 20;
-  c.gradient_checkpointing = checkpointing;
+  c.schedule.max_steps = 20;
+  c.model.gradient_checkpointing = checkpointing;
   return c;
 }
 
@@ -190,7 +194,7 @@ TEST(Zero, EveryStageEqualsOneProcessDora) {
   const auto data = fixture_dataset();
   for (const bool ckpt : {false, true}) {
     auto c = zero_config("lora", ckpt);
-    c.use_dora = true;
+    c.adapter.use_dora = true;
     const auto ref = run_one_process(c, data);
     for (int stage : {1, 2, 3})
       expect_same_run(run_zero(c, data, 2, stage), ref,
@@ -207,7 +211,7 @@ TEST(Zero, StageThreeAtWorldSizeOneEqualsOneProcess) {
 TEST(Zero, ResidentBytesMatchTheFormula) {
   const auto data = fixture_dataset();
   auto c = zero_config("full", false);
-  c.max_steps = 2;
+  c.schedule.max_steps = 2;
   for (int stage : {1, 2, 3}) {
     const auto r = run_zero(c, data, 2, stage);
     SCOPED_TRACE(fmt::format("stage {}", stage));
@@ -232,8 +236,8 @@ TEST(Zero, ResidentBytesMatchTheFormula) {
 TEST(Zero, CommunicationOverlapsComputation) {
   const auto data = fixture_dataset();
   auto c = zero_config("full", false);
-  c.max_steps = 1;
-  c.gradient_accumulation_steps = 1;
+  c.schedule.max_steps = 1;
+  c.schedule.gradient_accumulation_steps = 1;
   {
     const auto r = run_zero(c, data, 2, 3);
     auto index = [&](const char* what, int64_t unit) {
@@ -288,9 +292,9 @@ TEST(ZeroOffload, EqualsTheSameStageWithoutOffload) {
 TEST(ZeroOffload, TheNormIsSummedWhereTheWholeGradientIs) {
   const auto data = fixture_dataset();
   auto c = zero_config("full", false);
-  c.max_steps = 3;
+  c.schedule.max_steps = 3;
   for (const int accumulation : {1, 2}) {
-    c.gradient_accumulation_steps = accumulation;
+    c.schedule.gradient_accumulation_steps = accumulation;
     for (const int world : {1, 2}) {
       const auto plain = run_zero(c, data, world, 3);
       for (const double ratio : {1.0, 0.5}) {  // 0.5: the device's units' share summed beside it
@@ -354,10 +358,200 @@ TEST(ZeroOffload, ARatioTooSmallForAnyUnitIsAnError) {
 TEST(ZeroOffload, TheStateLivesInHostMemory) {
   const auto data = fixture_dataset();
   auto c = zero_config("full", false);
-  c.max_steps = 2;
+  c.schedule.max_steps = 2;
   const auto r = run_zero(c, data, 2, 3, Offload::kParams);
   EXPECT_EQ(r.resident.host, r.resident.master + r.resident.moments + r.resident.grads);
   EXPECT_NEAR(r.resident.host, r.predicted.host, 64 * 16);
+}
+
+// ---- what the DeepSpeed communication keys do (zero_roles.h: each resolves into a count of units)
+
+// The largest number of `start` events without their `done` at any point of the step.
+int64_t most_in_flight(const std::vector<ZeroEvent>& events, const std::string& start, const std::string& done) {
+  int64_t now = 0, most = 0;
+  for (const auto& e : events) {
+    if (e.what == start) most = std::max(most, ++now);
+    if (e.what == done) --now;
+  }
+  return most;
+}
+
+int64_t count_of(const std::vector<ZeroEvent>& events, const std::string& what) {
+  return std::count_if(events.begin(), events.end(), [&](const ZeroEvent& e) { return e.what == what; });
+}
+
+ZeroOptions at_stage(int stage, Offload offload = Offload::kNone) {
+  ZeroOptions o;
+  o.stage = stage;
+  o.offload = offload;
+  return o;
+}
+
+config::JobPlan one_step_config() {
+  auto c = zero_config("full", false);
+  c.schedule.max_steps = 1;
+  c.schedule.gradient_accumulation_steps = 1;
+  return c;
+}
+
+// Stage 3 prefetches as many units ahead as prefetch_bucket_mb holds (at least one; 0: none), the
+// run unchanged: in forward, unit u + d's gather starts before unit u's forward ends, u + d + 1's after.
+TEST(ZeroKeys, PrefetchBucketDecidesHowManyUnitsAreGatheredAhead) {
+  const auto data = fixture_dataset();
+  auto o = at_stage(3);
+  const auto plain = run_zero_with(one_step_config(), data, 2, o);
+  const double unit_mib = static_cast<double>(plain.resident.largest_unit) / (1 << 20);
+  int64_t head = 0;
+  for (const auto& e : plain.events) head = std::max(head, e.unit);
+  ASSERT_GE(head, 3);
+  for (const auto& [bucket_mb, depth] : std::vector<std::pair<double, int64_t>>{{0, 0}, {0.5 * unit_mib, 1}, {2.5 * unit_mib, 2}, {1e6, head}}) {
+    SCOPED_TRACE(fmt::format("prefetch_bucket_mb {} (units of {} MiB): depth {}", bucket_mb, unit_mib, depth));
+    o.comm.prefetch_bucket_mb = bucket_mb;
+    const auto r = run_zero_with(one_step_config(), data, 2, o);
+    EXPECT_EQ(r.losses, plain.losses);  // a prefetch changes when, not what
+    auto first = [&](const char* what, int64_t unit) {
+      for (size_t i = 0; i < r.events.size(); ++i)
+        if (r.events[i].what == what && r.events[i].unit == unit) return static_cast<int64_t>(i);
+      return int64_t{-1};
+    };
+    for (int64_t u = 0; u < head; ++u) {
+      const auto end = first("forward_end", u);
+      for (int64_t v = u + 1; v <= head; ++v) {
+        const bool ahead = first("gather_start", v) < end;
+        EXPECT_EQ(ahead, v - u <= depth) << "unit " << v << "'s gather against unit " << u << "'s forward end";
+      }
+    }
+  }
+}
+
+// Stages 2 and 3 keep as many units' reductions in flight as reduce_bucket_mb holds (at least two);
+// overlap_comm false waits for each as it is issued. "In flight" as the event log counts it: the
+// one just issued beside those waiting.
+TEST(ZeroKeys, ReduceBucketAndOverlapDecideTheReductionsInFlight) {
+  const auto data = fixture_dataset();
+  const auto c = one_step_config();
+  for (const int stage : {2, 3}) {
+    SCOPED_TRACE(fmt::format("stage {}", stage));
+    auto o = at_stage(stage);
+    const auto plain = run_zero_with(c, data, 2, o);  // 25 MiB: every unit of the tiny model
+    const auto units = count_of(plain.events, "reduce_start");
+    ASSERT_GE(units, 4);
+    EXPECT_EQ(most_in_flight(plain.events, "reduce_start", "reduce_done"), units);
+    o.comm.reduce_bucket_mb = 0;  // at least two wait: the third issued waits for the first
+    auto r = run_zero_with(c, data, 2, o);
+    EXPECT_EQ(most_in_flight(r.events, "reduce_start", "reduce_done"), 3);
+    EXPECT_EQ(r.losses, plain.losses);
+    o.comm.overlap_comm = false;
+    r = run_zero_with(c, data, 2, o);
+    EXPECT_EQ(most_in_flight(r.events, "reduce_start", "reduce_done"), 1);
+    for (size_t i = 0; i + 1 < r.events.size(); ++i)
+      if (r.events[i].what == "reduce_start") {
+        EXPECT_EQ(r.events[i + 1].what, "reduce_done") << "event " << i;
+      }
+    EXPECT_EQ(r.losses, plain.losses);
+    for (const auto& [name, w] : plain.weights) EXPECT_TRUE(at::equal(r.weights.at(name), w)) << name;
+  }
+}
+
+// Stages 1 and 2 all-gather the step's new parameters with as many gathers in flight as
+// allgather_bucket_mb holds (at least one).
+TEST(ZeroKeys, AllgatherBucketDecidesTheUpdateGathersInFlight) {
+  const auto data = fixture_dataset();
+  auto o = at_stage(2);
+  const auto plain = run_zero_with(one_step_config(), data, 2, o);
+  const auto units = count_of(plain.events, "update_gather_start");
+  ASSERT_GE(units, 4);
+  EXPECT_EQ(most_in_flight(plain.events, "update_gather_start", "update_gather_done"), units);
+  o.comm.allgather_bucket_mb = 0;
+  const auto r = run_zero_with(one_step_config(), data, 2, o);
+  EXPECT_EQ(most_in_flight(r.events, "update_gather_start", "update_gather_done"), 2);
+  for (const auto& [name, w] : plain.weights) EXPECT_TRUE(at::equal(r.weights.at(name), w)) << name;
+}
+
+// pin_memory: the log line says where offloaded state lives; a CPU run pins nothing either way
+// (page-locking is for copies to a GPU), so the measured page-locked bytes stay 0 here.
+TEST(ZeroKeys, PinMemoryIsSaidAndPinsNothingOnTheCpu) {
+  const auto data = fixture_dataset();
+  const auto c = one_step_config();
+  auto o = at_stage(3, Offload::kOptimizer);
+  const auto pinned = run_zero_with(c, data, 2, o);
+  EXPECT_NE(pinned.describe.find("page-locked on a GPU run (pin_memory)"), std::string::npos) << pinned.describe;
+  o.host.pin_memory = false;
+  const auto pageable = run_zero_with(c, data, 2, o);
+  EXPECT_NE(pageable.describe.find("pageable (pin_memory false)"), std::string::npos) << pageable.describe;
+  EXPECT_EQ(pinned.resident.pinned, 0);
+  EXPECT_EQ(pageable.resident.pinned, 0);
+  EXPECT_EQ(pageable.losses, pinned.losses);
+}
+
+// LF_OFFLOAD_DEVICE_NORM=0 (the plan's offload_device_norm): a step of one micro-step takes the
+// norm on the host too, with the same result.
+TEST(ZeroKeys, TheDeviceNormKnobIsHonoured) {
+  const auto data = fixture_dataset();
+  auto o = at_stage(3, Offload::kOptimizer);
+  const auto device = run_zero_with(one_step_config(), data, 2, o);
+  o.host.device_norm = false;
+  const auto host = run_zero_with(one_step_config(), data, 2, o);
+  EXPECT_EQ(count_of(device.events, "grad_norm_device"), 1);
+  EXPECT_EQ(count_of(host.events, "grad_norm_host"), 1);
+  EXPECT_NEAR(host.grad_norms.at(0), device.grad_norms.at(0), 1e-6 * device.grad_norms.at(0));
+}
+
+// ---- the seams the next formats and optimizers plug into
+
+// An optimizer whose update reads whole matrices (Muon, GaLore) cannot step ZeRO's flat element
+// ranges: refused at construction with the reason, whatever the stage.
+TEST(ZeroSeams, AWholeMatrixOptimizerIsRefused) {
+  auto c = zero_config("full", false);
+  auto m = make_model(c);
+  const auto local = comm::make_local_communicator();
+  for (const int stage : {1, 2, 3}) {
+    ZeroOptions o;
+    o.stage = stage;
+    o.optimizer = {"muon_test", optim::StepShape::kWholeMatrix, "Newton-Schulz orthogonalises each 2-D update"};
+    try {
+      make_zero_strategy(setup_of(c, *m, 0, 1, local.get()), o);
+      ADD_FAILURE() << "stage " << stage << " accepted a whole-matrix optimizer";
+    } catch (const ConfigError& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find("muon_test needs whole matrices (Newton-Schulz"), std::string::npos) << what;
+      EXPECT_NE(what.find("use zero_stage 0"), std::string::npos) << what;
+    }
+  }
+}
+
+// A number format declares the storage a unit's gather carries: the dense format keeps one
+// "data" tensor per dtype, sharded, the model's tensors views into it, and a gather brings the
+// values back; a parameter no format stores (int8, as a 4-bit format's packed data would be) is
+// refused by name.
+TEST(ZeroSeams, FrozenStorageIsWhatItsFormatDeclares) {
+  const auto local = comm::make_local_communicator();
+  at::Tensor a = at::randn({3, 5}), b = at::randn({7});
+  const auto want_a = a.clone(), want_b = b.clone();
+  auto storage = make_unit_storage({{"a", &a}, {"b", &b}}, /*rank=*/0, /*world=*/1);
+  EXPECT_EQ(storage->format(), "dense");
+  ASSERT_EQ(storage->tensors().size(), 1u);
+  auto& t = storage->tensors()[0];
+  EXPECT_EQ(t.role, "data");
+  EXPECT_EQ(storage->numel(), 22);
+  EXPECT_EQ(storage->shard_bytes(), 22 * 4);
+  EXPECT_EQ(storage->gathered_bytes(), 22 * 4);
+  EXPECT_FALSE(t.group.resident);  // released until a gather
+  start_gather(t.group, *local, t.shard);
+  t.group.gather->wait();
+  EXPECT_TRUE(at::equal(a, want_a));
+  EXPECT_TRUE(at::equal(b, want_b));
+  EXPECT_EQ(a.data_ptr<float>(), t.group.flat.data_ptr<float>());  // a view into the storage
+
+  at::Tensor packed = at::zeros({8}, at::kChar);
+  try {
+    make_unit_storage({{"model.layers.0.mlp.up_proj.weight", &packed}}, 0, 1);
+    ADD_FAILURE() << "an int8 frozen parameter was accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("model.layers.0.mlp.up_proj.weight (Char): no unit storage format"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 }  // namespace

@@ -161,27 +161,53 @@ def test_freeze_yaml_trains_only_the_chosen_modules(tmp_path):
         assert moved == (n in trainable), n
 
 
+def run_fixture_yaml(tmp_path, fixture, yaml_name, *overrides):
+    """lf-train on tests/fixtures/train/FIXTURE/YAML_NAME with the fixture's weights and configs/models/tiny's
+    tokenizer (fp32 CPU, one rank): the per-step entries of HF's log_history (trainer_state.json)."""
+    import shutil
+    fix = os.path.join(ROOT, "tests", "fixtures", "train", fixture)
+    model = tmp_path / "model"
+    if not model.exists():
+        shutil.copytree(os.path.join(fix, "model"), model)
+        for f in ("tokenizer.json", "tokenizer_config.json"):
+            shutil.copy(os.path.join(ROOT, "configs", "models", "tiny", f), model)
+    out = tmp_path / ("out" + "".join("_" + o.replace("=", "-") for o in overrides))
+    args = [LF_TRAIN, os.path.join(fix, yaml_name), f"model_name_or_path={model}", f"output_dir={out}",
+            "plot_loss=false", *overrides]
+    env = dict(os.environ, NPROC_PER_NODE="1", MASTER_PORT=str(free_port()), OMP_NUM_THREADS="1")
+    p = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, (p.stdout + p.stderr)[-3000:]
+    return [l for l in load(out / "trainer_state.json")["log_history"] if "loss" in l]
+
+
+def assert_steps_are(got, want, loss_rel):
+    """Each step's loss, grad_norm, learning rate and epoch as LLaMA-Factory's run logged them."""
+    assert [l["step"] for l in got] == [w["step"] for w in want]
+    for g, w in zip(got, want):
+        assert abs(g["loss"] - w["loss"]) <= loss_rel * w["loss"], (g, w)
+        assert abs(g["grad_norm"] - w["grad_norm"]) <= 1e-5 * w["grad_norm"], (g, w)  # seen: 2e-7
+        assert abs(g["learning_rate"] - w["lr"]) <= 1e-12 + 1e-9 * w["lr"], (g, w)
+        assert abs(g["epoch"] - w["epoch"]) <= 1e-6, (g, w)
+
+
 def test_pt_run_is_llamafactorys(tmp_path):
     """stage: pt end to end against LLaMA-Factory's own pt run (tests/fixtures/train/lf_pt/, made by
     scripts/fixtures/lf_pt_reference.py): the same YAML, weights and tokenizer give the same loss,
     grad_norm and learning rate at every step (fp32 CPU), as HF's log_history records them."""
-    import shutil
-    fix = os.path.join(ROOT, "tests", "fixtures", "train", "lf_pt")
-    model = tmp_path / "model"
-    shutil.copytree(os.path.join(fix, "model"), model)
-    for f in ("tokenizer.json", "tokenizer_config.json"):
-        shutil.copy(os.path.join(ROOT, "configs", "models", "tiny", f), model)
-    out = tmp_path / "out"
-    args = [LF_TRAIN, os.path.join(fix, "pt.yaml"), f"model_name_or_path={model}", f"output_dir={out}",
-            "plot_loss=false"]
-    env = dict(os.environ, NPROC_PER_NODE="1", MASTER_PORT=str(free_port()), OMP_NUM_THREADS="1")
-    p = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
-    assert p.returncode == 0, (p.stdout + p.stderr)[-3000:]
-    want = load(os.path.join(fix, "expected.json"))["steps"]
-    got = [l for l in load(out / "trainer_state.json")["log_history"] if "loss" in l]  # HF's, grad_norm too
-    assert [l["step"] for l in got] == [w["step"] for w in want]
-    for g, w in zip(got, want):
-        assert abs(g["loss"] - w["loss"]) <= 1e-6 * w["loss"], (g, w)  # seen: 7e-8
-        assert abs(g["grad_norm"] - w["grad_norm"]) <= 1e-5 * w["grad_norm"], (g, w)  # seen: 1e-7
-        assert abs(g["learning_rate"] - w["lr"]) <= 1e-12 + 1e-9 * w["lr"], (g, w)
-        assert abs(g["epoch"] - w["epoch"]) <= 1e-6, (g, w)
+    got = run_fixture_yaml(tmp_path, "lf_pt", "pt.yaml")
+    assert_steps_are(got, load(os.path.join(ROOT, "tests", "fixtures", "train", "lf_pt", "expected.json"))["steps"],
+                     1e-6)  # seen: 7e-8
+
+
+def test_neat_packing_run_is_llamafactorys(tmp_path):
+    """neat_packing end to end against LLaMA-Factory's own neat_packing run (tests/fixtures/train/lf_neat/, made by
+    scripts/fixtures/lf_neat_reference.py: its block-diagonal causal mask, positions restarting with each packed
+    sequence, rows of cutoff_len holding 3-4 alpaca examples): the same loss, grad_norm, learning rate and epoch
+    at every step. The same YAML with `neat_packing: false` is LLaMA-Factory's plain packing run, and its losses
+    differ from the neat run's by far more than the tolerance: a dropped neat_packing would fail here."""
+    want = load(os.path.join(ROOT, "tests", "fixtures", "train", "lf_neat", "expected.json"))
+    assert_steps_are(run_fixture_yaml(tmp_path, "lf_neat", "neat.yaml"), want["steps"], 1e-5)  # seen: 1.6e-7
+    plain = run_fixture_yaml(tmp_path, "lf_neat", "neat.yaml", "neat_packing=false", "packing=true")
+    assert_steps_are(plain, want["plain_steps"], 1e-5)  # seen: 1.1e-7
+    apart = max(abs(p["loss"] - w["loss"]) / w["loss"] for p, w in zip(plain, want["steps"]))
+    assert apart > 1e-4, f"plain packing trains like neat_packing (losses within {apart:.1e})"  # seen: 1.2e-3

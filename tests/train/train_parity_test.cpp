@@ -96,10 +96,10 @@ class ThreadPairStrategy final : public parallel::ParallelStrategy {
   std::function<double(double)> sum_scalar_;
 };
 
-TrainSummary run(const config::TrainConfig& c, model::CausalLM& m, std::optional<model::LoraConfig> lora,
+TrainSummary run(const config::JobPlan& c, model::CausalLM& m, std::optional<model::LoraConfig> lora,
                  const TokenizedDataset& data) {
   TrainerSetup s;
-  s.config = c;
+  s.plan = c;
   s.model = &m;
   s.lora = std::move(lora);
   s.train = &data;
@@ -114,7 +114,7 @@ TrainSummary run(const config::TrainConfig& c, model::CausalLM& m, std::optional
 TEST(TrainParity, FullFineTuningMatchesHfTrainer) {
   const auto data = fixture_dataset();
   const auto c = fixture_config("full");
-  auto m = model::load_causal_lm(c.model_name_or_path, {});
+  auto m = model::load_causal_lm(c.model.model_name_or_path, {});
   const auto sum = run(c, *m, std::nullopt, data);
   expect_steps_match(sum, read_json(fixtures() / "expected.json")["full"]);
   expect_weights_match(m->named_parameters(), fixtures() / "full_final.safetensors");
@@ -123,8 +123,8 @@ TEST(TrainParity, FullFineTuningMatchesHfTrainer) {
 TEST(TrainParity, FullWithGradientCheckpointingMatchesToo) {
   const auto data = fixture_dataset();
   auto c = fixture_config("full");
-  c.gradient_checkpointing = true;
-  auto m = model::load_causal_lm(c.model_name_or_path, {});
+  c.model.gradient_checkpointing = true;
+  auto m = model::load_causal_lm(c.model.model_name_or_path, {});
   const auto sum = run(c, *m, std::nullopt, data);
   expect_steps_match(sum, read_json(fixtures() / "expected.json")["full"]);
   expect_weights_match(m->named_parameters(), fixtures() / "full_final.safetensors");
@@ -133,8 +133,8 @@ TEST(TrainParity, FullWithGradientCheckpointingMatchesToo) {
 TEST(TrainParity, LoraMatchesPeftUnderHfTrainer) {
   const auto data = fixture_dataset();
   auto c = fixture_config("lora");
-  c.gradient_checkpointing = true;  // LoRA + frozen embedding input: the checkpoint must still backprop
-  auto m = model::load_causal_lm(c.model_name_or_path, {});
+  c.model.gradient_checkpointing = true;  // LoRA + frozen embedding input: the checkpoint must still backprop
+  auto m = model::load_causal_lm(c.model.model_name_or_path, {});
   auto lc = model::load_lora_adapter(*m, fixtures() / "lora_init");
   const auto sum = run(c, *m, lc, data);
   expect_steps_match(sum, read_json(fixtures() / "expected.json")["lora"]);
@@ -196,8 +196,8 @@ TEST(TrainParity, LoraPlusMatchesLlamaFactorysOptimizer) {
   const auto data = fixture_dataset();
   auto c = fixture_config("lora");
   const auto ref = read_json(fixtures() / "expected_loraplus.json");
-  c.loraplus_lr_ratio = ref["settings"]["loraplus_lr_ratio"];
-  auto m = model::load_causal_lm(c.model_name_or_path, {});
+  c.optim.loraplus_lr_ratio = ref["settings"]["loraplus_lr_ratio"];
+  auto m = model::load_causal_lm(c.model.model_name_or_path, {});
   auto lc = model::load_lora_adapter(*m, fixtures() / "lora_init");
   const auto sum = run(c, *m, lc, data);
   expect_steps_match(sum, ref["lora"]);
@@ -213,7 +213,7 @@ TEST(TrainParity, LoraFromTheSeedIsTheSameRunAsPeft) {
   const auto data = fixture_dataset();
   auto c = fixture_config("lora");
   const auto s = read_json(fixtures() / "expected.json")["settings"]["lora"];
-  auto m = model::load_causal_lm(c.model_name_or_path, {});
+  auto m = model::load_causal_lm(c.model.model_name_or_path, {});
   model::LoraConfig lc;
   lc.rank = s["lora_rank"];
   lc.alpha = s["lora_alpha"].get<double>();
@@ -239,9 +239,9 @@ TEST(TrainParity, DoraIsLlamaFactorysRun) {
   const auto& s = ref["settings"];
   const auto data = fixture_dataset();
   auto c = fixture_config("lora");
-  c.learning_rate = s["learning_rate"];
-  c.max_grad_norm = s["max_grad_norm"];
-  auto m = model::load_causal_lm(c.model_name_or_path, {});
+  c.optim.learning_rate = s["learning_rate"];
+  c.optim.max_grad_norm = s["max_grad_norm"];
+  auto m = model::load_causal_lm(c.model.model_name_or_path, {});
   model::LoraConfig lc;
   lc.rank = s["lora_rank"];
   lc.alpha = s["lora_alpha"].get<double>();
@@ -313,10 +313,10 @@ namespace {
 TEST(TrainParity, TwoRanksThroughTheDataParallelHooksMatchHf) {
   const auto data = fixture_dataset();
   auto c = fixture_config("full");
-  c.per_device_train_batch_size = 1;
-  c.eval_strategy = "steps";
-  c.eval_steps = 10;
-  c.per_device_eval_batch_size = 2;
+  c.schedule.per_device_train_batch_size = 1;
+  c.eval.eval_strategy = "steps";
+  c.eval.eval_steps = 10;
+  c.eval.per_device_eval_batch_size = 2;
   std::vector<EncodedExample> ev;
   for (size_t i = 0; i < 7; ++i) {
     auto ids = data.input_ids(i);
@@ -327,7 +327,7 @@ TEST(TrainParity, TwoRanksThroughTheDataParallelHooksMatchHf) {
   std::vector<std::unique_ptr<model::CausalLM>> models;
   std::vector<std::vector<at::Tensor>> params(2);
   for (int r = 0; r < 2; ++r) {
-    models.push_back(model::load_causal_lm(c.model_name_or_path, {}));
+    models.push_back(model::load_causal_lm(c.model.model_name_or_path, {}));
     for (auto& p : models.back()->named_parameters()) params[r].push_back(*p.tensor);
   }
   std::barrier sync(2);
@@ -335,7 +335,7 @@ TEST(TrainParity, TwoRanksThroughTheDataParallelHooksMatchHf) {
   std::vector<TrainSummary> sums(2);
   auto rank_main = [&](int r) {
     TrainerSetup s;
-    s.config = c;
+    s.plan = c;
     s.model = models[r].get();
     s.train = &data;
     s.eval = &eval;
@@ -364,11 +364,7 @@ TEST(TrainParity, TwoRanksThroughTheDataParallelHooksMatchHf) {
     parallel::StrategySetup ss;
     ss.model = models[r].get();
     ss.trainable = model::trainable_parameters(*models[r], false);
-    ss.learning_rate = c.learning_rate;
-    ss.weight_decay = c.weight_decay;
-    ss.adam_beta1 = c.adam_beta1;
-    ss.adam_beta2 = c.adam_beta2;
-    ss.adam_epsilon = c.adam_epsilon;
+    ss.optim = c.optim;
     ThreadPairStrategy pair(r, parallel::make_single_strategy(ss), sum_grads, sum_scalar);
     s.strategy = &pair;
     Trainer t(std::move(s));
@@ -384,7 +380,7 @@ TEST(TrainParity, TwoRanksThroughTheDataParallelHooksMatchHf) {
   // Evaluation split over the ranks (batch k on rank k % 2) equals one process's.
   ASSERT_EQ(sums[0].evals.size(), 1u);
   TrainerSetup one;
-  one.config = c;
+  one.plan = c;
   one.model = models[0].get();
   one.train = &data;
   one.eval = &eval;

@@ -27,26 +27,26 @@ inline TokenizedDataset fixture_dataset() {
   return TokenizedDataset::from_examples(ex);
 }
 
-// The TrainConfig of the reference runs ("full" or "lora").
-inline config::TrainConfig fixture_config(const std::string& kind) {
+// The JobPlan of the reference runs ("full" or "lora").
+inline config::JobPlan fixture_config(const std::string& kind) {
   const auto s = read_json(fixtures() / "expected.json")["settings"];
-  config::TrainConfig c;
-  c.per_device_train_batch_size = s["per_device_train_batch_size"];
-  c.gradient_accumulation_steps = s["gradient_accumulation_steps"];
-  c.max_steps = s["max_steps"];
-  c.warmup_steps = s["warmup_steps"].get<double>();
-  c.lr_scheduler_type = s["lr_scheduler_type"];
-  c.weight_decay = s["weight_decay"];
-  c.adam_beta1 = s["adam_beta1"];
-  c.adam_beta2 = s["adam_beta2"];
-  c.adam_epsilon = s["adam_epsilon"];
+  config::JobPlan c;
+  c.schedule.per_device_train_batch_size = s["per_device_train_batch_size"];
+  c.schedule.gradient_accumulation_steps = s["gradient_accumulation_steps"];
+  c.schedule.max_steps = s["max_steps"];
+  c.schedule.warmup_steps = s["warmup_steps"].get<double>();
+  c.schedule.lr_scheduler_type = s["lr_scheduler_type"];
+  c.optim.weight_decay = s["weight_decay"];
+  c.optim.adam_beta1 = s["adam_beta1"];
+  c.optim.adam_beta2 = s["adam_beta2"];
+  c.optim.adam_epsilon = s["adam_epsilon"];
   c.seed = s["seed"];
-  c.learning_rate = s[kind]["learning_rate"];
-  c.max_grad_norm = s[kind]["max_grad_norm"];
-  c.gradient_checkpointing = false;
-  c.logging_steps = 1;
-  c.finetuning_type = kind;
-  c.model_name_or_path = (fixtures() / "qwen2_tiny").string();
+  c.optim.learning_rate = s[kind]["learning_rate"];
+  c.optim.max_grad_norm = s[kind]["max_grad_norm"];
+  c.model.gradient_checkpointing = false;
+  c.logging.logging_steps = 1;
+  c.adapter.finetuning_type = kind;
+  c.model.model_name_or_path = (fixtures() / "qwen2_tiny").string();
   return c;
 }
 

@@ -134,9 +134,9 @@ TEST(LmLoss, AllRowsMaskedEqualsTargetRows) {
   EXPECT_LT((h1.grad() - h3.grad()).abs().max().item<double>(), 1e-6);
 }
 
-TrainerSetup setup_for(const config::TrainConfig& c, model::CausalLM& m, const TokenizedDataset& data) {
+TrainerSetup setup_for(const config::JobPlan& c, model::CausalLM& m, const TokenizedDataset& data) {
   TrainerSetup s;
-  s.config = c;
+  s.plan = c;
   s.model = &m;
   s.train = &data;
   s.write_outputs = false;
@@ -147,9 +147,9 @@ TrainerSetup setup_for(const config::TrainConfig& c, model::CausalLM& m, const T
 TEST(Fp16, OverflowStepIsSkippedAndScaleLowered) {
   const auto data = fixture_dataset();
   auto c = fixture_config("full");
-  c.fp16 = true;
-  c.max_steps = 40;
-  auto m = model::load_causal_lm(c.model_name_or_path, {});
+  c.precision.fp16 = true;
+  c.schedule.max_steps = 40;
+  auto m = model::load_causal_lm(c.model.model_name_or_path, {});
   m->set_compute_dtype(at::kHalf);
   const auto before = m->named_parameters()[1].tensor->clone();
   auto s = setup_for(c, *m, data);
@@ -174,7 +174,7 @@ TEST(Fp16, OverflowStepIsSkippedAndScaleLowered) {
 TEST(Trainer, NanLossStopsWithTheStepNumber) {
   const auto data = fixture_dataset();
   auto c = fixture_config("full");
-  auto m = model::load_causal_lm(c.model_name_or_path, {});
+  auto m = model::load_causal_lm(c.model.model_name_or_path, {});
   {
     c10::NoGradGuard g;
     m->named_parameters()[3].tensor->fill_(std::nan(""));
@@ -192,7 +192,7 @@ TEST(Trainer, NanLossStopsWithTheStepNumber) {
 TEST(Trainer, EmptyDatasetIsAConfigError) {
   const TokenizedDataset empty;
   auto c = fixture_config("full");
-  auto m = model::load_causal_lm(c.model_name_or_path, {});
+  auto m = model::load_causal_lm(c.model.model_name_or_path, {});
   EXPECT_THROW(Trainer(setup_for(c, *m, empty)), ConfigError);
 }
 
@@ -227,11 +227,11 @@ TEST(Trainer, EvaluatesAtTheLastStepAndAveragesBatchMeansLikeLlamaFactory) {
   };
   auto run = [&](const std::string& strategy, int64_t max_steps) {
     auto c = fixture_config("full");
-    c.max_steps = max_steps;
-    c.eval_strategy = strategy;
-    c.eval_steps = 4;
-    c.per_device_eval_batch_size = 2;
-    auto m = model::load_causal_lm(c.model_name_or_path, {});
+    c.schedule.max_steps = max_steps;
+    c.eval.eval_strategy = strategy;
+    c.eval.eval_steps = 4;
+    c.eval.per_device_eval_batch_size = 2;
+    auto m = model::load_causal_lm(c.model.model_name_or_path, {});
     auto s = setup_for(c, *m, data);
     s.eval = &eval;
     Run r;
@@ -270,9 +270,9 @@ TEST(Trainer, TotalFlosCountsAnUntiedLmHead) {
   const fs::path out = fs::temp_directory_path() / ("lf_train_flos_" + std::to_string(::getpid()));
   lf::remove_tree(out);
   auto c = fixture_config("full");
-  c.output_dir = out.string();
-  c.max_steps = 2;
-  auto m = model::load_causal_lm(c.model_name_or_path, {});
+  c.output.output_dir = out.string();
+  c.schedule.max_steps = 2;
+  auto m = model::load_causal_lm(c.model.model_name_or_path, {});
   ASSERT_FALSE(m->config().tie_word_embeddings);
   int64_t params = 0;
   for (auto& p : m->named_parameters()) params += p.name == "model.embed_tokens.weight" ? 0 : p.tensor->numel();
@@ -291,7 +291,7 @@ TEST(Trainer, TotalFlosCountsAnUntiedLmHead) {
 // N every parameter the forward multiplies by (the adapters' A/B included).
 TEST(ModelFlops, SixNFullFourNPlusTrainableLora) {
   auto c = fixture_config("full");
-  auto m = model::load_causal_lm(c.model_name_or_path, {});
+  auto m = model::load_causal_lm(c.model.model_name_or_path, {});
   double n = 0;
   for (auto& p : m->named_parameters()) n += static_cast<double>(p.tensor->numel());
   const auto full = model_flops(*m, static_cast<int64_t>(n));
@@ -351,10 +351,10 @@ TEST(Freeze, ARunMovesOnlyTheTrainablePartAndSavesTheWholeModel) {
   const fs::path out = fs::temp_directory_path() / ("lf_train_freeze_" + std::to_string(::getpid()));
   lf::remove_tree(out);
   auto c = fixture_config("full");
-  c.finetuning_type = "freeze";
-  c.max_steps = 3;
-  c.output_dir = out.string();
-  auto m = model::load_causal_lm(c.model_name_or_path, {});
+  c.adapter.finetuning_type = "freeze";
+  c.schedule.max_steps = 3;
+  c.output.output_dir = out.string();
+  auto m = model::load_causal_lm(c.model.model_name_or_path, {});
   model::FreezeConfig fc;
   fc.trainable_layers = 1;
   fc.extra_modules = {"norm"};
@@ -387,19 +387,19 @@ TEST(Trainer, OutputsAsHfAndLlamaFactory) {
   fs::create_directories(out / "checkpoint-900");
   fs::last_write_time(out / "checkpoint-900", fs::file_time_type::clock::now() - std::chrono::hours(24));
   auto c = fixture_config("full");
-  c.output_dir = out.string();
-  c.logging_steps = 2;
-  c.eval_strategy = "steps";
-  c.eval_steps = 5;
-  c.per_device_eval_batch_size = 2;
-  c.save_steps = 4;
-  c.save_total_limit = 2;
-  c.plot_loss = true;
-  auto m = model::load_causal_lm(c.model_name_or_path, {});
+  c.output.output_dir = out.string();
+  c.logging.logging_steps = 2;
+  c.eval.eval_strategy = "steps";
+  c.eval.eval_steps = 5;
+  c.eval.per_device_eval_batch_size = 2;
+  c.output.save_steps = 4;
+  c.output.save_total_limit = 2;
+  c.output.plot_loss = true;
+  auto m = model::load_causal_lm(c.model.model_name_or_path, {});
   auto s = setup_for(c, *m, data);
   s.write_outputs = true;
   s.eval = &eval;
-  s.model_dir = c.model_name_or_path;
+  s.model_dir = c.model.model_name_or_path;
   Trainer t(std::move(s));
   const auto sum = t.train();
   ASSERT_EQ(sum.evals.size(), 2u);
@@ -425,8 +425,8 @@ TEST(Trainer, OutputsAsHfAndLlamaFactory) {
   EXPECT_EQ(state["global_step"], 10);
   EXPECT_EQ(state["max_steps"], 10);
   // HF with max_steps: the epochs 10 steps reach, not the config's num_train_epochs.
-  const int64_t spe = steps_per_epoch(static_cast<int64_t>(data.size()), {c.per_device_train_batch_size,
-                                                                         c.gradient_accumulation_steps, 1});
+  const int64_t spe = steps_per_epoch(static_cast<int64_t>(data.size()), {c.schedule.per_device_train_batch_size,
+                                                                         c.schedule.gradient_accumulation_steps, 1});
   EXPECT_EQ(state["num_train_epochs"], (10 + spe - 1) / spe);
   EXPECT_TRUE(state["log_history"].back().contains("train_loss"));
   const auto all = testing::read_json(out / "all_results.json");
@@ -465,15 +465,15 @@ TEST(MixedPrecision, Bf16FullAndLoraTrackFp32) {
   for (const std::string kind : {"full", "lora"}) {
     SCOPED_TRACE(kind);
     auto c = fixture_config(kind);
-    c.bf16 = true;
-    c.max_steps = 10;
+    c.precision.bf16 = true;
+    c.schedule.max_steps = 10;
     model::LoadOptions lo;
     if (kind == "lora") lo.param_dtype = at::kBFloat16;
-    auto m = model::load_causal_lm(c.model_name_or_path, lo);
+    auto m = model::load_causal_lm(c.model.model_name_or_path, lo);
     m->set_compute_dtype(at::kBFloat16);
     auto s = setup_for(c, *m, data);
     if (kind == "lora") s.lora = model::load_lora_adapter(*m, testing::fixtures() / "lora_init");
-    s.config.gradient_checkpointing = true;
+    s.plan.model.gradient_checkpointing = true;
     Trainer t(std::move(s));
     const auto sum = t.train();
     for (size_t i = 0; i < sum.steps.size(); ++i)
@@ -501,9 +501,9 @@ TEST(Checkpointing, LoraDropoutSameWithAndWithoutCheckpointing) {
   at::Tensor a_final[2];
   for (int ckpt = 0; ckpt < 2; ++ckpt) {
     auto c = fixture_config("lora");
-    c.max_steps = 4;
-    c.gradient_checkpointing = ckpt == 1;
-    auto m = model::load_causal_lm(c.model_name_or_path, {});
+    c.schedule.max_steps = 4;
+    c.model.gradient_checkpointing = ckpt == 1;
+    auto m = model::load_causal_lm(c.model.model_name_or_path, {});
     auto lc = model::load_lora_adapter(*m, testing::fixtures() / "lora_init");
     for (auto& layer : m->layers())
       for (auto& [name, lin] : layer.linears())
@@ -541,10 +541,10 @@ TEST(Resume, ContinuesAsIfUninterrupted) {
     SCOPED_TRACE(kind);
     auto run = [&](const fs::path& out, const fs::path& resume, uint64_t seed) {
       auto c = fixture_config(kind);
-      c.output_dir = out.string();
-      c.save_steps = 4;
-      c.lora_dropout = 0.2;
-      auto m = model::load_causal_lm(c.model_name_or_path, {});
+      c.output.output_dir = out.string();
+      c.output.save_steps = 4;
+      c.adapter.lora_dropout = 0.2;
+      auto m = model::load_causal_lm(c.model.model_name_or_path, {});
       auto s = setup_for(c, *m, data);
       if (kind == "lora") {
         auto lc = model::load_lora_adapter(*m, testing::fixtures() / "lora_init");

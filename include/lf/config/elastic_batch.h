@@ -16,6 +16,6 @@ namespace lf::config {
 // Sets c.gradient_accumulation_steps for `world` ranks so that the global batch of
 // `base_world` ranks holds; returns a line for the log ("" when nothing changed).
 // base_world <= 0: not an elastic job, nothing changes.
-std::string keep_elastic_global_batch(TrainConfig& c, int64_t base_world, int64_t world);
+std::string keep_elastic_global_batch(JobPlan& c, int64_t base_world, int64_t world);
 
 }  // namespace lf::config

@@ -8,5 +8,8 @@ namespace lf::config {
 
 std::string config_keys_markdown();
 std::string config_keys_text();
+// Every key as JSON for tests and scripts: name, policy, LLaMA-Factory's type and default, and for
+// declared keys the plan field, a sample value and the observable (tests/train/test_key_effects.py).
+std::string config_keys_json();
 
 }  // namespace lf::config

@@ -1,17 +1,14 @@
 #pragma once
 // The LLaMA-Factory data arguments lf-train's data pipeline reads (same YAML
-// keys, same defaults as llamafactory 0.9.5's DataArguments). The trainer's
-// full config parser fills this; parse_data_args() reads it straight from a
-// YAML node for tools (preview) and tests, ignoring keys it does not own.
+// keys, same defaults as llamafactory 0.9.5's DataArguments): the job plan's
+// data section (lf/config/job_plan.h). The config builder is its one builder
+// (lf::config::load_train_config(...).plan.data); model_name_or_path, stage and
+// seed are derived there from the model, objective and top-level sections.
 #include <cstdint>
 #include <filesystem>
 #include <optional>
 #include <string>
 #include <vector>
-
-namespace YAML {
-class Node;
-}
 
 namespace lf {
 
@@ -46,11 +43,5 @@ struct DataArgs {
 
   std::filesystem::path resolve(const std::string& p) const;
 };
-
-// Reads the keys above from a LLaMA-Factory YAML mapping. `where` names the
-// file in errors. Throws ConfigError with the key and value on bad types.
-DataArgs parse_data_args(const YAML::Node& root, const std::string& where);
-DataArgs load_data_args(const std::filesystem::path& yaml_file,
-                        const std::vector<std::string>& overrides = {});
 
 }  // namespace lf

@@ -23,8 +23,9 @@ struct SupervisedOptions {
 struct EncodedExample {
   std::vector<int32_t> input_ids;
   std::vector<int32_t> labels;
-  // neat_packing only: per token, 1 + the index of its sequence in the pack, 0 for padding
-  // (LLaMA-Factory's attention_mask "with indices"); empty otherwise.
+  // Packed rows only: per token, 1 + the index of its sequence in the pack, 0 for padding; empty
+  // otherwise. LLaMA-Factory's position_ids restart at each sequence with packing, neat or not;
+  // under neat_packing these are its attention_mask "with indices" (TokenizedDataset::neat).
   std::vector<int32_t> segment_ids = {};
 };
 
@@ -37,9 +38,9 @@ bool encode_supervised(const Example& example, const ChatTemplate& tmpl,
                        const SupervisedOptions& options, EncodedExample& out);
 
 // PackedSupervisedDatasetProcessor: drops examples longer than cutoff_len,
-// packs by greedy knapsack, pads each pack to cutoff_len + 1 with pad_id.
-// neat (neat_packing): also records each token's segment_ids.
+// packs by greedy knapsack, pads each pack to cutoff_len + 1 with pad_id, and records each
+// token's segment_ids. (LLaMA-Factory's cutoff_len here is the YAML's minus 1: config_rules.cpp.)
 std::vector<EncodedExample> pack_examples(std::vector<EncodedExample> examples, int64_t cutoff_len,
-                                          int32_t pad_id, bool neat = false);
+                                          int32_t pad_id);
 
 }  // namespace lf

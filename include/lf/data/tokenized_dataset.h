@@ -6,7 +6,8 @@
 //   offsets  uint64[n + 1]   token offset of each example
 //   ids      int32[total]
 //   labels   int32[total]    (-100 where not trained)
-//   segments int32[total]    only when header flag 1 is set (neat_packing: supervised.h)
+//   segments int32[total]    only when header flag 1 is set (packed rows: supervised.h);
+//                            flag 2: neat_packing (the sequences attend only within themselves)
 //
 // Files are written to a temp name and renamed, so a reader never sees a
 // partial file; load() maps the file read-only (mmap) and shares it.
@@ -25,7 +26,8 @@ namespace lf {
 class TokenizedDataset {
  public:
   TokenizedDataset() = default;
-  static TokenizedDataset from_examples(const std::vector<EncodedExample>& examples);
+  // neat: the examples are neat_packing's packs (their segment_ids also bound the attention).
+  static TokenizedDataset from_examples(const std::vector<EncodedExample>& examples, bool neat = false);
 
   size_t size() const { return size_; }
   size_t num_tokens() const { return size_ == 0 ? 0 : offsets_[size_]; }
@@ -35,8 +37,11 @@ class TokenizedDataset {
   std::span<const int32_t> labels(size_t i) const {
     return {labels_ + offsets_[i], static_cast<size_t>(offsets_[i + 1] - offsets_[i])};
   }
-  // neat_packing: each token's sequence within its pack (1, 2, ...; 0 for padding).
+  // Packed rows: each token's sequence within its pack (1, 2, ...; 0 for padding), where the
+  // positions restart (LLaMA-Factory's packed position_ids).
   bool has_segments() const { return segments_ != nullptr; }
+  // neat_packing: the sequences of a pack attend only within themselves (else across the row).
+  bool neat() const { return neat_; }
   std::span<const int32_t> segment_ids(size_t i) const {
     return {segments_ + offsets_[i], static_cast<size_t>(offsets_[i + 1] - offsets_[i])};
   }
@@ -53,6 +58,7 @@ class TokenizedDataset {
   const int32_t* labels_ = nullptr;
   const int32_t* segments_ = nullptr;
   size_t size_ = 0;
+  bool neat_ = false;
 };
 
 }  // namespace lf

@@ -27,7 +27,7 @@ struct DoctorContext {
   std::string rdzv_id = "none";
   std::string token;
   // With CONFIG.
-  std::optional<config::TrainConfig> config;
+  std::optional<config::JobPlan> config;
   std::string config_path;
   std::string config_error;  // the config did not load: why
   // Where to look (tests point these elsewhere).

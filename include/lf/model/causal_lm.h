@@ -1,5 +1,7 @@
 #pragma once
-// LlamaForCausalLM / Qwen2ForCausalLM as plain tensors (see layers.h for the contract).
+// A decoder-only causal LM as plain tensors (see layers.h for the contract), built from its
+// family's layout (model_layout.h: every parameter's name, shape and unit, each layer's
+// composition), which the modules are checked against at construction.
 //
 //   logits = head(run layers over embed(ids))
 // forward() does all of it; hidden_states() runs the embedding and the layers (with
@@ -16,9 +18,16 @@
 #include "lf/model/config.h"
 #include "lf/model/grad_sink.h"
 #include "lf/model/layers.h"
+#include "lf/model/model_layout.h"
 #include "lf/model/unit_hooks.h"
 
 namespace lf::model {
+
+// A linear module LoRA may adapt, with its layout entry (module name, layer, unit).
+struct ModelLinear {
+  const LinearSpec* spec;
+  Linear* linear;
+};
 
 class CausalLM {
  public:
@@ -27,6 +36,7 @@ class CausalLM {
   CausalLM(ModelConfig config, const at::TensorOptions& options);
 
   const ModelConfig& config() const { return config_; }
+  const ModelLayout& layout() const { return layout_; }
   int64_t num_layers() const { return static_cast<int64_t>(layers_.size()); }
   std::vector<DecoderLayer>& layers() { return layers_; }
   const std::vector<DecoderLayer>& layers() const { return layers_; }
@@ -68,17 +78,22 @@ class CausalLM {
   at::Tensor hidden_states(const at::Tensor& input_ids, const at::Tensor& position_ids = {},
                            UnitHooks* hooks = nullptr, const at::Tensor& segment_ids = {}) const;
   // The head's unit index (final norm + lm_head) for a strategy's hooks.
-  int64_t head_unit() const { return num_layers() + 1; }
+  int64_t head_unit() const { return layout_.head_unit(); }
 
-  // Every parameter with its HF name ("model.layers.0.self_attn.q_proj.weight"), base
-  // weights first; a tied lm_head is not listed. LoRA weights are not listed here (lora.h).
+  // Every parameter with its layout name ("model.layers.0.self_attn.q_proj.weight") and unit, in
+  // the layout's order; a tied lm_head is not listed. LoRA weights are not listed here (lora.h).
   std::vector<NamedParam> named_parameters();
+  // The decoder layers' linear modules, in the layout's order (layout().linears).
+  std::vector<ModelLinear> linears();
   // HF initialisation: normal(0, initializer_range) for linear/embedding weights,
   // zero biases, unit norm weights. Deterministic for a seed on one device type.
   void init_random(uint64_t seed);
 
  private:
+  std::vector<NamedParam> module_parameters();  // the modules' own names below their unit
+  void check_layout();
   ModelConfig config_;
+  ModelLayout layout_;
   c10::ScalarType compute_dtype_;
   bool training_ = false;
   bool gradient_checkpointing_ = false;

@@ -1,7 +1,7 @@
 #pragma once
 // A decoder-only model's shape, read from a Hugging Face config.json. Torch-free.
 //
-// Understood (src/model/families.cpp, a file per family beyond Llama / Qwen2): LlamaForCausalLM /
+// Understood (src/model/model_spec.cpp, a file per family): LlamaForCausalLM /
 // model_type "llama", Qwen2ForCausalLM / "qwen2", Qwen3ForCausalLM / "qwen3" (per-head q/k
 // RMSNorm) and MistralForCausalLM / "mistral" (sliding window kept, checked by the trainer);
 // rope as transformers 4 writes it (rope_theta + rope_scaling) and as transformers 5
@@ -14,7 +14,7 @@
 
 namespace lf::model {
 
-enum class Architecture { kLlama, kQwen2, kQwen3, kMistral };
+struct ModelSpec;  // the family (src/model/model_spec.h); its layout: model_layout.h
 
 struct RopeConfig {
   double theta = 10000.0;
@@ -27,7 +27,7 @@ struct RopeConfig {
 };
 
 struct ModelConfig {
-  Architecture arch = Architecture::kLlama;
+  const ModelSpec* spec = nullptr;  // set by parse_model_config
   std::string architecture_name;  // "LlamaForCausalLM" | "Qwen2ForCausalLM" | ...
   std::string model_type;         // "llama" | "qwen2" | "qwen3" | "mistral"
   int64_t vocab_size = 0;
@@ -41,6 +41,7 @@ struct ModelConfig {
   double rms_norm_eps = 1e-6;
   double initializer_range = 0.02;
   bool tie_word_embeddings = false;
+  // Read by the family's spec, which composes its layers from them (model_layout.h's LayerSpec).
   bool qkv_bias = false;  // Qwen2: always; Llama: attention_bias
   bool o_bias = false;    // Llama: attention_bias
   bool mlp_bias = false;  // Llama: mlp_bias
@@ -61,6 +62,7 @@ ModelConfig load_model_config(const std::filesystem::path& config_json);
 // set to `dtype_name` ("bfloat16", "float32", ...).
 std::string model_config_json_for_save(const ModelConfig& config, const std::string& dtype_name);
 
+// Every parameter of its layout (model_layout.h), a tied lm_head once.
 int64_t num_parameters(const ModelConfig& config);
 
 }  // namespace lf::model

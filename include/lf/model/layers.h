@@ -1,5 +1,6 @@
 #pragma once
-// The building blocks of Llama/Qwen2 decoder layers as plain tensors (no nn::Module):
+// The building blocks of decoder layers as plain tensors (no nn::Module), built from a family's
+// LayerSpec (layer_builder.h):
 // DDP/ZeRO wrappers reach every parameter through named_parameters() pointers and
 // may replace or re-point them, and route their gradients from outside (grad_sink.h);
 // activation checkpointing wraps DecoderLayer::forward.
@@ -19,10 +20,12 @@
 
 namespace lf::model {
 
-// A parameter by its Hugging Face name; the pointer stays valid while the model lives.
+// A parameter by its name (HF's, or peft's for an adapter); the pointer stays valid while the
+// model lives. CausalLM's carry their ZeRO unit (model_layout.h's ParamSpec::unit).
 struct NamedParam {
   std::string name;
   at::Tensor* tensor;
+  int64_t unit = -1;  // -1: not from a model (a layer's own list)
 };
 
 // LoRA's low-rank update of one Linear: y += dropout(x) A^T B^T * scaling. With a magnitude
@@ -46,6 +49,7 @@ struct Linear {
   // (its magnitude's gradient reads the base output).
   at::Tensor forward_for_backward(const at::Tensor& x, bool training) const;
   void named_parameters(const std::string& prefix, std::vector<NamedParam>& out);
+  bool draws_random(bool training) const { return training && lora_ && lora_->dropout_ > 0; }  // LoRA dropout
 
  private:
   at::Tensor forward_with(const at::Tensor& x, bool training, bool base_values) const;
@@ -79,21 +83,42 @@ struct QkNorm {
 
 struct Attention {
   Linear q_proj_, k_proj_, v_proj_, o_proj_;
-  std::unique_ptr<QkNorm> qk_norm_;  // Qwen3 only
+  std::unique_ptr<QkNorm> qk_norm_;  // AttentionSpec::qk_norm (Qwen3)
   int64_t num_heads_ = 0, num_kv_heads_ = 0, head_dim_ = 0;
   at::Tensor forward(const at::Tensor& x, const RopeTables& rope, bool training) const;  // [B,T,C]
   // The same graph with o_proj's output unwritten (Linear::forward_for_backward).
   at::Tensor forward_for_backward(const at::Tensor& x, const RopeTables& rope, bool training) const;
+  // q, k, v, o (weight, bias), then the q/k norms, below `prefix` ("self_attn.").
+  void named_parameters(const std::string& prefix, std::vector<NamedParam>& out);
+  std::vector<std::pair<std::string, Linear*>> linears();  // q_proj, k_proj, v_proj, o_proj
 
  private:
   at::Tensor forward_with(const at::Tensor& x, const RopeTables& rope, bool training, bool o_values) const;
 };
 
-struct Mlp {
+// A decoder layer's feed-forward block, the family's choice (MlpSpec; layer_builder.cpp builds it).
+struct FeedForward {
+  virtual ~FeedForward() = default;
+  virtual at::Tensor forward(const at::Tensor& x, bool training) const = 0;  // [B,T,C] -> [B,T,C]
+  // forward's graph with its output projection's output unwritten (Linear::forward_for_backward):
+  // the lean checkpoint recompute's, which only back-propagates through it.
+  virtual at::Tensor forward_for_backward(const at::Tensor& x, bool training) const = 0;
+  // Its parameters below `prefix` ("mlp."), in the layout's order (model_layout.cpp).
+  virtual void named_parameters(const std::string& prefix, std::vector<NamedParam>& out) = 0;
+  // The Linear modules LoRA may adapt, by their names below the block ("gate_proj").
+  virtual std::vector<std::pair<std::string, Linear*>> linears() = 0;
+  // Whether forward(.., training) draws from the random generator (DecoderLayer::draws_random).
+  virtual bool draws_random(bool training) const = 0;
+};
+
+// MlpKind::kSwiGlu: down(silu(gate(x)) * up(x)).
+struct Mlp final : FeedForward {
   Linear gate_proj_, up_proj_, down_proj_;
-  at::Tensor forward(const at::Tensor& x, bool training) const;  // silu(gate) * up -> down
-  // The same graph with down_proj's output unwritten (Linear::forward_for_backward).
-  at::Tensor forward_for_backward(const at::Tensor& x, bool training) const;
+  at::Tensor forward(const at::Tensor& x, bool training) const override;
+  at::Tensor forward_for_backward(const at::Tensor& x, bool training) const override;
+  void named_parameters(const std::string& prefix, std::vector<NamedParam>& out) override;
+  std::vector<std::pair<std::string, Linear*>> linears() override;
+  bool draws_random(bool training) const override;
 
  private:
   at::Tensor forward_with(const at::Tensor& x, bool training, bool down_values) const;
@@ -104,7 +129,7 @@ struct DecoderLayer {
   RmsNorm input_layernorm_;
   Attention self_attn_;
   RmsNorm post_attention_layernorm_;
-  Mlp mlp_;
+  std::unique_ptr<FeedForward> mlp_;
 
   at::Tensor forward(const at::Tensor& x, const RopeTables& rope, bool training) const;  // [B,T,C]
   // Activation checkpointing's lean recompute (checkpointing.cpp) splits the layer at its
@@ -120,9 +145,9 @@ struct DecoderLayer {
   // Whether forward(.., training) draws from the random generator (LoRA dropout): activation
   // checkpointing saves and restores the generator only then (a CUDA graph cannot capture that).
   bool draws_random(bool training) const;
-  // HF names below `prefix` ("model.layers.3."), in HF's order.
+  // HF names below `prefix` ("model.layers.3."), in the layout's order (model_layout.cpp).
   void named_parameters(const std::string& prefix, std::vector<NamedParam>& out);
-  // The layer's Linear modules by their HF short names (q_proj, ..., down_proj).
+  // The layer's Linear modules by their names below their block (q_proj, ..., down_proj).
   std::vector<std::pair<std::string, Linear*>> linears();
 };
 

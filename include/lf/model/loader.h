@@ -16,6 +16,7 @@
 
 #include "lf/model/causal_lm.h"
 #include "lf/model/safetensors.h"
+#include "lf/model/tensor_io.h"
 
 namespace lf::model {
 
@@ -31,9 +32,16 @@ struct LoadOptions {
 // unexpected or mis-shaped tensor (named), a corrupt safetensors file.
 std::unique_ptr<CausalLM> load_causal_lm(const std::string& model_name_or_path, const LoadOptions& options);
 
-// Copies every parameter from `ckpt`, converting dtype and device. Checks every name
-// and shape before copying anything.
+// Copies every parameter from its HF tensors in `ckpt` (the layout's ParamSpec::hf), converting
+// dtype and device. Checks every name and shape before copying anything.
 void load_weights(CausalLM& model, const SafetensorsCheckpoint& ckpt);
+
+// A parameter's HF tensors (checked present, of their shapes) copied into `dst`: the one tensor,
+// or each of several into dst.select(0, k) (experts held fused).
+void read_hf_tensors(const ParamSpec& param, const SafetensorsCheckpoint& ckpt, at::Tensor& dst);
+// The HF tensors a parameter is saved as: `fetch` gives its whole value (a collective under a
+// sharded strategy), called once, when the writer reaches the first of them.
+std::vector<LazyTensor> hf_lazy_tensors(const ParamSpec& param, c10::ScalarType dtype, std::function<at::Tensor()> fetch);
 
 struct SaveOptions {
   uint64_t max_shard_bytes = 5'000'000'000ull;  // HF's default "5GB"
@@ -47,7 +55,8 @@ struct SaveOptions {
   bool write_files = true;
 };
 
-// Writes config.json, model.safetensors (or shards + index, metadata {"format":"pt"}),
+// Writes config.json, model.safetensors (or shards + index, metadata {"format":"pt"}) under the
+// HF tensor names (the layout's),
 // and copies tokenizer files and generation_config.json from copy_files_from.
 void save_causal_lm(CausalLM& model, const std::filesystem::path& dir, const SaveOptions& options);
 

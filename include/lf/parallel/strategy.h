@@ -28,15 +28,13 @@
 #include <string>
 #include <vector>
 
+#include "lf/config/job_plan.h"
 #include "lf/model/layers.h"
 
 namespace lf::model {
 class CausalLM;
 class UnitHooks;
 }  // namespace lf::model
-namespace lf::config {
-struct TrainConfig;
-}
 namespace lf::comm {
 class Communicator;
 }
@@ -50,11 +48,9 @@ struct StrategySetup {
   // (model::trainable_parameters): the pointers are the model's own slots.
   std::vector<model::NamedParam> trainable;
   bool lora = false;
-  double learning_rate = 1e-3;
-  double weight_decay = 0;
-  double adam_beta1 = 0.9, adam_beta2 = 0.999, adam_epsilon = 1e-8;
-  // LoRA+ (optim::loraplus_lr_scale): lora_B at learning_rate x ratio; <= 0: off.
-  double loraplus_lr_ratio = 0;
+  // The plan's optimizer section: AdamW's settings, LoRA+ (optim::loraplus_lr_scale: lora_B at
+  // learning_rate x ratio; <= 0: off), max_grad_norm's factor inside the fused step.
+  config::OptimSection optim;
   int64_t rank = 0;
   int64_t world = 1;
   // world > 1: the job's communicator (borrowed; outlives the strategy).

@@ -16,8 +16,9 @@ namespace lf::train {
 struct Batch {
   at::Tensor input_ids;  // [B,T] int64 (CPU)
   at::Tensor labels;     // [B,T] int64, -100 = no target
-  // neat_packing only (else undefined): each token's sequence in its pack (0: padding) and its
-  // position within that sequence (0 for padding), for the block-diagonal causal mask and RoPE.
+  // Packed rows only (else undefined): each token's position within its sequence (0 for padding),
+  // for RoPE; under neat_packing also its sequence in the pack (0: padding), for the block-diagonal
+  // causal mask (else undefined: attention spans the row, as LLaMA-Factory's plain packing).
   at::Tensor segment_ids;   // [B,T] int64
   at::Tensor position_ids;  // [B,T] int64
   int64_t num_targets = 0;  // labels[:, 1:] != -100: the tokens the loss sums over

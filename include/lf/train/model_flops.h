@@ -13,7 +13,8 @@ struct ModelFlops {
   // Per token: 2N forward + 2N input-gradient backward + 2 x trainable weight-gradient (6N for
   // full fine-tuning, ~4N for LoRA, between for freeze), N = every parameter the forward uses.
   double dense_per_token = 0;
-  // 12·L·H FLOPs per token per position it attends over (S = the row length; no causal discount).
+  // 12·L·H FLOPs per token per position it attends over (S = the row length; no causal discount;
+  // the layout's attention_flops_per_token_position).
   double attention_per_token_position = 0;
 };
 

@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "lf/common/error.h"
-#include "lf/config/train_config.h"
+#include "lf/config/job_plan.h"
 #include "lf/data/tokenized_dataset.h"
 #include "lf/model/causal_lm.h"
 #include "lf/model/lora.h"
@@ -46,7 +46,7 @@ struct OutputTokenizer {
 };
 
 struct TrainerSetup {
-  config::TrainConfig config;
+  config::JobPlan plan;
   model::CausalLM* model = nullptr;
   std::optional<model::LoraConfig> lora;  // set when the model carries LoRA weights (trains only them)
   const TokenizedDataset* train = nullptr;
@@ -119,7 +119,7 @@ class NonFiniteLossError : public Error {
 
 // Total optimizer steps as HF computes them: max_steps when > 0, else
 // ceil(num_train_epochs x ceil(n / global_batch)).
-int64_t total_train_steps(const config::TrainConfig& config, int64_t num_examples, int64_t world);
+int64_t total_train_steps(const config::JobPlan& config, int64_t num_examples, int64_t world);
 
 class Trainer {
  public:

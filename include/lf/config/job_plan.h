@@ -1,0 +1,180 @@
+#pragma once
+// The job plan: everything a run does, resolved once on every node from the YAML, its
+// `key=value` overrides, the DeepSpeed / FSDP files it names and the LF_* knobs, into one
+// typed value with a section per component (torchtitan's Trainer.Config). Each component
+// takes its section and nothing else; no component reads the environment or re-checks a
+// rule. Every key of the config schema (src/config/config_schema.cpp) binds to exactly one
+// field here; a knob binds in src/config/plan_knobs.cpp. Built by load_train_config
+// (train_config.h), validated there once, then passed down by const reference.
+//
+// Fields marked "derived" are filled from other sections by the builder (so the data
+// pipeline can take its section alone); nothing else writes them.
+// Torch-free: lf-train (launcher, doctor, `lf-train plan`) and lf-worker share it.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "lf/data/data_args.h"
+
+namespace lf::config {
+
+// Which implementation each layer runs (the LF_* kernel knobs, read once by the builder:
+// model code reads no environment). Each has one observable: the trace or `plan` says which
+// path ran; the numbers agree within the path's tolerance.
+struct KernelPaths {
+  bool fused_kernels = true;       // LF_FUSED_KERNELS: the fused CUDA kernels where the build has them
+  bool lean_recompute = true;      // LF_LEAN_RECOMPUTE
+  bool fused_lora = true;          // LF_FUSED_LORA
+  bool fp32_weight_grads = true;   // LF_FP32_WEIGHT_GRADS
+  bool fused_ce = true;            // LF_FUSED_CE
+  bool varlen_attention = true;    // LF_VARLEN_ATTENTION
+  bool cuda_graphs = true;         // LF_CUDA_GRAPHS
+  int64_t cuda_graph_bucket = 128; // LF_CUDA_GRAPH_BUCKET
+};
+
+struct ModelSection {
+  std::string model_name_or_path;
+  // auto (the folder's weights; random when it holds none) | pretrained | random
+  // (lf/model/initial_weights.h).
+  std::string init_weights = "auto";
+  // LLaMA-Factory checkpoints every decoder layer unless disable_gradient_checkpointing: true.
+  bool gradient_checkpointing = true;
+  KernelPaths kernels;
+};
+
+// What trains: the whole model, LoRA adapters, or the last layers (freeze).
+struct AdapterSection {
+  std::string finetuning_type = "lora";  // lora | full | freeze
+  // freeze (LLaMA-Factory's _setup_freeze_tuning, model/freeze.h):
+  int64_t freeze_trainable_layers = 2;  // the last N layers (N < 0: the first -N)
+  std::vector<std::string> freeze_trainable_modules = {"all"};
+  std::vector<std::string> freeze_extra_modules;
+  // LoRA: adapters merged into the base in turn, the last one trained on unless
+  // create_new_adapter (then a new adapter on top of them all), as LLaMA-Factory does.
+  std::vector<std::string> adapter_name_or_path;
+  bool create_new_adapter = false;
+  int64_t lora_rank = 8;
+  double lora_alpha = 0;  // 0 in the YAML means unset: resolved to 2 x lora_rank
+  double lora_dropout = 0;
+  std::vector<std::string> lora_target = {"all"};
+  std::vector<std::string> additional_target;  // peft's modules_to_save: trained fully beside LoRA
+  bool use_rslora = false;  // scaling lora_alpha / sqrt(lora_rank)
+  bool use_dora = false;    // DoRA: magnitude + direction (model/dora.h)
+
+  bool lora() const { return finetuning_type == "lora"; }
+  bool full() const { return finetuning_type == "full"; }
+  bool freeze() const { return finetuning_type == "freeze"; }
+};
+
+// How a batch becomes a loss (DESIGN "Objective per stage").
+struct ObjectiveSection {
+  std::string stage = "sft";  // sft | pt
+};
+
+struct OptimSection {
+  double learning_rate = 5e-5;
+  double weight_decay = 0;
+  double adam_beta1 = 0.9;
+  double adam_beta2 = 0.999;
+  double adam_epsilon = 1e-8;
+  double max_grad_norm = 1.0;     // 0: no clipping
+  double loraplus_lr_ratio = 0;   // LoRA+: lora_B learns at learning_rate x this (0: off)
+  bool fused_clip = true;         // LF_FUSED_CLIP: max_grad_norm's factor inside the fused AdamW
+};
+
+// How many steps, of what batch, at which learning rate.
+struct ScheduleSection {
+  int64_t per_device_train_batch_size = 8;
+  int64_t gradient_accumulation_steps = 1;
+  double num_train_epochs = 3;
+  int64_t max_steps = -1;  // > 0 wins over num_train_epochs (HF)
+  std::string lr_scheduler_type = "linear";  // linear | cosine | constant | constant_with_warmup
+  double warmup_ratio = 0;
+  double warmup_steps = 0;  // >= 1: steps, wins over warmup_ratio; in (0, 1): a ratio
+};
+
+struct PrecisionSection {
+  bool bf16 = false;
+  bool fp16 = false;  // with a dynamic loss scaler (torch's GradScaler)
+};
+
+struct EvalSection {
+  std::string eval_strategy = "no";  // no | steps | epoch
+  std::optional<double> eval_steps;  // unset: logging_steps (HF)
+  int64_t per_device_eval_batch_size = 8;
+};
+
+// Checkpoints and the files a run leaves in output_dir.
+struct OutputSection {
+  std::string output_dir = "trainer_output";
+  bool overwrite_output_dir = false;
+  std::string resume_from_checkpoint;
+  std::string save_strategy = "steps";  // no | steps | epoch
+  double save_steps = 500;
+  std::optional<int64_t> save_total_limit;
+  bool plot_loss = false;
+};
+
+struct LoggingSection {
+  double logging_steps = 500;  // < 1: a fraction of total steps (HF)
+  // HF's report_to, resolved: "tensorboard" writes output_dir/runs/; "all" means tensorboard
+  // here; the other integrations have no effect (a line each). Empty: none.
+  std::vector<std::string> report_to;
+  // HF's include_num_input_tokens_seen: no | all | non_padding.
+  std::string include_num_input_tokens_seen = "no";
+  bool profile_phases = false;           // LF_PROFILE_PHASES
+  std::string profile_trace;             // LF_PROFILE_TRACE: a folder ("" none)
+  int64_t profile_trace_first = 6;       // LF_PROFILE_TRACE_STEPS FIRST:LAST
+  int64_t profile_trace_last = 7;
+  std::optional<double> peak_tflops;     // LF_PEAK_TFLOPS: the MFU's denominator (dense TFLOP/s)
+};
+
+// How the step is spread over ranks: DDP, or ZeRO with its buckets and offload.
+struct ParallelSection {
+  double ddp_bucket_cap_mb = 25;         // HF's key; unset (None) means 25 as in torch DDP
+  std::string ddp_reduce_dtype = "fp32"; // fp32 | bf16: the dtype gradients travel in
+  int64_t zero_stage = 0;                // 0: data parallel (DDP); 1, 2, 3: ZeRO stages
+  std::string offload = "none";          // none | optimizer | params
+  // The share of the trainable parameters offloaded (DeepSpeed's offload_optimizer.ratio).
+  double offload_ratio = 1.0;
+  // DeepSpeed's bucket sizes, in MiB of the dtype DeepSpeed would hold them in.
+  bool overlap_comm = true;
+  double reduce_bucket_mb = 25;     // reduce_bucket_size
+  double allgather_bucket_mb = 25;  // allgather_bucket_size
+  double prefetch_bucket_mb = 25;   // stage3_prefetch_bucket_size
+  bool pin_memory = true;           // offloaded state in page-locked host memory
+  // Where the stage came from, for messages ("deepspeed: ds_z3_config.json", "zero_stage: 2", "").
+  std::string sharding_source;
+  // DeepSpeed's explicit train_batch_size (checked against the world by check_world_size).
+  std::optional<int64_t> train_batch_size;
+  // Knobs (env_knob_table.h), read once by the builder:
+  bool ddp_grad_sink = true;                 // LF_DDP_GRAD_SINK
+  std::string ddp_sparse_embedding = "auto"; // LF_DDP_SPARSE_EMBEDDING: auto | 0 | 1
+  bool offload_copy_streams = true;          // LF_OFFLOAD_COPY_STREAMS
+  bool offload_device_norm = true;           // LF_OFFLOAD_DEVICE_NORM
+
+  bool sharded() const { return zero_stage > 0; }
+  bool offloaded() const { return offload != "none"; }
+};
+
+struct JobPlan {
+  DataArgs data;  // the data pipeline's section (its seed, model path and stage: derived)
+  ModelSection model;
+  AdapterSection adapter;
+  ObjectiveSection objective;
+  OptimSection optim;
+  ScheduleSection schedule;
+  PrecisionSection precision;
+  EvalSection eval;
+  OutputSection output;
+  LoggingSection logging;
+  ParallelSection parallel;
+  int64_t seed = 42;  // the example order, LoRA's init, random weights, every rank's dropout
+};
+
+// The examples one optimizer step takes over `world` ranks: per_device_train_batch_size x
+// gradient_accumulation_steps x world (DESIGN "Order"). The one place this product is formed.
+int64_t global_batch(const ScheduleSection& s, int64_t world);
+
+}  // namespace lf::config

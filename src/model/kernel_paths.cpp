@@ -1,0 +1,21 @@
+#include "lf/model/kernel_paths.h"
+
+#include "lf/model/fused_dispatch.h"
+
+namespace lf::model {
+
+namespace {
+config::KernelPaths& installed() {
+  static config::KernelPaths paths;
+  return paths;
+}
+}  // namespace
+
+const config::KernelPaths& kernel_paths() { return installed(); }
+
+void set_kernel_paths(const config::KernelPaths& paths) {
+  installed() = paths;
+  set_fused_ops(paths.fused_kernels ? built_fused_ops() : nullptr);
+}
+
+}  // namespace lf::model
