@@ -2,23 +2,13 @@
 
 #include <fmt/format.h>
 
-#include <nlohmann/json.hpp>
-
 namespace lf::metrics {
 
 namespace {
 
-using json = nlohmann::json;
-
-std::optional<double> number(const json& j, const char* key) {
-  const auto it = j.find(key);
-  if (it == j.end() || !it->is_number()) return std::nullopt;
-  return it->get<double>();
-}
-
 // One gauge family over every rank that has the value.
 void gauge(Exposition& e, const std::map<int, RankSeries::Rank>& ranks, const std::string& node, const char* name,
-           const char* help, std::optional<double> RankValues::*field) {
+           const char* help, std::optional<double> ProgressMetrics::*field) {
   bool any = false;
   for (const auto& [r, rank] : ranks) any = any || (rank.values.*field).has_value();
   if (!any) return;
@@ -31,29 +21,12 @@ void gauge(Exposition& e, const std::map<int, RankSeries::Rank>& ranks, const st
 
 }  // namespace
 
-RankValues RankValues::parse(const std::string& metrics_json) {
-  RankValues v;
-  const json j = json::parse(metrics_json, nullptr, /*allow_exceptions=*/false);
-  if (!j.is_object()) return v;
-  v.loss = number(j, "loss");
-  v.learning_rate = number(j, "learning_rate");
-  v.grad_norm = number(j, "grad_norm");
-  v.epoch = number(j, "epoch");
-  v.tokens_per_s = number(j, "tokens_per_s");
-  v.mfu = number(j, "mfu");
-  v.step_s = number(j, "step_s");
-  v.comm_exposed_s = number(j, "comm_exposed_s");
-  v.eval_loss = number(j, "eval_loss");
-  v.checkpoint_s = number(j, "checkpoint_s");
-  return v;
-}
-
 void RankSeries::update(const std::vector<RankReport>& reports, double wall_now) {
   for (const auto& report : reports) {
     Rank& rank = ranks_[report.rank];
     rank.report = report;
     if (!report.progress) continue;
-    rank.values = RankValues::parse(report.metrics_json);
+    rank.values = ProgressMetrics::parse(report.metrics_json);
     // A step beat of the training phase finished `report.step`; a resumed or restarted run
     // may start below what was seen: follow it, counting nothing for the way back.
     if (!rank.last_step || report.step < *rank.last_step) {
@@ -92,19 +65,19 @@ void RankSeries::write(Exposition& e, const std::string& node) const {
     for (const auto& [r, rank] : ranks_)
       if (rank.last_step) e.sample(labels(r, rank), rank.last_step_wall);
   }
-  gauge(e, ranks_, node, "lf_train_loss", "Training loss of the rank's last step", &RankValues::loss);
-  gauge(e, ranks_, node, "lf_train_learning_rate", "Learning rate of the last step", &RankValues::learning_rate);
+  gauge(e, ranks_, node, "lf_train_loss", "Training loss of the rank's last step", &ProgressMetrics::loss);
+  gauge(e, ranks_, node, "lf_train_learning_rate", "Learning rate of the last step", &ProgressMetrics::learning_rate);
   gauge(e, ranks_, node, "lf_train_grad_norm", "Global gradient norm of the last step (before clipping)",
-        &RankValues::grad_norm);
-  gauge(e, ranks_, node, "lf_train_epoch", "Fractional epoch", &RankValues::epoch);
+        &ProgressMetrics::grad_norm);
+  gauge(e, ranks_, node, "lf_train_epoch", "Fractional epoch", &ProgressMetrics::epoch);
   gauge(e, ranks_, node, "lf_train_tokens_per_second", "This rank's real (non-pad) tokens per second, last step",
-        &RankValues::tokens_per_s);
-  gauge(e, ranks_, node, "lf_train_mfu", "Model FLOPs utilisation of the last step (0..1)", &RankValues::mfu);
+        &ProgressMetrics::tokens_per_s);
+  gauge(e, ranks_, node, "lf_train_mfu", "Model FLOPs utilisation of the last step (0..1)", &ProgressMetrics::mfu);
   gauge(e, ranks_, node, "lf_train_comm_exposed_seconds",
-        "Communication of the last step that backward did not hide (LF_PROFILE_PHASES=1)", &RankValues::comm_exposed_s);
-  gauge(e, ranks_, node, "lf_train_eval_loss", "Last evaluation loss", &RankValues::eval_loss);
+        "Communication of the last step that backward did not hide (LF_PROFILE_PHASES=1)", &ProgressMetrics::comm_exposed_s);
+  gauge(e, ranks_, node, "lf_train_eval_loss", "Last evaluation loss", &ProgressMetrics::eval_loss);
   gauge(e, ranks_, node, "lf_train_checkpoint_seconds", "Seconds the last checkpoint save took",
-        &RankValues::checkpoint_s);
+        &ProgressMetrics::checkpoint_s);
   bool any_steps = false;
   for (const auto& [r, rank] : ranks_) any_steps = any_steps || rank.last_step.has_value();
   if (any_steps) {

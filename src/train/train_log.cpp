@@ -108,7 +108,7 @@ void Trainer::State::evaluate_and_log(LoopState& loop, TrainSummary& sum, const 
   const auto t0 = Clock::now();
   progress_reporter().evaluating(loop.global_step);
   const double el = evaluate();
-  progress_reporter().note("eval_loss", el);
+  progress_reporter().note(&ProgressMetrics::eval_loss, el);
   sum.evals.push_back({loop.global_step, el});
   json e = eval_metrics(el, seconds_since(t0), loop.epoch);
   e["step"] = loop.global_step;

@@ -127,19 +127,20 @@ void Trainer::save_model(const fs::path& dir) { state_->save_model(dir); }
 
 // The step's numbers to the agent (its Prometheus endpoint and the step deadline read them).
 void Trainer::State::report_progress(const StepRecord& r) {
-  json metrics = {{"loss", r.loss},
-                  {"learning_rate", r.lr},
-                  {"grad_norm", r.grad_norm},
-                  {"epoch", r.epoch},
-                  {"tokens_per_s", static_cast<double>(r.num_tokens) / std::max(r.seconds, 1e-9)}};
+  ProgressMetrics m;
+  m.loss = r.loss;
+  m.learning_rate = r.lr;
+  m.grad_norm = r.grad_norm;
+  m.epoch = r.epoch;
+  m.tokens_per_s = static_cast<double>(r.num_tokens) / std::max(r.seconds, 1e-9);
   if (peak_flops > 0)  // this rank's share of the step's model FLOPs over its time
-    metrics["mfu"] = step_model_flops(model_flops, static_cast<double>(r.padded_tokens),
-                                      static_cast<double>(r.padded_token_positions)) /
-                     std::max(r.seconds, 1e-9) / peak_flops;
+    m.mfu = step_model_flops(model_flops, static_cast<double>(r.padded_tokens),
+                             static_cast<double>(r.padded_token_positions)) /
+            std::max(r.seconds, 1e-9) / peak_flops;
   // The communication left after backward: measured only under LF_PROFILE_PHASES=1.
   if (r.phase_seconds[static_cast<size_t>(Phase::kDdpFinish)] > 0)
-    metrics["comm_exposed_s"] = r.phase_seconds[static_cast<size_t>(Phase::kDdpFinish)];
-  progress_reporter().step_done(r.step, r.seconds, metrics.dump());
+    m.comm_exposed_s = r.phase_seconds[static_cast<size_t>(Phase::kDdpFinish)];
+  progress_reporter().step_done(r.step, r.seconds, m);
 }
 
 TrainPlan Trainer::State::make_plan() {
@@ -252,7 +253,7 @@ void Trainer::State::run_epoch(int64_t epoch, const TrainPlan& plan, LoopState& 
       progress_reporter().saving(loop.global_step);
       const auto t0 = Clock::now();
       save_checkpoint(loop);
-      progress_reporter().note("checkpoint_s", seconds_since(t0));
+      progress_reporter().note(&ProgressMetrics::checkpoint_s, seconds_since(t0));
     }
   }
 }

@@ -126,9 +126,9 @@ TEST(RankSeries, WorkersWithoutProgressBeatsHaveNoTrainingSeries) {
 }
 
 TEST(RankSeries, MalformedPayloadGivesNoValues) {
-  const auto v = RankValues::parse("{not json");
+  const auto v = lf::ProgressMetrics::parse("{not json");
   EXPECT_FALSE(v.loss);
-  EXPECT_EQ(RankValues::parse(R"({"loss": "1.0"})").loss, std::nullopt);  // a string is not a number
+  EXPECT_EQ(lf::ProgressMetrics::parse(R"({"loss": "1.0"})").loss, std::nullopt);  // a string is not a number
 }
 
 // ---- network -------------------------------------------------------------------------------

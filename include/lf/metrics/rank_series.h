@@ -12,17 +12,11 @@
 #include <string>
 #include <vector>
 
+#include "lf/common/progress_metrics.h"
 #include "lf/metrics/exposition.h"
 #include "lf/metrics/rank_report.h"
 
 namespace lf::metrics {
-
-// The numbers a payload carries, parsed (absent or null: nullopt).
-struct RankValues {
-  std::optional<double> loss, learning_rate, grad_norm, epoch, tokens_per_s, mfu, step_s, comm_exposed_s, eval_loss,
-      checkpoint_s;
-  static RankValues parse(const std::string& metrics_json);
-};
 
 class RankSeries {
  public:
@@ -34,7 +28,7 @@ class RankSeries {
   // The last parsed report of each rank (health rules read step times from it).
   struct Rank {
     RankReport report;
-    RankValues values;
+    ProgressMetrics values;  // its last beat's metrics
     Histogram step_seconds{kStepBuckets};
     std::optional<int64_t> last_step;  // the step last observed in the histogram
     double last_step_wall = 0;         // wall time of the beat that finished last_step
