@@ -23,8 +23,10 @@
 #include "lf/agent/worker_process.h"
 #include "lf/common/env.h"
 #include "lf/common/error.h"
+#include "lf/common/output_lock.h"
 #include "lf/common/version.h"
 #include "lf/metrics/node_exporter.h"
+#include "lf/rendezvous/bind_address.h"
 #include "lf/rendezvous/connection.h"
 #include "lf/rendezvous/server.h"
 
@@ -79,7 +81,9 @@ class Agent {
   // ---- rendezvous ---------------------------------------------------------------
 
   void start_server() {
+    const auto bind = rdzv::choose_bind_address(opt_.master_addr, opt_.max_nodes, opt_.rdzv_bind_all);
     rdzv::ServerOptions so;
+    so.bind_host = bind.address;
     so.port = opt_.master_port;
     so.job_id = opt_.rdzv_id;
     so.token = opt_.token;
@@ -102,15 +106,19 @@ class Agent {
       if (state_ == State::kExiting) finish_exit();
     });
     opt_.master_port = server_->port();  // resolves port 0 (single node)
-    spdlog::info("rendezvous server listening on port {} (job '{}', {} node(s))", server_->port(), opt_.rdzv_id,
-                 opt_.max_nodes);
+    if (!opt_.output_lock_dir.empty()) output_lock_ = OutputLock::acquire(opt_.output_lock_dir, opt_.output_lock_job);
+    spdlog::info("rendezvous server listening on port {} of {} ({}; job '{}', {} node(s){})", server_->port(),
+                 server_->bound_address(), bind.why, opt_.rdzv_id, opt_.max_nodes,
+                 opt_.token.empty() ? "" : ", job token set");
   }
 
   // ---- metrics (lf/metrics/node_exporter.h): pulled on this thread at each scrape and tick.
 
   void start_metrics() {
+    auto eo = metrics::ExporterOptions::from_env(static_cast<uint16_t>(opt_.metrics_port));
+    if (!opt_.metrics_addr.empty()) eo.bind_host = opt_.metrics_addr;
     exporter_ = std::make_unique<metrics::NodeExporter>(
-        io_, metrics::ExporterOptions::from_env(static_cast<uint16_t>(opt_.metrics_port)),
+        io_, eo,
         [this] { return group_ ? rank_reports(*group_, layout_) : std::vector<metrics::RankReport>{}; },
         [this] {
           metrics::AgentFacts f;
@@ -279,7 +287,10 @@ class Agent {
         return;
       }
     }
-    exit_with(kExitRendezvous, fmt::format("rendezvous refused: {}", msg.reason));
+    // Named from this side (MASTER_ADDR, --rdzv-id): a node refused for its token learns
+    // nothing from the server about the job it reached.
+    exit_with(kExitRendezvous, fmt::format("rendezvous refused by the server at {}:{} (this node asked for job '{}'): "
+                                           "{}", opt_.master_addr, opt_.master_port, opt_.rdzv_id, msg.reason));
   }
 
   void on_connection_lost(const std::string& why) {
@@ -567,6 +578,7 @@ class Agent {
   asio::signal_set signals_, child_signal_;
   asio::steady_timer connect_timer_, connect_deadline_, heartbeat_timer_, exit_timer_;
   std::unique_ptr<rdzv::RendezvousServer> server_;
+  std::unique_ptr<OutputLock> output_lock_;
   std::shared_ptr<rdzv::Connection> conn_;
   std::unique_ptr<WorkerGroup> group_;
   std::unique_ptr<metrics::NodeExporter> exporter_;

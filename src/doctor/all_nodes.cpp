@@ -35,6 +35,7 @@
 #include "lf/common/version.h"
 #include "lf/doctor/doctor.h"
 #include "lf/doctor/net_probe.h"
+#include "lf/rendezvous/bind_address.h"
 #include "lf/rendezvous/server.h"
 #include "lf/rendezvous/store_client.h"
 
@@ -56,6 +57,13 @@ class HostedServer {
  public:
   HostedServer(const DoctorContext& ctx) {
     rdzv::ServerOptions so;
+    // Where the job's server would listen; a MASTER_ADDR that is not this host's is
+    // check_master's finding, so the doctors still meet on every address.
+    try {
+      so.bind_host = rdzv::choose_bind_address(ctx.master_addr, ctx.nnodes, false).address;
+    } catch (const ConfigError&) {
+      so.bind_host = "0.0.0.0";
+    }
     so.port = ctx.master_port;
     so.job_id = ctx.rdzv_id;
     so.token = ctx.token;

@@ -42,7 +42,16 @@ inline constexpr EnvKnob kEnvKnobs[] = {
     // ---- the user sets these for lf-train
     {"LF_JOB_TOKEN", KnobType::kString, "", "", "lf-train, lf-worker",
      "shared secret of the job: a node (or a worker's store client) with another token is refused and learns "
-     "nothing; unset: no token"},
+     "nothing; unset: no token (lf-train --hostfile makes one for the job; `lf-train doctor` warns about a multi-node "
+     "job on a non-loopback address without one)"},
+    {"LF_JOB_TOKEN_FILE", KnobType::kPath, "", "", "lf-train, lf-worker",
+     "a file whose content (surrounding whitespace dropped) is the job's token, e.g. a mounted Kubernetes Secret; "
+     "the token stays out of the environment and of `ps`; LF_JOB_TOKEN set too must be the same token"},
+    {"LF_OUTPUT_LOCK_STALE_S", KnobType::kSeconds, "60", "", "lf-train",
+     "node 0 renews the job's output_dir lock (output_dir/.lf-train.lock) every sixth of this; a lock of another host "
+     "not renewed for this long is a dead job's and is taken over (on the same host: as soon as its pid is gone)"},
+    {"LF_OUTPUT_LOCK_HELD", KnobType::kString, "", "", "lf-train (set by lf-train)",
+     "set by the --retries supervisor for its attempts: the nonce of the output_dir lock it holds for them"},
     {"LF_SSH_ARGS", KnobType::kString, "", "", "lf-train",
      "--hostfile: extra arguments for every ssh, split on spaces (e.g. `-F ssh_config -i KEY -p 2222`); ssh always "
      "gets -o BatchMode=yes; never forwarded to the hosts"},
@@ -54,8 +63,9 @@ inline constexpr EnvKnob kEnvKnobs[] = {
     {"LF_METRICS_PORT", KnobType::kInt, "", "", "lf-train",
      "serve Prometheus metrics on this TCP port on every node (0: a free port, printed in the log); unset: no "
      "endpoint (--metrics-port wins)"},
-    {"LF_METRICS_ADDR", KnobType::kString, "0.0.0.0", "", "lf-train",
-     "the IP address the metrics endpoint binds (127.0.0.1: this host only)"},
+    {"LF_METRICS_ADDR", KnobType::kString, "127.0.0.1", "", "lf-train",
+     "the IP address the metrics endpoint binds: this host only by default; the node's own address (or 0.0.0.0, "
+     "every address) for a Prometheus on another host (--metrics-addr wins)"},
     {"LF_METRICS_GPU_INTERVAL_S", KnobType::kSeconds, "1", "", "lf-train",
      "seconds between NVML samples of the GPUs (> 0)"},
     {"LF_METRICS_LINGER_S", KnobType::kSeconds, "0", "", "lf-train",

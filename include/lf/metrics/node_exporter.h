@@ -35,7 +35,7 @@ struct AgentFacts {
 };
 
 struct ExporterOptions {
-  std::string bind_host = "0.0.0.0";  // LF_METRICS_ADDR
+  std::string bind_host = "127.0.0.1";  // LF_METRICS_ADDR (--metrics-addr): this host only unless asked
   uint16_t port = 0;
   double tick_s = 0.25;          // rank payloads and network counters refresh
   double gpu_interval_s = 1;     // LF_METRICS_GPU_INTERVAL_S
