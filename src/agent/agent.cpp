@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "lf/agent/address_probe.h"
+#include "lf/agent/hosted_server.h"
 #include "lf/agent/rank_reports.h"
 #include "lf/agent/worker_env.h"
 #include "lf/agent/worker_group.h"
@@ -26,7 +27,6 @@
 #include "lf/common/output_lock.h"
 #include "lf/common/version.h"
 #include "lf/metrics/node_exporter.h"
-#include "lf/rendezvous/bind_address.h"
 #include "lf/rendezvous/connection.h"
 #include "lf/rendezvous/server.h"
 
@@ -81,35 +81,13 @@ class Agent {
   // ---- rendezvous ---------------------------------------------------------------
 
   void start_server() {
-    const auto bind = rdzv::choose_bind_address(opt_.master_addr, opt_.max_nodes, opt_.rdzv_bind_all);
-    rdzv::ServerOptions so;
-    so.bind_host = bind.address;
-    so.port = opt_.master_port;
-    so.job_id = opt_.rdzv_id;
-    so.token = opt_.token;
-    so.version = kVersion;
-    so.min_nodes = opt_.min_nodes;
-    so.max_nodes = opt_.max_nodes;
-    so.max_restarts = opt_.max_restarts;
-    so.join_timeout_s = opt_.join_timeout_s;
-    so.last_call_s = opt_.last_call_s;
-    so.heartbeat_interval_s = opt_.heartbeat_interval_s;
-    so.heartbeat_timeout_s = opt_.heartbeat_timeout_s;
-    so.stop_timeout_s = opt_.stop_grace_s + 2 * opt_.heartbeat_timeout_s + 5;
-    so.event_log_path = opt_.event_log;
-    so.status_interval_s = opt_.status_interval_s;
-    so.advertised_addr = opt_.master_addr;
-    server_ = std::make_unique<rdzv::RendezvousServer>(io_, so);
-    server_->start([this](int code, const std::string& reason) {
+    server_ = start_hosted_server(io_, opt_, [this](int code, const std::string& reason) {
       server_finished_ = true;
       spdlog::debug("rendezvous server finished: {} ({})", code, reason);
       if (state_ == State::kExiting) finish_exit();
     });
     opt_.master_port = server_->port();  // resolves port 0 (single node)
     if (!opt_.output_lock_dir.empty()) output_lock_ = OutputLock::acquire(opt_.output_lock_dir, opt_.output_lock_job);
-    spdlog::info("rendezvous server listening on port {} of {} ({}; job '{}', {} node(s){})", server_->port(),
-                 server_->bound_address(), bind.why, opt_.rdzv_id, opt_.max_nodes,
-                 opt_.token.empty() ? "" : ", job token set");
   }
 
   // ---- metrics (lf/metrics/node_exporter.h): pulled on this thread at each scrape and tick.

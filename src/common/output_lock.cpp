@@ -124,7 +124,7 @@ OutputLockOwner OutputLock::read(const fs::path& lock_file) {
 
 std::unique_ptr<OutputLock> OutputLock::acquire(const fs::path& dir, const std::string& job) {
   std::error_code ec;
-  fs::create_directories(dir, ec);
+  const bool created = fs::create_directories(dir, ec);
   LF_CHECK(!ec, ConfigError, "output_dir {}: cannot create it: {}", dir.string(), ec.message());
   const fs::path path = dir / kFileName;
   if (const auto held = knob_string("LF_OUTPUT_LOCK_HELD")) {
@@ -148,7 +148,11 @@ std::unique_ptr<OutputLock> OutputLock::acquire(const fs::path& dir, const std::
     int error = 0;
     const bool linked = link_exclusively(mine, path, &error);
     ::unlink(mine.c_str());
-    if (linked) return std::unique_ptr<OutputLock>(new OutputLock(path, me, true));
+    if (linked) {
+      auto lock = std::unique_ptr<OutputLock>(new OutputLock(path, me, true));
+      lock->created_dir_ = created;
+      return lock;
+    }
     LF_CHECK(error == EEXIST, ConfigError, "output_dir {}: cannot create the job's lock {}: {}", dir.string(),
              path.string(), std::strerror(error));
     const OutputLockOwner holder = read(path);
@@ -188,6 +192,9 @@ OutputLock::~OutputLock() {
   cv_.notify_all();
   if (renewer_.joinable()) renewer_.join();
   if (owned_ && read(path_).nonce == me_.nonce) ::unlink(path_.c_str());
+  // A folder the lock made and the job never used (it failed before writing) goes too.
+  std::error_code ec;
+  if (created_dir_ && fs::is_empty(path_.parent_path(), ec)) fs::remove(path_.parent_path(), ec);
 }
 
 void OutputLock::renew_loop(double every_s) {

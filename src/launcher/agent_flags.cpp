@@ -39,8 +39,9 @@ std::pair<int64_t, int64_t> parse_nnodes(const std::string& s) {
   return {lo, hi};
 }
 
-// LF_WORKER_LIVENESS_TIMEOUT_S (seconds, default 30, 0: off): see --worker-heartbeat-timeout.
-static double knob_worker_liveness_timeout_s() { return knob_number("LF_WORKER_LIVENESS_TIMEOUT_S").value_or(30); }
+// LF_WORKER_LIVENESS_TIMEOUT_S (seconds, default 10, 0: off): ten missed beats of a liveness thread
+// that beats every second; a loaded 2-core box delays them by milliseconds, not seconds (test_worker_hang): see --worker-heartbeat-timeout.
+static double knob_worker_liveness_timeout_s() { return knob_number("LF_WORKER_LIVENESS_TIMEOUT_S").value_or(10); }
 
 // Flags win; then LLaMA-Factory's variables; then defaults.
 void apply_environment(LaunchFlags& f) {
@@ -114,7 +115,7 @@ void add_agent_flags(CLI::App* cmd, LaunchFlags& flags) {
   cmd->add_option("--stop-grace", o.stop_grace_s, "Seconds between SIGTERM and SIGKILL when stopping workers (default 5)");
   cmd->add_option("--worker-heartbeat-timeout", flags.worker_heartbeat_timeout_s,
                   "Seconds a worker that heartbeats on LF_HEARTBEAT_FD may go silent before it counts as hung "
-                  "(env LF_WORKER_LIVENESS_TIMEOUT_S; default 30; 0: off)")
+                  "(env LF_WORKER_LIVENESS_TIMEOUT_S; default 10; 0: off)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--metrics-port", flags.metrics_port,
                   "Serve Prometheus metrics on this port (env LF_METRICS_PORT; 0: a free port, printed; default off)");

@@ -29,6 +29,16 @@ void gauge(Exposition& e, const std::map<int, RankSeries::Rank>& ranks, const st
                *v);
 }
 
+// A value every rank shares, once: global rank 0's (absent on the nodes without it).
+void job_series(Exposition& e, const std::map<int, RankSeries::Rank>& ranks, const std::string& node, const char* name,
+                MetricType type, const char* help, std::optional<double> RankValues::*field) {
+  const auto it = ranks.find(0);
+  if (it == ranks.end() || !(it->second.values.*field)) return;
+  e.family(name, type, help);
+  e.sample({{"node", node}, {"rank", "0"}, {"local_rank", std::to_string(it->second.report.local_rank)}},
+           *(it->second.values.*field));
+}
+
 }  // namespace
 
 RankValues RankValues::parse(const std::string& metrics_json) {
@@ -45,6 +55,8 @@ RankValues RankValues::parse(const std::string& metrics_json) {
   v.comm_exposed_s = number(j, "comm_exposed_s");
   v.eval_loss = number(j, "eval_loss");
   v.checkpoint_s = number(j, "checkpoint_s");
+  v.total_steps = number(j, "total_steps");
+  v.tokens = number(j, "tokens");
   return v;
 }
 
@@ -92,17 +104,26 @@ void RankSeries::write(Exposition& e, const std::string& node) const {
     for (const auto& [r, rank] : ranks_)
       if (rank.last_step) e.sample(labels(r, rank), rank.last_step_wall);
   }
-  gauge(e, ranks_, node, "lf_train_loss", "Training loss of the rank's last step", &RankValues::loss);
-  gauge(e, ranks_, node, "lf_train_learning_rate", "Learning rate of the last step", &RankValues::learning_rate);
-  gauge(e, ranks_, node, "lf_train_grad_norm", "Global gradient norm of the last step (before clipping)",
-        &RankValues::grad_norm);
-  gauge(e, ranks_, node, "lf_train_epoch", "Fractional epoch", &RankValues::epoch);
+  // The job's (every rank has the same): once, from global rank 0.
+  job_series(e, ranks_, node, "lf_train_loss", MetricType::kGauge, "Training loss of the job's last logged step (rank 0's)",
+             &RankValues::loss);
+  job_series(e, ranks_, node, "lf_train_learning_rate", MetricType::kGauge, "Learning rate of the last step (rank 0's)",
+             &RankValues::learning_rate);
+  job_series(e, ranks_, node, "lf_train_grad_norm", MetricType::kGauge,
+             "Global gradient norm of the last step, before clipping (rank 0's)", &RankValues::grad_norm);
+  job_series(e, ranks_, node, "lf_train_epoch", MetricType::kGauge, "Fractional epoch (rank 0's)", &RankValues::epoch);
+  job_series(e, ranks_, node, "lf_train_total_steps", MetricType::kGauge,
+             "Optimizer steps the job runs in all (lf_train_step / this: the share done)", &RankValues::total_steps);
+  job_series(e, ranks_, node, "lf_train_tokens_total", MetricType::kCounter,
+             "Tokens the job trained on so far, every rank's (rate() of it: the job's tokens per second)",
+             &RankValues::tokens);
   gauge(e, ranks_, node, "lf_train_tokens_per_second", "This rank's real (non-pad) tokens per second, last step",
         &RankValues::tokens_per_s);
   gauge(e, ranks_, node, "lf_train_mfu", "Model FLOPs utilisation of the last step (0..1)", &RankValues::mfu);
   gauge(e, ranks_, node, "lf_train_comm_exposed_seconds",
         "Communication of the last step that backward did not hide (LF_PROFILE_PHASES=1)", &RankValues::comm_exposed_s);
-  gauge(e, ranks_, node, "lf_train_eval_loss", "Last evaluation loss", &RankValues::eval_loss);
+  job_series(e, ranks_, node, "lf_train_eval_loss", MetricType::kGauge, "Last evaluation loss (rank 0's)",
+             &RankValues::eval_loss);
   gauge(e, ranks_, node, "lf_train_checkpoint_seconds", "Seconds the last checkpoint save took",
         &RankValues::checkpoint_s);
   bool any_steps = false;

@@ -131,7 +131,10 @@ void Trainer::State::report_progress(const StepRecord& r) {
                   {"learning_rate", r.lr},
                   {"grad_norm", r.grad_norm},
                   {"epoch", r.epoch},
-                  {"tokens_per_s", static_cast<double>(r.num_tokens) / std::max(r.seconds, 1e-9)}};
+                  {"tokens_per_s", static_cast<double>(r.num_tokens) / std::max(r.seconds, 1e-9)},
+                  // The job's: lf_train_total_steps and the lf_train_tokens_total counter (rank 0's).
+                  {"total_steps", logs.total_steps},
+                  {"tokens", counts.tokens_seen}};
   if (peak_flops > 0)  // this rank's share of the step's model FLOPs over its time
     metrics["mfu"] = step_model_flops(model_flops, static_cast<double>(r.padded_tokens),
                                       static_cast<double>(r.padded_token_positions)) /

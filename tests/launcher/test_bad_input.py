@@ -132,21 +132,25 @@ def test_duplicate_node_rank_fails_every_node(tmp_path, agents):
         assert "duplicate node rank 1" in n.err, n.err
 
 
-def test_more_nodes_than_nnodes_fails_every_node(tmp_path, agents):
+def test_a_node_beyond_nnodes_is_refused_and_the_job_runs_on(tmp_path, agents):
+    """Once the job formed, a surplus node is a stranger (issue 29): refused on its own, the job
+    named; the job's two nodes never hear of it (it once failed every node: "more nodes than
+    --nnodes 2")."""
     port = free_port()
     marker = unique_marker("toomany")
     server = Agent(["rdzv-server", "--nnodes", "2", "--port", str(port)], tmp=str(tmp_path))
     agents.append(server)
-    args = ["--nnodes", "2", "--master-port", str(port), "--", PY, WORKER, "--marker", marker, "--sleep", "60"]
+    args = ["--nnodes", "2", "--master-port", str(port), "--", PY, WORKER, "--marker", marker, "--sleep", "6"]
     a, b = launch(tmp_path, *args), launch(tmp_path, *args)
     agents += [a, b]
     from harness import wait_until
     assert wait_until(lambda: len(live_pids_with(marker)) == 2, 20)
     c = launch(tmp_path, *args)
     agents.append(c)
-    for n in (a, b, c):
-        assert n.wait(20) in (EXIT_RDZV, EXIT_ABORTED), n.err
-    assert "more nodes than --nnodes 2" in c.err
+    assert c.wait(20) == EXIT_RDZV, c.err
+    assert "the job is full: --nnodes 2" in c.err and f"join refused by job 'none' at 127.0.0.1:{port}" in c.err, c.err
+    assert a.wait(30) == 0, a.err
+    assert b.wait(30) == 0, b.err
     assert wait_no_survivors(marker)
 
 

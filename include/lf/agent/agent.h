@@ -36,8 +36,8 @@ struct AgentOptions {
   double heartbeat_timeout_s = 3;
   double stop_grace_s = 5;
   // Liveness timeout of workers that heartbeat (worker_watch.h); 0: off. The launcher's
-  // --worker-heartbeat-timeout, else LF_WORKER_LIVENESS_TIMEOUT_S, else 30.
-  double worker_heartbeat_timeout_s = 30;
+  // --worker-heartbeat-timeout, else LF_WORKER_LIVENESS_TIMEOUT_S, else 10.
+  double worker_heartbeat_timeout_s = 10;
   int64_t metrics_port = -1;  // --metrics-port / LF_METRICS_PORT: Prometheus endpoint; -1 off, 0 a free port
   std::string metrics_addr;   // --metrics-addr; empty: LF_METRICS_ADDR, else 127.0.0.1 (this host only)
   std::string event_log;  // the hosted server's event log (JSON lines)

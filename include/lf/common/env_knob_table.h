@@ -68,8 +68,9 @@ inline constexpr EnvKnob kEnvKnobs[] = {
      "every address) for a Prometheus on another host (--metrics-addr wins)"},
     {"LF_METRICS_GPU_INTERVAL_S", KnobType::kSeconds, "1", "", "lf-train",
      "seconds between NVML samples of the GPUs (> 0)"},
-    {"LF_METRICS_LINGER_S", KnobType::kSeconds, "0", "", "lf-train",
-     "after the job ends, keep serving its final values this long (a scraper's next visit sees the last step)"},
+    {"LF_METRICS_LINGER_S", KnobType::kSeconds, "60", "", "lf-train",
+     "after the job ends, serve its final values until the scraper's next visit (it sees the last step and phase "
+     "done), at most this long; not at all when nothing scraped during the job; 0: leave at once"},
     {"LF_NVML_LIBRARY", KnobType::kPath, "libnvidia-ml.so.1", "", "lf-train",
      "the NVML library the metrics endpoint and `lf-train doctor` load at run time (absent: no GPU series, one "
      "info line)"},
@@ -113,7 +114,7 @@ inline constexpr EnvKnob kEnvKnobs[] = {
      "cannot; unset: a fixed-size job"},
 
     // ---- worker liveness and progress deadlines (the agent watches the heartbeats)
-    {"LF_WORKER_LIVENESS_TIMEOUT_S", KnobType::kSeconds, "30", "", "lf-train",
+    {"LF_WORKER_LIVENESS_TIMEOUT_S", KnobType::kSeconds, "10", "", "lf-train",
      "a worker that heartbeated and then sends nothing (its liveness thread beats every second) for this long is "
      "hung or stopped: the job stops on every node, the worker named; 0: off (--worker-heartbeat-timeout wins)"},
     {"LF_PEAK_TFLOPS", KnobType::kNumber, "", "", "lf-worker",

@@ -48,6 +48,7 @@ class OutputLock {
   std::filesystem::path path_;
   OutputLockOwner me_;
   bool owned_ = true;  // false: adopted from a parent (LF_OUTPUT_LOCK_HELD), which renews and removes it
+  bool created_dir_ = false;  // output_dir did not exist before the lock
   std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false;
