@@ -22,8 +22,8 @@ std::string ip_text(const sockaddr* sa) {
   return buf;
 }
 
-// The first address `host` resolves to that a socket can be bound to here (port 0); the
-// first one it resolves to at all in *seen.
+// The first address `host` resolves to that a socket can be bound to here (port 0), IPv4 before
+// IPv6; the first one it resolves to at all in *seen.
 std::optional<std::string> first_local_address(const std::string& host, std::string* seen) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
@@ -32,14 +32,18 @@ std::optional<std::string> first_local_address(const std::string& host, std::str
   const int rc = ::getaddrinfo(host.c_str(), nullptr, &hints, &list);
   LF_CHECK(rc == 0, ConfigError, "MASTER_ADDR={} does not resolve on this host ({}): node 0 hosts the rendezvous "
            "server on that address; give node 0's IP address or a name its resolver knows", host, ::gai_strerror(rc));
+  // IPv4 first (`localhost` often lists ::1 first): the server listened on 0.0.0.0 before, and
+  // every client that reached it then reaches it now.
   std::optional<std::string> found;
-  for (const addrinfo* a = list; a && !found; a = a->ai_next) {
-    if (seen->empty()) *seen = ip_text(a->ai_addr);
-    const int fd = ::socket(a->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) continue;
-    if (::bind(fd, a->ai_addr, a->ai_addrlen) == 0) found = ip_text(a->ai_addr);
-    ::close(fd);
-  }
+  for (const int family : {AF_INET, AF_INET6})
+    for (const addrinfo* a = list; a && !found; a = a->ai_next) {
+      if (a->ai_family != family) continue;
+      if (seen->empty()) *seen = ip_text(a->ai_addr);
+      const int fd = ::socket(a->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+      if (fd < 0) continue;
+      if (::bind(fd, a->ai_addr, a->ai_addrlen) == 0) found = ip_text(a->ai_addr);
+      ::close(fd);
+    }
   ::freeaddrinfo(list);
   return found;
 }

@@ -76,6 +76,7 @@ def test_a_dead_jobs_lock_is_taken_over_with_a_line(tmp_path):
     # Another host's, renewed too long ago (LF_OUTPUT_LOCK_STALE_S), is gone too; a fresh one is not.
     (out / LOCK).write_text(json.dumps({"host": "elsewhere", "pid": 1, "job": "old", "nonce": "n2", "started": "then",
                                         "started_unix": now - 100, "renewed_unix": now - 100}))
+    os.utime(out / LOCK, (now - 100, now - 100))  # the file as old as its renewal stamp (both are judged)
     rc, text = run(out, LF_OUTPUT_LOCK_STALE_S="30")
     assert rc == 0 and "not renewed for" in text, text[-3000:]
     (out / LOCK).write_text(json.dumps({"host": "elsewhere", "pid": 1, "job": "busy", "nonce": "n3", "started": "now",
