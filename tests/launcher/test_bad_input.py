@@ -70,6 +70,31 @@ def test_wrong_token_is_refused_without_revealing_it(tmp_path, agents):
     assert "1 of 2 nodes joined" in n0.err
 
 
+def test_a_token_file_is_the_token_and_its_mistakes_are_said(tmp_path, agents):
+    """LF_JOB_TOKEN_FILE (issue 29): the file's content is the job's token (a node with the same
+    token in LF_JOB_TOKEN joins); an empty file, or a file and a variable that disagree, exit 2
+    without showing either token."""
+    good = tmp_path / "token"
+    good.write_text("file-secret\n")
+    port = free_port()
+    n0 = launch(tmp_path, "--nnodes", "2", "--node-rank", "0", "--master-port", str(port), "--", PY, WORKER,
+                env={"LF_JOB_TOKEN_FILE": str(good)})
+    n1 = launch(tmp_path, "--nnodes", "2", "--node-rank", "1", "--master-port", str(port), "--", PY, WORKER,
+                env={"LF_JOB_TOKEN": "file-secret"})
+    agents += [n0, n1]
+    assert n0.wait(20) == 0, n0.err
+    assert n1.wait(20) == 0, n1.err
+    empty = tmp_path / "empty"
+    empty.write_text("\n")
+    for env, expected in (({"LF_JOB_TOKEN_FILE": str(empty)}, "is empty"),
+                          ({"LF_JOB_TOKEN_FILE": str(good), "LF_JOB_TOKEN": "other"}, "give different tokens"),
+                          ({"LF_JOB_TOKEN_FILE": str(tmp_path / "missing")}, "cannot read it")):
+        a = launch(tmp_path, "--master-port", str(free_port()), "--", PY, WORKER, env=env)
+        agents.append(a)
+        assert a.wait(10) == EXIT_CONFIG, a.err
+        assert expected in a.err and "file-secret" not in a.err, a.err
+
+
 def test_node_that_never_arrives_times_out_with_who_is_missing(tmp_path, agents):
     n0 = launch(tmp_path, "--nnodes", "3", "--node-rank", "0", "--master-port", str(free_port()), "--join-timeout",
                 "2", "--", PY, WORKER)

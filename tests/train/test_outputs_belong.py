@@ -2,7 +2,7 @@
 second job on the folder exits 2 naming the holder (a dead job's lock is taken over, with a line);
 the final outputs are written as a set, and a previous run's weights of the other kind are removed
 with a line (overwrite_output_dir) or refused, so transformers never applies a stale adapter."""
-import json, os, shutil, socket, subprocess, sys, time
+import json, os, re, shutil, socket, subprocess, sys, time
 
 import numpy as np
 import pytest
@@ -155,3 +155,65 @@ def test_an_old_sharded_index_is_removed_when_a_single_file_replaces_it(tmp_path
     assert "model.safetensors.index.json" in text and "removed files of an earlier run" in text, text[-3000:]
     left = sorted(p.name for p in out.iterdir() if "safetensors" in p.name)
     assert left == ["model.safetensors"], left
+
+
+def small_disk(tmp_path, megabytes):
+    """A tmpfs of its own under tmp_path (root); skips where mounting is not allowed."""
+    mnt = tmp_path / "disk"
+    mnt.mkdir()
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={megabytes}m", "tmpfs", str(mnt)], capture_output=True,
+                       text=True)
+    if r.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {r.stderr.strip()}")
+    return mnt
+
+
+def fill_leaving(mnt, free_bytes):
+    st = os.statvfs(mnt)
+    with open(mnt / "filler", "wb") as f:
+        f.write(b"\0" * max(0, st.f_bavail * st.f_frsize - free_bytes))
+
+
+def run_until_sleep_then(out, log_path, then, *args):
+    """A run whose rank 0 sleeps 4 s after its first step; `then()` runs meanwhile."""
+    log = open(log_path, "w")
+    p = subprocess.Popen([LF_TRAIN, "configs/tiny_cpu.yaml", f"output_dir={out}", *QUICK, *args], cwd=ROOT,
+                         env=env(LF_FAULT_SLEEP="training:4"), stdout=log, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.time() + 120
+        while "LF_FAULT_SLEEP: sleeping" not in open(log_path).read():
+            assert p.poll() is None and time.time() < deadline, open(log_path).read()[-3000:]
+            time.sleep(0.1)
+        then()
+        p.wait(300)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    return p.returncode, open(log_path).read()
+
+
+def test_a_disk_that_fills_during_the_run_is_said_in_mib_and_a_failed_save_leaves_no_partial_files(tmp_path):
+    """Issue 29: the worker's space rule is the preflight's (a disk preflight passed is refused by
+    the worker only when it filled meanwhile), said in MiB for small sizes (it once read "needs
+    about 0.00 GiB ... only 0.00 GiB are free"); a final save that hits a full disk removes what it
+    wrote (it once left model.safetensors.tmp, and the disk stayed full)."""
+    mnt = small_disk(tmp_path, 48)
+    try:
+        # A checkpoint at step 2 on a disk filled after step 1: refused before writing, in MiB.
+        out = mnt / "ckpt"
+        rc, text = run_until_sleep_then(out, tmp_path / "a.log", lambda: fill_leaving(mnt, 3 << 20),
+                                        "finetuning_type=full", "save_strategy=steps", "save_steps=2")
+        assert rc == 2, text[-3000:]
+        m = re.search(r"checkpoint-2 needs about ([\d.]+) MiB in \S+ and only ([\d.]+) MiB are free", text)
+        assert m and float(m.group(2)) < float(m.group(1)), text[-3000:]
+        os.remove(mnt / "filler")
+        shutil.rmtree(out)
+        # The final save (weights ~4 MiB) on a disk with 1 MiB left: it fails, and leaves nothing partial.
+        out = mnt / "final"
+        rc, text = run_until_sleep_then(out, tmp_path / "b.log", lambda: fill_leaving(mnt, 1 << 20),
+                                        "finetuning_type=full")
+        assert rc != 0 and "disk full?" in text, text[-3000:]
+        left = [str(p) for p in out.rglob("*") if p.name.endswith(".tmp") or ".final-outputs.tmp" in str(p)]
+        assert not left, left
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
