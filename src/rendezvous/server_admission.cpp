@@ -9,8 +9,8 @@
 
 #include <algorithm>
 
-#include "lf/rendezvous/config_diff.h"
 #include "lf/common/error.h"
+#include "lf/rendezvous/config_diff.h"
 #include "server_impl.h"
 
 namespace lf::rdzv {

@@ -7,14 +7,12 @@
 #include <ctime>
 #include <set>
 
+#include "lf/common/error.h"
 #include "lf/rendezvous/elastic_ranks.h"
 #include "lf/rendezvous/layout.h"
-#include "lf/common/error.h"
 #include "server_impl.h"
 
 namespace lf::rdzv {
-
-namespace asio = boost::asio;
 
 std::vector<std::string> RendezvousServer::Impl::member_names(const std::vector<uint64_t>& ids) {
   std::vector<std::string> out;
@@ -104,7 +102,9 @@ void RendezvousServer::Impl::close_round() {
     // The job is formed: from now on a joiner that is not one of these nodes is a stranger.
     const std::time_t now = std::time(nullptr);
     char buf[32];
-    std::strftime(buf, sizeof(buf), "%Y-%m-%d %H:%M:%S UTC", std::gmtime(&now));
+    std::tm utc{};
+    ::gmtime_r(&now, &utc);
+    std::strftime(buf, sizeof(buf), "%Y-%m-%d %H:%M:%S UTC", &utc);
     formed_at = buf;
   }
   event("layout", -1, fmt::format("{} nodes, world size {}", nodes.size(), world));
