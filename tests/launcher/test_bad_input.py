@@ -234,7 +234,7 @@ def test_idle_connections_cannot_starve_the_rendezvous_server(tmp_path, agents):
     """80 connections that send half a frame and go silent, against a server limited to 64
     descriptors: accept fails with EMFILE. The server retries every 100 ms with one warning
     (it once spun a core, logging millions of lines), closes connections that say nothing
-    within 10 s, and then the real agents join and the job runs."""
+    within 5 s (with a Refused frame), and then the real agents join and the job runs."""
     import subprocess
     from harness import LF_TRAIN
     port = free_port()
