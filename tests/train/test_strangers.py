@@ -85,7 +85,7 @@ def test_strangers_are_refused_on_their_own_and_the_job_runs_on(tmp_path):
     out, port, token = tmp_path / "out", free_port(), "the-job-token"
     (tmp_path / "job").mkdir()
     # Rank 0 holds the job in its training phase long enough for every stranger to come and go.
-    job = start_job(out, port, token, tmp_path / "job", LF_FAULT_SLEEP="training:30@0")
+    job = start_job(out, port, token, tmp_path / "job", LF_FAULT_SLEEP="training:40@0")
     node0_log = tmp_path / "job" / "node0.log"
     try:
         deadline = time.time() + 120
