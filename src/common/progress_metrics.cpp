@@ -4,7 +4,7 @@
 
 namespace lf {
 
-const ProgressMetrics::Field ProgressMetrics::kFields[10] = {
+const ProgressMetrics::Field ProgressMetrics::kFields[12] = {
     {"loss", &ProgressMetrics::loss},
     {"learning_rate", &ProgressMetrics::learning_rate},
     {"grad_norm", &ProgressMetrics::grad_norm},
@@ -15,6 +15,8 @@ const ProgressMetrics::Field ProgressMetrics::kFields[10] = {
     {"comm_exposed_s", &ProgressMetrics::comm_exposed_s},
     {"eval_loss", &ProgressMetrics::eval_loss},
     {"checkpoint_s", &ProgressMetrics::checkpoint_s},
+    {"total_steps", &ProgressMetrics::total_steps},
+    {"tokens", &ProgressMetrics::tokens},
 };
 
 std::string ProgressMetrics::to_json() const {

@@ -194,6 +194,13 @@ std::vector<KeyDecl> data_keys() {
                   "tokenizer threads (0: all cores); the result does not depend on it")
           .differs("None: all cores (0)")
           .observe("log:tokenizer threads"),
+      implemented("invalid_records", LF_FIELD(data, invalid_records),
+                  "lf-train's own: records no training example can be made of (an alpaca `output` that is null or "
+                  "not a string, a Parquet null cell there) are dropped as LLaMA-Factory drops them, with one warning "
+                  "counting them by cause and file:line (warn), or stop the job (error)")
+          .own()
+          .choices({"warn", "error"})
+          .observe("refused"),
   };
 }
 

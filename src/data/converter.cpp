@@ -1,5 +1,6 @@
 #include "converter.h"
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "lf/common/error.h"
@@ -48,8 +49,13 @@ void convert_alpaca(const json& rec, const DatasetAttr& attr, const std::string&
   if (!query.empty() && !input.empty()) query += "\n";
   query += input;
   out.prompt.push_back({Role::kUser, std::move(query)});
+  // LLaMA-Factory keeps a response only when it is a string; the record is then dropped
+  // (drop_report.h counts it, with why).
   if (const json* r = column(rec, attr.response); r != nullptr && r->is_string())
     out.response.push_back({Role::kAssistant, r->get<std::string>()});
+  else if (!attr.response.empty())
+    out.invalid = r == nullptr || r->is_null() ? fmt::format("'{}' null", attr.response)
+                                               : fmt::format("'{}' a {}, not a string", attr.response, r->type_name());
   out.system = text_of(column(rec, attr.system), attr.system, origin);
   out.tools = text_of(column(rec, attr.tools), attr.tools, origin);
 }

@@ -47,6 +47,8 @@ void run_preview(const DataArgs& args, int n, std::ostream& out, bool color) {
                      args.cutoff_len, args.train_on_prompt, args.mask_history);
   out << fmt::format("dataset {}: {} training and {} evaluation example(s) after preprocessing, {} training tokens\n",
                      fmt::join(args.dataset, ","), all.train.size(), all.eval.size(), all.train.num_tokens());
+  // The counts training reports (lf/data/drop_report.h), from the same records.
+  if (all.dropped.dropped) out << all.dropped.text(fmt::format("{}", fmt::join(args.dataset, ","))) << "\n";
   out << (color ? "struck-through dim text is masked (label -100): the model is not trained on it\n"
                 : "text inside [[MASKED]]...[[/MASKED]] has label -100: the model is not trained on it\n");
   SupervisedOptions opts{args.cutoff_len, args.train_on_prompt, args.mask_history};

@@ -285,9 +285,11 @@ SftData load_sft_data(const DataArgs& args, const Tokenizer& tokenizer, double l
   NumpyLegacyRandom global_rng(static_cast<uint32_t>(args.seed));
   std::vector<Example> train = load_examples(args, args.dataset, &global_rng);
   const size_t read = train.size();
+  data.dropped = find_dropped(train, args.stage);
   std::vector<Example> eval;
   if (!args.eval_dataset.empty()) {
     eval = load_examples(args, args.eval_dataset, &global_rng);
+    data.dropped.merge(find_dropped(eval, args.stage));
   } else if (args.val_size > 1e-6) {
     // LLaMA-Factory: train_test_split(test_size=int(val_size) if val_size > 1 else
     // val_size, seed=seed); n_test = ceil(fraction * n); numpy's permutation
@@ -303,6 +305,7 @@ SftData load_sft_data(const DataArgs& args, const Tokenizer& tokenizer, double l
     for (size_t k = 0; k < n; ++k) (k < n_test ? eval : tr).push_back(std::move(train[perm[k]]));
     train = std::move(tr);
   }
+  report_dropped(data.dropped, args);  // once, with the counts (or an error under invalid_records: error)
   auto train_enc = encode_examples(train, tmpl, args);
   LF_CHECK(!train_enc.empty(), ConfigError,
            "dataset {} has no usable training example after filtering ({} records read); {}",

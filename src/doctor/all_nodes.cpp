@@ -35,6 +35,7 @@
 #include "lf/common/version.h"
 #include "lf/doctor/doctor.h"
 #include "lf/doctor/net_probe.h"
+#include "lf/rendezvous/bind_address.h"
 #include "lf/rendezvous/server.h"
 #include "lf/rendezvous/store_client.h"
 
@@ -56,6 +57,13 @@ class HostedServer {
  public:
   HostedServer(const DoctorContext& ctx) {
     rdzv::ServerOptions so;
+    // Where the job's server would listen; a MASTER_ADDR that is not this host's is
+    // check_master's finding, so the doctors still meet on every address.
+    try {
+      so.bind_host = rdzv::choose_bind_address(ctx.master_addr, ctx.nnodes, false).address;
+    } catch (const ConfigError&) {
+      so.bind_host = "0.0.0.0";
+    }
     so.port = ctx.master_port;
     so.job_id = ctx.rdzv_id;
     so.token = ctx.token;
@@ -276,6 +284,18 @@ void compare_shared(const std::vector<json>& facts, const std::vector<json>& res
     report.pass("output-shared", fmt::format("every node sees the file node 0 wrote in {}", output_dir));
 }
 
+// A file node 0 writes in output_dir, or in the nearest folder above it that exists (the doctor
+// creates no folder), named in the store for the other nodes to look for.
+fs::path leave_shared_file(const std::string& output_dir, rdzv::StoreClient& store) {
+  std::error_code ec;
+  fs::path at = fs::absolute(output_dir, ec);
+  while (!at.empty() && !fs::exists(at, ec) && at != at.root_path()) at = at.parent_path();
+  const fs::path file = at / fmt::format(".lf-doctor-shared-{}", nonce());
+  std::ofstream(file) << "lf-train doctor\n";
+  store.set("doctor/shared", file.string());
+  return file;
+}
+
 }  // namespace
 
 void run_all_nodes(const DoctorContext& ctx, Report& report, const NodeFacts& facts) {
@@ -312,12 +332,7 @@ void run_all_nodes(const DoctorContext& ctx, Report& report, const NodeFacts& fa
   ProbeListener listener(ctx.probe_port);
 
   // Node 0 leaves a file in output_dir for the others to find.
-  fs::path shared_file;
-  if (ctx.config && host) {
-    shared_file = fs::path(ctx.config->output.output_dir) / fmt::format(".lf-doctor-shared-{}", nonce());
-    std::ofstream(shared_file) << "lf-train doctor\n";
-    store->set("doctor/shared", shared_file.filename().string());
-  }
+  const fs::path shared_file = ctx.config && host ? leave_shared_file(ctx.config->output.output_dir, *store) : fs::path();
   json mine = {{"node", rank},
                {"hostname", facts.hostname},
                {"address", store->local_address()},
@@ -355,7 +370,7 @@ void run_all_nodes(const DoctorContext& ctx, Report& report, const NodeFacts& fa
   if (ctx.config) {
     if (host) result["shared"] = true;
     else if (const auto name = store->get("doctor/shared"))
-      result["shared"] = fs::exists(fs::path(ctx.config->output.output_dir) / *name);
+      result["shared"] = fs::exists(fs::path(*name));
   }
   store->set(key("results", rank), result.dump());
   std::vector<json> results_all;

@@ -19,6 +19,16 @@ void gauge(Exposition& e, const std::map<int, RankSeries::Rank>& ranks, const st
                *v);
 }
 
+// A value every rank shares, once: global rank 0's (absent on the nodes without it).
+void job_series(Exposition& e, const std::map<int, RankSeries::Rank>& ranks, const std::string& node, const char* name,
+                MetricType type, const char* help, std::optional<double> ProgressMetrics::*field) {
+  const auto it = ranks.find(0);
+  if (it == ranks.end() || !(it->second.values.*field)) return;
+  e.family(name, type, help);
+  e.sample({{"node", node}, {"rank", "0"}, {"local_rank", std::to_string(it->second.report.local_rank)}},
+           *(it->second.values.*field));
+}
+
 }  // namespace
 
 void RankSeries::update(const std::vector<RankReport>& reports, double wall_now) {
@@ -65,17 +75,26 @@ void RankSeries::write(Exposition& e, const std::string& node) const {
     for (const auto& [r, rank] : ranks_)
       if (rank.last_step) e.sample(labels(r, rank), rank.last_step_wall);
   }
-  gauge(e, ranks_, node, "lf_train_loss", "Training loss of the rank's last step", &ProgressMetrics::loss);
-  gauge(e, ranks_, node, "lf_train_learning_rate", "Learning rate of the last step", &ProgressMetrics::learning_rate);
-  gauge(e, ranks_, node, "lf_train_grad_norm", "Global gradient norm of the last step (before clipping)",
-        &ProgressMetrics::grad_norm);
-  gauge(e, ranks_, node, "lf_train_epoch", "Fractional epoch", &ProgressMetrics::epoch);
+  // The job's (every rank has the same): once, from global rank 0.
+  job_series(e, ranks_, node, "lf_train_loss", MetricType::kGauge, "Training loss of the job's last logged step (rank 0's)",
+             &ProgressMetrics::loss);
+  job_series(e, ranks_, node, "lf_train_learning_rate", MetricType::kGauge, "Learning rate of the last step (rank 0's)",
+             &ProgressMetrics::learning_rate);
+  job_series(e, ranks_, node, "lf_train_grad_norm", MetricType::kGauge,
+             "Global gradient norm of the last step, before clipping (rank 0's)", &ProgressMetrics::grad_norm);
+  job_series(e, ranks_, node, "lf_train_epoch", MetricType::kGauge, "Fractional epoch (rank 0's)", &ProgressMetrics::epoch);
+  job_series(e, ranks_, node, "lf_train_total_steps", MetricType::kGauge,
+             "Optimizer steps the job runs in all (lf_train_step / this: the share done)", &ProgressMetrics::total_steps);
+  job_series(e, ranks_, node, "lf_train_tokens_total", MetricType::kCounter,
+             "Tokens the job trained on so far, every rank's (rate() of it: the job's tokens per second)",
+             &ProgressMetrics::tokens);
   gauge(e, ranks_, node, "lf_train_tokens_per_second", "This rank's real (non-pad) tokens per second, last step",
         &ProgressMetrics::tokens_per_s);
   gauge(e, ranks_, node, "lf_train_mfu", "Model FLOPs utilisation of the last step (0..1)", &ProgressMetrics::mfu);
   gauge(e, ranks_, node, "lf_train_comm_exposed_seconds",
         "Communication of the last step that backward did not hide (LF_PROFILE_PHASES=1)", &ProgressMetrics::comm_exposed_s);
-  gauge(e, ranks_, node, "lf_train_eval_loss", "Last evaluation loss", &ProgressMetrics::eval_loss);
+  job_series(e, ranks_, node, "lf_train_eval_loss", MetricType::kGauge, "Last evaluation loss (rank 0's)",
+             &ProgressMetrics::eval_loss);
   gauge(e, ranks_, node, "lf_train_checkpoint_seconds", "Seconds the last checkpoint save took",
         &ProgressMetrics::checkpoint_s);
   bool any_steps = false;

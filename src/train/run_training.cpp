@@ -17,6 +17,7 @@
 #include "lf/ckpt/rank_commit.h"
 #include "lf/comm/process_group.h"
 #include "lf/comm/rank_agreement.h"
+#include "lf/common/output_set.h"
 #include "lf/common/env.h"
 #include "lf/common/env_knobs.h"
 #include "lf/common/error.h"
@@ -65,7 +66,7 @@ void check_output_dir(const config::JobPlan& c) {
   const fs::path out(c.output.output_dir);
   if (!fs::exists(out)) return;
   LF_CHECK(fs::is_directory(out), ConfigError, "output_dir {} exists and is not a folder", out.string());
-  LF_CHECK(c.output.overwrite_output_dir || fs::is_empty(out), ConfigError,
+  LF_CHECK(c.output.overwrite_output_dir || output_dir_is_empty(out), ConfigError,
            "output_dir {} already exists and is not empty; set overwrite_output_dir: true to write over it, "
            "resume_from_checkpoint: {}/checkpoint-N to continue that run, or choose another output_dir",
            out.string(), out.string());
@@ -308,6 +309,11 @@ void train_from_config(const config::LoadedConfig& loaded) {
     for (const auto& n : loaded.notes) spdlog::info("{}", n);
   }
   model::set_kernel_paths(c.model.kernels);  // before any layer runs: model code reads no environment
+  // HF's TrainingArguments refuses fp16 without a GPU (its CPU path would run ~40x slower here).
+  LF_CHECK(!c.precision.fp16 || at::hasCUDA(), ConfigError,
+           "fp16: true needs a CUDA GPU and this worker has none; HF's TrainingArguments refuses it too (\"FP16 Mixed "
+           "precision training ... can only be used on CUDA\"). On a CPU train in fp32 (bf16: false, fp16: false) or "
+           "with bf16: true");
   const auto world = comm::WorldInfo::from_env();
   // --nnodes MIN:MAX: the first round's global batch on this round's ranks (exit 2 when it cannot be).
   const auto elastic = config::keep_elastic_global_batch(c, knob_int("LF_BASE_WORLD_SIZE").value_or(0), world.world_size);

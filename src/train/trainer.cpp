@@ -133,6 +133,9 @@ void Trainer::State::report_progress(const StepRecord& r) {
   m.grad_norm = r.grad_norm;
   m.epoch = r.epoch;
   m.tokens_per_s = static_cast<double>(r.num_tokens) / std::max(r.seconds, 1e-9);
+  // The job's: lf_train_total_steps and the lf_train_tokens_total counter (rank 0's).
+  m.total_steps = static_cast<double>(logs.total_steps);
+  m.tokens = static_cast<double>(counts.tokens_seen);
   if (peak_flops > 0)  // this rank's share of the step's model FLOPs over its time
     m.mfu = step_model_flops(model_flops, static_cast<double>(r.padded_tokens),
                              static_cast<double>(r.padded_token_positions)) /

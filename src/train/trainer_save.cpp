@@ -14,6 +14,7 @@
 #include "lf/common/remove_tree.h"
 #include "lf/model/loader.h"
 #include "lf/model/lora.h"
+#include "lf/common/disk_space.h"
 #include "lf/model/safetensors.h"
 #include "lf/model/tensor_io.h"
 #include "output_metadata.h"
@@ -44,15 +45,16 @@ void rotate_checkpoints(const fs::path& out, const fs::path& just_written, int64
 // A save that cannot fit fails before it writes (a full disk mid-save leaves a torn temporary
 // folder and a run that fails again at the same step): the bytes a checkpoint of this run takes,
 // the trainable weights in fp32 and two fp32 moments each, every rank's share together.
+// The launcher's preflight applies the same rule (lf/common/disk_space.h).
 void check_room_for_checkpoint(const fs::path& out, int64_t trainable, int64_t step) {
-  const double need = 12.0 * static_cast<double>(trainable) * 1.05 + (2 << 20);  // + side files
+  const auto need = save_bytes_needed(static_cast<uint64_t>(trainable), true);
   std::error_code ec;
   const auto space = fs::space(out, ec);
   if (ec) return;  // a filesystem that does not say: the write itself reports a full disk
-  LF_CHECK(static_cast<double>(space.available) >= need, ConfigError,
-           "checkpoint-{} needs about {:.2f} GiB in {} and only {:.2f} GiB are free: free some space, move output_dir, "
+  LF_CHECK(space.available >= need, ConfigError,
+           "checkpoint-{} needs about {} in {} and only {} are free: free some space, move output_dir, "
            "lower save_total_limit, or save less often (save_steps)",
-           step, need / (1 << 30), out.string(), static_cast<double>(space.available) / (1 << 30));
+           step, size_text(static_cast<double>(need)), out.string(), size_text(static_cast<double>(space.available)));
 }
 
 }  // namespace

@@ -85,6 +85,11 @@ def fx(tmp_path_factory):
                      "columns": {"messages": "conversations", "tools": "tools"}}
     info["think"] = {"file_name": "think.jsonl", "formatting": "sharegpt", "columns": {"messages": "conversations"}}
     (data / "dataset_info.json").write_text(json.dumps(info))
+    # Every third `output` null: records LLaMA-Factory drops (invalid_records' context).
+    (data / "gappy.json").write_text(json.dumps(
+        [{"instruction": f"Say {i}.", "input": "", "output": None if i % 3 == 0 else f"{i}"} for i in range(30)]))
+    info["gappy"] = {"file_name": "gappy.json"}
+    (data / "dataset_info.json").write_text(json.dumps(info))
     f["data"] = data
     return f
 
@@ -109,6 +114,7 @@ SETUP = {
     "mask_history": lambda f: ({"dataset": "sharegpt_demo"}, {"mask_history": "true"}),
     "neat_packing": lambda f: ({"packing": "true"}, {"neat_packing": "true"}),
     "tokenized_path": lambda f: ({}, {"tokenized_path": "{out}/../tokenized"}),
+    "invalid_records": lambda f: ({"dataset_dir": str(f["data"]), "dataset": "gappy"}, {"invalid_records": "error"}),
     "mix_strategy": lambda f: ({"dataset": "alpaca_en_demo,identity"}, {"mix_strategy": "interleave_under"}),
     "interleave_probs": lambda f: ({"dataset": "alpaca_en_demo,identity", "mix_strategy": "interleave_under"},
                                    {"interleave_probs": "[0.9,0.1]"}),

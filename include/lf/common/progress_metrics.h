@@ -21,13 +21,15 @@ struct ProgressMetrics {
   std::optional<double> comm_exposed_s;  // communication left after backward (LF_PROFILE_PHASES=1)
   std::optional<double> eval_loss;       // the last evaluation's (kept until the next)
   std::optional<double> checkpoint_s;    // the last checkpoint's save time (kept until the next)
+  std::optional<double> total_steps;     // optimizer steps the job runs in all
+  std::optional<double> tokens;          // target tokens the job trained on so far, every rank's
 
   // Every field's wire name and member, in wire order (parse, to_json and tests walk it).
   struct Field {
     const char* name;
     std::optional<double> ProgressMetrics::*member;
   };
-  static const Field kFields[10];
+  static const Field kFields[12];
 
   // The set fields as a compact JSON object ("{}" when none).
   std::string to_json() const;

@@ -13,6 +13,7 @@
 
 #include "lf/data/chat_template.h"
 #include "lf/data/data_args.h"
+#include "lf/data/drop_report.h"
 #include "lf/data/example.h"
 #include "lf/data/tokenized_dataset.h"
 #include "lf/tokenizer/tokenizer.h"
@@ -28,6 +29,7 @@ struct SftData {
   int32_t eos_id = 0;     // after the template's replace_eos
   uint64_t cache_key = 0;
   bool from_cache = false;
+  DropReport dropped;  // records no example could be made of (train and eval; none from a cache)
 };
 
 // The template `args` names; unset is "empty" as in LLaMA-Factory, except that

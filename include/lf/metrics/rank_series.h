@@ -1,5 +1,8 @@
 #pragma once
-// The per-rank lf_train_* series, from the workers' heartbeat payloads (rank_report.h).
+// The lf_train_* series, from the workers' heartbeat payloads (rank_report.h). What differs
+// per rank (step, phase, tokens per second, MFU, step times, heartbeats) is one series per
+// rank; what every rank shares (loss, learning rate, grad norm, epoch, eval loss, the job's
+// total steps and tokens) is the job's, one series from global rank 0 (on node 0's endpoint).
 // Most are the last value a rank reported (gauges); lf_train_step_seconds is a histogram,
 // so it keeps state: update() is called often (the exporter's 250 ms tick and every
 // scrape) and observes each newly finished step once. Steps finished between two updates
