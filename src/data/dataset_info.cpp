@@ -85,6 +85,9 @@ std::vector<DatasetAttr> load_dataset_list(const std::vector<std::string>& names
       set_str(a.messages, c, "messages");
       set_str(a.system, c, "system");
       set_str(a.tools, c, "tools");
+      set_str(a.chosen, c, "chosen");
+      set_str(a.rejected, c, "rejected");
+      set_str(a.kto_tag, c, "kto_tag");
       // Absent keys reset to None in LLaMA-Factory (set_attr default None).
       if (!c.contains("prompt")) a.prompt.clear();
       if (!c.contains("query")) a.query.clear();

@@ -117,7 +117,9 @@ Trainer::Trainer(TrainerSetup setup) {
   for (auto& p : model::trainable_parameters(st.m, st.s.lora.has_value())) trainable += p.tensor->numel();
   st.model_flops = model_flops(st.m, trainable);
   st.peak_flops = peak_flops_per_s(st.device, st.m.compute_dtype(), c.logging.peak_tflops);
-  st.stepper.graph = st.make_graph();
+  st.make_objective();
+  // CUDA graphs capture the LM loss's micro-step; the preference stages' run eagerly.
+  if (!c.objective.preference()) st.stepper.graph = st.make_graph();
 }
 
 Trainer::~Trainer() = default;
@@ -144,7 +146,7 @@ void Trainer::State::report_progress(const StepRecord& r) {
 
 TrainPlan Trainer::State::make_plan() {
   TrainPlan p;
-  p.num_examples = static_cast<int64_t>(s.train->size());
+  p.num_examples = static_cast<int64_t>(s.train->num_examples());  // a pair is one example
   p.layout = {c.schedule.per_device_train_batch_size, c.schedule.gradient_accumulation_steps, world};
   p.steps_per_epoch = train::steps_per_epoch(p.num_examples, p.layout);
   const int64_t per_micro = p.layout.micro_batch * p.layout.world;
@@ -194,6 +196,8 @@ TrainSummary Trainer::train() {
   StepTrace trace(st.device, static_cast<int>(st.rank), st.c.logging);
   st.logs.start = Clock::now();
   LoopState loop;
+  // Before a checkpoint's weights load: the reference is the model as the run starts.
+  st.objective->prepare();
   if (!st.s.resume_from.empty()) {
     progress_reporter().loading();
     loop = st.load_checkpoint(st.s.resume_from);
