@@ -69,6 +69,10 @@ void derive(JobPlan& c) {
 }  // namespace
 
 void check_parallel_rules(const JobPlan& c) {
+  LF_CHECK(c.objective.stage != "rm" || c.parallel.zero_stage == 0, ConfigError,
+           "stage rm under zero_stage {} (from {}) is not supported yet (the value head is not in ZeRO's units); use "
+           "zero_stage 0 (data parallel)",
+           c.parallel.zero_stage, c.parallel.sharding_source);
   LF_CHECK(!c.adapter.freeze() || c.parallel.zero_stage < 3, ConfigError,
            "finetuning_type freeze under zero_stage 3 (from {}) is not supported yet (the frozen part is sharded and "
            "the saved model needs it); use zero_stage 0, 1 or 2",

@@ -34,14 +34,13 @@ class DpoObjective : public Objective {
     averaged_ = o_.pref_loss == "ipo" || o_.pref_loss == "orpo" || o_.pref_loss == "simpo";
   }
 
-  void prepare() override {
+  void prepare(const std::vector<std::vector<int64_t>>& first_epoch) override {
     if (!o_.uses_reference()) return;
     spdlog::info("dpo: reference log-probabilities of {} pairs ({}), computed once before training",
                  ctx_.train->num_examples(), ctx_.lora ? "the model with its adapters off" : "the initial weights");
-    const int64_t bs = ctx_.plan->schedule.per_device_train_batch_size;
-    ref_train_ = reference_logps(ctx_, *ctx_.train, bs, /*pairwise=*/true);
+    ref_train_ = reference_logps(ctx_, *ctx_.train, first_epoch, /*pairwise=*/true);
     if (ctx_.eval && ctx_.eval->size() > 0)
-      ref_eval_ = reference_logps(ctx_, *ctx_.eval, ctx_.plan->eval.per_device_eval_batch_size, true);
+      ref_eval_ = reference_logps(ctx_, *ctx_.eval, eval_batches(), true);
   }
 
   double step_divisor(const std::vector<std::vector<int64_t>>& micro_batches) const override {
@@ -89,6 +88,11 @@ class DpoObjective : public Objective {
   }
 
   std::vector<std::string> plot_keys() const override { return {"loss", "rewards/accuracies"}; }
+
+  std::vector<std::vector<int64_t>> eval_batches() const {
+    return strided_batches(static_cast<int64_t>(ctx_.eval->num_examples()), ctx_.plan->eval.per_device_eval_batch_size,
+                           ctx_.strategy->rank(), ctx_.strategy->world());
+  }
 
   nlohmann::json evaluate() override;
 
@@ -171,20 +175,16 @@ nlohmann::json DpoObjective::evaluate() {
   const bool was_training = m.training();
   m.set_training(false);
   const int64_t n = static_cast<int64_t>(eval.num_examples());
-  const int64_t bs = std::max<int64_t>(1, ctx_.plan->eval.per_device_eval_batch_size);
-  const int64_t world = strategy.world(), batches = (n + bs - 1) / bs;
-  const int64_t rounds = strategy.needs_every_forward() ? (batches + world - 1) / world : 0;
+  const int64_t bs = std::max<int64_t>(1, ctx_.plan->eval.per_device_eval_batch_size), batches = (n + bs - 1) / bs;
   std::vector<double> sums(kSlots + 1, 0.0);  // + the loss
-  int64_t round = 0;
-  for (int64_t k = strategy.rank(); k < batches; k += world, ++round) {
-    std::vector<int64_t> ex;
-    for (int64_t i = k * bs; i < std::min(n, (k + 1) * bs); ++i) ex.push_back(i);
-    const auto b = collate(eval, both_rows(ex), ctx_.pad_id);
-    sums[kSlots] += pair_loss(b, ref_eval_, ex, false, &sums).item<double>();
+  for (const auto& ex : eval_batches()) {
+    if (!ex.empty())
+      sums[kSlots] += pair_loss(collate(eval, both_rows(ex), ctx_.pad_id), ref_eval_, ex, false, &sums).item<double>();
+    else if (strategy.needs_every_forward())
+      (void)sequence_logps(ctx_, no_target_batch(ctx_.pad_id));
   }
-  for (; round < rounds; ++round) (void)sequence_logps(ctx_, no_target_batch(ctx_.pad_id));
   m.set_training(was_training);
-  if (world > 1) sums = strategy.all_reduce_sums(std::move(sums));
+  if (strategy.world() > 1) sums = strategy.all_reduce_sums(std::move(sums));
   nlohmann::json e = nlohmann::json::object();
   log_metrics(std::vector<double>(sums.begin(), sums.begin() + kSlots), e);
   nlohmann::json out = {{"eval_loss", sums[kSlots] / static_cast<double>(std::max<int64_t>(1, batches))}};

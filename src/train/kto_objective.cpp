@@ -13,6 +13,7 @@
 #include <ATen/ATen.h>
 #include <torch/csrc/autograd/autograd.h>
 
+#include "lf/common/error.h"
 #include "lf/common/log.h"
 #include "lf/parallel/strategy.h"
 #include "phase_profile.h"
@@ -29,13 +30,16 @@ class KtoObjective : public Objective {
  public:
   explicit KtoObjective(const ObjectiveContext& ctx) : ctx_(ctx), o_(ctx.plan->objective), sums_(kSlots, 0.0) {
     disable_dropout(*ctx.model);
+    LF_CHECK(!ctx.eval || ctx.eval->size() == 0 || ctx.plan->eval.eval_strategy == "no", ConfigError,
+             "evaluation under stage kto is not implemented yet: set eval_strategy: no (or remove val_size / "
+             "eval_dataset)");
   }
 
-  void prepare() override {
+  void prepare(const std::vector<std::vector<int64_t>>& first_epoch) override {
     spdlog::info("kto: reference log-probabilities of {} examples and their KL pairs ({}), computed once before "
                  "training",
                  ctx_.train->num_examples(), ctx_.lora ? "the model with its adapters off" : "the initial weights");
-    ref_train_ = reference_logps(ctx_, *ctx_.train, ctx_.plan->schedule.per_device_train_batch_size, false);
+    ref_train_ = reference_logps(ctx_, *ctx_.train, first_epoch, /*pairwise=*/false);
   }
 
   double step_divisor(const std::vector<std::vector<int64_t>>& micro_batches) const override {

@@ -26,6 +26,7 @@
 
 namespace lf::model {
 class CausalLM;
+class ValueHead;
 }
 namespace lf::parallel {
 class ParallelStrategy;
@@ -45,6 +46,7 @@ struct ObjectiveContext {
   int32_t pad_id = 0;
   int64_t chunk_rows = 0;  // the LM head's row chunk (0: automatic)
   bool lora = false;
+  model::ValueHead* value_head = nullptr;  // stage rm
 };
 
 // What one micro-step gives the step: its loss and the sizes of what it computed.
@@ -65,7 +67,9 @@ class Objective {
   virtual ~Objective() = default;
 
   // Before step 1, on every rank (collectives allowed): the reference log-probabilities, say.
-  virtual void prepare() {}
+  // `first_epoch`: this rank's micro-batches of the first epoch, every step's in order, an empty one
+  // where this rank has none (the same count on every rank).
+  virtual void prepare(const std::vector<std::vector<int64_t>>& first_epoch) {}
   // The step's loss divisor, from every rank's micro-batches of the step (example indices; the
   // empty ones dropped), known before any backward.
   virtual double step_divisor(const std::vector<std::vector<int64_t>>& micro_batches) const = 0;

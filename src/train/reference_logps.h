@@ -8,18 +8,26 @@
 //     because it is the policy's own forward (the strategy's unit hooks).
 // The reference is fixed for the run, so its log-probabilities are too: one forward per example for
 // the whole run instead of one per example per epoch, no reference weights held beside the policy.
-// The examples are spread over the ranks (batch k to rank k % world, every rank running every round
-// under ZeRO-3) and the results summed over ranks. Internal to lf_train.
+// The training examples go in the first epoch's micro-batches, each rank its own (every rank running
+// every round under ZeRO-3), and the results are summed over ranks: each row is computed exactly as the
+// policy's first forward of it computes it (same rows, same padding, same weights), so the first
+// step's rewards are 0 as LLaMA-Factory's are, to the last bit. Internal to lf_train.
 #include <vector>
 
 #include "objective.h"
 
 namespace lf::train {
 
-// Per row of `data` (rows_logps[r]: the summed target log-probabilities of row r), batches of
-// `batch_examples` examples collated as training collates them: pairwise, a pair's two rows together
-// (chosen rows then rejected rows); otherwise (KTO) the target rows and the KL rows apart.
+// Per row of `data` (the summed target log-probabilities of row r), over this rank's `batches` (example
+// indices; an empty one: a round this rank has nothing in, run empty when the strategy needs every
+// forward), collated as training collates them: pairwise, a pair's two rows together (chosen rows then
+// rejected rows); otherwise (KTO) the target rows and the KL rows apart.
 std::vector<double> reference_logps(const ObjectiveContext& ctx, const TokenizedDataset& data,
-                                    int64_t batch_examples, bool pairwise);
+                                    const std::vector<std::vector<int64_t>>& batches, bool pairwise);
+
+// This rank's evaluation batches: `batch_examples` consecutive examples, batch k to rank k % world, the
+// rounds padded with empty batches to the same count on every rank.
+std::vector<std::vector<int64_t>> strided_batches(int64_t num_examples, int64_t batch_examples, int64_t rank,
+                                                  int64_t world);
 
 }  // namespace lf::train

@@ -101,12 +101,15 @@ void Trainer::State::log_step(const StepRecord& r, const TrainPlan& plan, LoopSt
 }
 
 json Trainer::State::eval_metrics(double eval_loss, double seconds, double epoch) const {
-  const double n = static_cast<double>(s.eval->size());
-  return {{"epoch", epoch},
-          {"eval_loss", eval_loss},
-          {"eval_runtime", round_to(seconds, 4)},
-          {"eval_samples_per_second", round_to(n / seconds, 3)},
-          {"eval_steps_per_second", round_to(std::ceil(n / c.eval.per_device_eval_batch_size) / seconds, 3)}};
+  const double n = static_cast<double>(s.eval->num_examples());
+  json e = {{"epoch", epoch},
+            {"eval_loss", eval_loss},
+            {"eval_runtime", round_to(seconds, 4)},
+            {"eval_samples_per_second", round_to(n / seconds, 3)},
+            {"eval_steps_per_second", round_to(std::ceil(n / c.eval.per_device_eval_batch_size) / seconds, 3)}};
+  if (eval_extra.is_object())
+    for (auto& [k, v] : eval_extra.items()) e[k] = v;
+  return e;
 }
 
 void Trainer::State::evaluate_and_log(LoopState& loop, TrainSummary& sum, const ProgressDisplay& display) {

@@ -54,6 +54,7 @@ void Trainer::State::make_objective() {
   ctx.pad_id = s.pad_id;
   ctx.chunk_rows = s.loss_chunk_rows;
   ctx.lora = s.lora.has_value();
+  ctx.value_head = s.value_head;
   objective = make_preference_objective(ctx);
   if (!objective) objective = make_lm_objective(*this);
 }

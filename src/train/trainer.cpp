@@ -9,6 +9,7 @@
 #include "lf/common/log.h"
 #include "lf/common/progress_deadline.h"
 #include "lf/model/lora.h"
+#include "lf/model/value_head.h"
 #include "lf/parallel/make_strategy.h"
 #include "lf/train/data_order.h"
 #include "lf/train/lm_loss.h"
@@ -47,6 +48,9 @@ at::Tensor Trainer::State::forward_loss_sum(const Batch& b) {
 
 double Trainer::State::evaluate() {
   if (!s.eval || s.eval->size() == 0) return std::nan("");
+  // The preference stages evaluate their own loss and metrics (objective.h); kept for eval_metrics.
+  eval_extra = objective->evaluate();
+  if (!eval_extra.is_null()) return eval_extra["eval_loss"].get<double>();
   c10::NoGradGuard no_grad;
   const bool was_training = m.training();
   m.set_training(false);
@@ -96,6 +100,8 @@ Trainer::Trainer(TrainerSetup setup) {
     parallel::StrategySetup ss;
     ss.model = st.s.model;
     ss.trainable = model::trainable_parameters(st.m, st.s.lora.has_value());
+    if (st.s.value_head)
+      for (auto& p : st.s.value_head->named_parameters()) ss.trainable.push_back(p);
     ss.lora = st.s.lora.has_value();
     ss.optim = c.optim;
     st.own_strategy = parallel::make_single_strategy(std::move(ss));
@@ -142,6 +148,19 @@ void Trainer::State::report_progress(const StepRecord& r) {
   if (r.phase_seconds[static_cast<size_t>(Phase::kDdpFinish)] > 0)
     metrics["comm_exposed_s"] = r.phase_seconds[static_cast<size_t>(Phase::kDdpFinish)];
   progress_reporter().step_done(r.step, r.seconds, metrics.dump());
+}
+
+std::vector<std::vector<int64_t>> Trainer::State::first_epoch_micro_batches(const TrainPlan& plan) const {
+  const auto perm = epoch_permutation(plan.num_examples, static_cast<uint64_t>(c.seed), 0);
+  const int64_t per_micro = plan.layout.micro_batch * plan.layout.world;
+  std::vector<std::vector<int64_t>> out;
+  for (int64_t k = 0; k < plan.steps_per_epoch; ++k) {
+    auto micro = rank_micro_batches(perm, k, plan.layout, rank);
+    const auto n_micro = (static_cast<int64_t>(step_examples(perm, k, plan.layout).size()) + per_micro - 1) / per_micro;
+    micro.resize(static_cast<size_t>(n_micro));  // the rounds this rank has nothing in: empty
+    for (auto& mb : micro) out.push_back(std::move(mb));
+  }
+  return out;
 }
 
 TrainPlan Trainer::State::make_plan() {
@@ -197,7 +216,7 @@ TrainSummary Trainer::train() {
   st.logs.start = Clock::now();
   LoopState loop;
   // Before a checkpoint's weights load: the reference is the model as the run starts.
-  st.objective->prepare();
+  st.objective->prepare(st.first_epoch_micro_batches(plan));
   if (!st.s.resume_from.empty()) {
     progress_reporter().loading();
     loop = st.load_checkpoint(st.s.resume_from);

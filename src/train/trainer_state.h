@@ -155,12 +155,15 @@ struct Trainer::State {
   // every rank since the last log line (run_step adds each step's, log_step hands them to it).
   std::unique_ptr<Objective> objective;
   std::vector<double> metrics_since_log;
+  json eval_extra;  // the objective's last evaluation (eval_rewards/*, eval_accuracy); null: none
 
   explicit State(TrainerSetup setup)
       : s(std::move(setup)), m(*s.model), device(s.model->lm_head_weight().device()) {}
 
   // ---- trainer.cpp
   TrainPlan make_plan();
+  // This rank's micro-batches of epoch 0, step by step (empty where it has none): Objective::prepare.
+  std::vector<std::vector<int64_t>> first_epoch_micro_batches(const TrainPlan& plan) const;
   // Sum of token CEs of one micro-batch (forward; backward is the caller's): the one forward
   // of training, evaluation and the CUDA graphs' captured micro-step, through the strategy's
   // unit hooks and the head's gradient route. target_rows (lm_loss.h): the target positions,

@@ -1,0 +1,174 @@
+"""Stages dpo, kto and rm against LLaMA-Factory 0.9.5's own runs (issue 31).
+
+tests/fixtures/train/lf_pref/ (scripts/fixtures/lf_pref_reference.py, re-checked by lf_pref_fixture_check) holds
+LLaMA-Factory's runs of one YAML with each run's keys over it: DPO with the sigmoid, ipo, orpo and simpo losses
+(LoRA and full, pref_ftx and label smoothing), KTO (LoRA and full) and the reward model (LoRA and full). lf-train
+on the same YAML, keys and weights must log, per step, the same loss, gradient norm, learning rate and epoch, and
+the same TRL reward metrics (rewards/*, logps/*, logits/*, kl, ORPO's sft_loss and odds_ratio_loss), within a
+relative 1e-5 (an absolute floor where LLaMA-Factory's value is a sum of terms that cancel: logits means, the
+first step's rewards that are exactly 0). The outputs are LLaMA-Factory's: the reward model's value head beside
+the adapter or model, trainer_log.jsonl's accuracy (rewards/accuracies) for dpo, the stage's plots.
+
+Then the distributed runs: 2 ranks (DDP) and ZeRO-3 over 2 ranks equal one process replaying the same
+micro-batches (per_device_train_batch_size 2 on 2 ranks is one process's 4 with gradient_accumulation_steps 1;
+KTO's KL estimate is per micro-step over every rank's rows, as TRL gathers it). And the bad inputs of the issue."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "launcher"))
+from harness import free_port  # noqa: E402
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+LF_TRAIN = os.environ["LF_TRAIN_BIN"]
+FIX = os.path.join(ROOT, "tests", "fixtures", "train", "lf_pref")
+EXPECTED = json.load(open(os.path.join(FIX, "expected.json")))
+RUNS = EXPECTED["runs"]
+
+
+def yaml_value(v):
+    return json.dumps(v) if not isinstance(v, str) else v
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory):
+    """The fixture's weights with configs/models/tiny's tokenizer."""
+    m = tmp_path_factory.mktemp("pref") / "model"
+    shutil.copytree(os.path.join(FIX, "model"), m)
+    for f in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copy(os.path.join(ROOT, "configs", "models", "tiny", f), m)
+    return m
+
+
+def train(out, model, keys, ranks=1, expect_ok=True, yaml=os.path.join(FIX, "pref.yaml")):
+    args = [LF_TRAIN, yaml, f"model_name_or_path={model}", f"output_dir={out}",
+            *[f"{k}={yaml_value(v)}" for k, v in keys.items()]]
+    env = dict(os.environ, NNODES="1", NPROC_PER_NODE=str(ranks), MASTER_PORT=str(free_port()), OMP_NUM_THREADS="1")
+    p = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    log = p.stdout + p.stderr
+    if expect_ok:
+        assert p.returncode == 0, log[-4000:]
+    return p.returncode, log
+
+
+def steps_of(out):
+    return [l for l in json.load(open(os.path.join(out, "trainer_state.json")))["log_history"] if "loss" in l]
+
+
+# Absolute floors: logits/* are means (dpo) or sums (kto) over [T, V] of terms that cancel; rewards are
+# beta x (policy - reference), exactly 0 at the first step.
+FLOOR = {"logits/": 1e-6, "rewards/": 1e-6, "kl": 1e-6}
+
+
+def close(key, got, want, rel=1e-5):
+    floor = next((f for p, f in FLOOR.items() if key.startswith(p)), 0.0)
+    if key.startswith("logits/") and abs(want) > 1:  # kto: a sum over [T, V]
+        floor = 1e-7 * abs(want) * 100
+    return abs(got - want) <= rel * abs(want) + floor
+
+
+def assert_same_steps(got, want):
+    assert [g["step"] for g in got] == [w["step"] for w in want], (got, want)
+    for g, w in zip(got, want):
+        for key, v in w.items():
+            if key == "step":
+                continue
+            assert key in g, f"step {w['step']}: no {key} logged ({sorted(g)})"
+            if key == "rewards/accuracies":  # a mean of 0/1 per pair: exact
+                assert g[key] == v, (key, g, w)
+            else:
+                assert close(key, g[key], v), f"step {w['step']} {key}: {g[key]} vs LLaMA-Factory's {v}"
+        extra = {k for k in g if k.startswith(("rewards/", "logps/", "logits/")) or k in ("kl",)} - set(w)
+        assert not extra, f"metrics LLaMA-Factory does not log: {extra}"
+
+
+@pytest.mark.parametrize("run", sorted(RUNS))
+def test_run_is_llamafactorys(run, model, tmp_path):
+    out = tmp_path / run
+    train(out, model, dict(RUNS[run]["keys"], plot_loss="true"))
+    assert_same_steps(steps_of(out), RUNS[run]["steps"])
+    files = sorted(f for f in os.listdir(out) if f.endswith(".safetensors"))
+    assert files == RUNS[run]["files"], files
+    stage = RUNS[run]["keys"].get("stage", "dpo")
+    log = [json.loads(l) for l in open(out / "trainer_log.jsonl")]
+    if stage == "dpo":  # LLaMA-Factory's LogCallback: accuracy = rewards/accuracies
+        assert [l["accuracy"] for l in log if "loss" in l] == [s["rewards/accuracies"] for s in steps_of(out)]
+        assert (out / "training_rewards_accuracies.png").exists()
+    if stage == "kto":
+        assert (out / "training_rewards_chosen.png").exists()
+    assert (out / "training_loss.png").exists()
+
+
+def test_two_ranks_and_zero3_equal_one_process(model, tmp_path):
+    """DPO (LoRA), KTO and rm (full): 2 ranks of 2 pairs each, DDP and ZeRO-3 (rm: DDP), against one process
+    with micro-batches of 4: the same loss, gradient norm and metrics per step."""
+    for name, keys in {"dpo": {}, "kto": {"stage": "kto", "dataset": "kto_en_demo"},
+                       "rm": {"stage": "rm", "finetuning_type": "full", "learning_rate": 1e-3}}.items():
+        one = tmp_path / f"{name}-one"
+        train(one, model, dict(keys, per_device_train_batch_size=4, gradient_accumulation_steps=1))
+        want = steps_of(one)
+        for sharding in ([{}, {"zero_stage": 3}] if name != "rm" else [{}]):
+            out = tmp_path / f"{name}-two-{len(sharding)}"
+            train(out, model, dict(keys, per_device_train_batch_size=2, gradient_accumulation_steps=1, **sharding),
+                  ranks=2)
+            got = steps_of(out)
+            for g, w in zip(got, want):
+                for key in w:
+                    if isinstance(w[key], float) and key not in ("train_runtime",):
+                        assert close(key, g[key], w[key], rel=2e-5), (name, sharding, key, g[key], w[key])
+
+
+def test_preview_shows_chosen_and_rejected(model):
+    p = subprocess.run([LF_TRAIN, "preview", os.path.join(FIX, "pref.yaml"), f"model_name_or_path={model}", "-n", "2"],
+                       cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert p.stdout.count("--- chosen:") == 2 and p.stdout.count("--- rejected:") == 2, p.stdout[-2000:]
+
+
+def bad_data(tmp_path):
+    d = tmp_path / "data"
+    shutil.copytree(os.path.join(ROOT, "data"), d)
+    info = json.loads((d / "dataset_info.json").read_text())
+    rows = json.loads((d / "dpo_alpaca_demo.json").read_text())
+    (d / "no_rejected.json").write_text(json.dumps([{k: v for k, v in r.items() if k != "rejected"} for r in rows]))
+    info["no_rejected"] = {"file_name": "no_rejected.json", "ranking": True,
+                           "columns": {"prompt": "instruction", "chosen": "chosen", "rejected": "rejected"}}
+    info["kto_untagged"] = {"file_name": "kto_en_demo.json", "formatting": "sharegpt", "columns": {"messages": "messages"},
+                            "tags": {"role_tag": "role", "content_tag": "content", "user_tag": "user",
+                                     "assistant_tag": "assistant"}}
+    (d / "dataset_info.json").write_text(json.dumps(info))
+    return d
+
+
+@pytest.mark.parametrize("keys,words", [
+    ({"dataset": "no_rejected"}, ["no_rejected", "'rejected'", "no_rejected.json:"]),
+    ({"stage": "kto", "dataset": "kto_untagged"}, ["kto_untagged", "kto_tag"]),
+    ({"dataset": "alpaca_en_demo"}, ["alpaca_en_demo", "ranking"]),
+    ({"pref_loss": "kto_pair"}, ["pref_loss", "kto_pair"]),
+    ({"pref_loss": "unknown_loss"}, ["pref_loss", "unknown_loss", "sigmoid"]),
+])
+def test_bad_input_is_a_clear_error(keys, words, model, tmp_path):
+    rc, log = train(tmp_path / "out", model, dict(keys, dataset_dir=str(bad_data(tmp_path))), expect_ok=False)
+    assert rc == 2, log[-3000:]
+    for w in words:
+        assert w in log, f"{w!r} not in:\n{log[-3000:]}"
+    assert "Traceback" not in log
+
+
+@pytest.mark.parametrize("name", ["qwen3_lora_dpo", "qwen3_lora_kto", "qwen3_lora_reward"])
+def test_llamafactory_example_runs(name, tmp_path):
+    """Every text-only *_dpo / *_kto / *_reward example of LLaMA-Factory 0.9.5 (tests/fixtures/train/lf_examples/:
+    the model a tiny local Qwen3, 2 steps, the rest as LLaMA-Factory ships it) trains and writes its outputs."""
+    out = tmp_path / name
+    rc, log = train(out, "tests/fixtures/train/e2e/models/qwen3_tiny", {},
+                    yaml=os.path.join(ROOT, "tests", "fixtures", "train", "lf_examples", f"{name}.yaml"))
+    lines = [json.loads(l) for l in open(out / "trainer_log.jsonl")]
+    assert lines and lines[-1]["current_steps"] == 2, lines  # logging_steps 10: only the run's summary line
+    assert json.load(open(out / "all_results.json"))["train_loss"] > 0
+    assert (out / "adapter_model.safetensors").exists()
+    if name.endswith("reward"):
+        assert (out / "value_head.safetensors").exists()
