@@ -1,4 +1,8 @@
 // The preference stages' rows from converted examples (pairwise.h), on the tokenizer threads.
+#include <fmt/ranges.h>
+
+#include <algorithm>
+
 #include "lf/common/log.h"
 #include "lf/data/data_args.h"
 #include "lf/data/pairwise.h"

@@ -45,6 +45,11 @@ RankValues RankValues::parse(const std::string& metrics_json) {
   v.comm_exposed_s = number(j, "comm_exposed_s");
   v.eval_loss = number(j, "eval_loss");
   v.checkpoint_s = number(j, "checkpoint_s");
+  v.rewards_accuracy = number(j, "rewards/accuracies");
+  v.rewards_margin = number(j, "rewards/margins");
+  v.rewards_chosen = number(j, "rewards/chosen");
+  v.rewards_rejected = number(j, "rewards/rejected");
+  v.kl = number(j, "kl");
   return v;
 }
 
@@ -105,6 +110,15 @@ void RankSeries::write(Exposition& e, const std::string& node) const {
   gauge(e, ranks_, node, "lf_train_eval_loss", "Last evaluation loss", &RankValues::eval_loss);
   gauge(e, ranks_, node, "lf_train_checkpoint_seconds", "Seconds the last checkpoint save took",
         &RankValues::checkpoint_s);
+  gauge(e, ranks_, node, "lf_train_rewards_accuracy", "dpo: share of the last step's pairs whose chosen reward is higher",
+        &RankValues::rewards_accuracy);
+  gauge(e, ranks_, node, "lf_train_rewards_margin", "dpo, kto: mean chosen minus rejected reward, last step",
+        &RankValues::rewards_margin);
+  gauge(e, ranks_, node, "lf_train_rewards_chosen", "dpo, kto: mean reward of the chosen (desirable) responses, last step",
+        &RankValues::rewards_chosen);
+  gauge(e, ranks_, node, "lf_train_rewards_rejected", "dpo, kto: mean reward of the rejected (undesirable) responses, last step",
+        &RankValues::rewards_rejected);
+  gauge(e, ranks_, node, "lf_train_kl", "kto: the KL estimate of the last step", &RankValues::kl);
   bool any_steps = false;
   for (const auto& [r, rank] : ranks_) any_steps = any_steps || rank.last_step.has_value();
   if (any_steps) {

@@ -12,6 +12,7 @@
 // mean over its pairs. Rewards: beta (p - r) with a reference, beta p without. Metrics as TRL logs them:
 // each micro-batch's means, averaged over the micro-batches since the last log (every rank's).
 #include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
 #include <torch/csrc/autograd/autograd.h>
 
 #include "lf/common/log.h"

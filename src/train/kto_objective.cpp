@@ -11,6 +11,7 @@
 // logps and logits per kind and their counts since the last log, reported as sum / count; kl summed
 // over the micro-steps (counted once per micro-step: LLaMA-Factory keeps only the main process's).
 #include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
 #include <torch/csrc/autograd/autograd.h>
 
 #include "lf/common/error.h"
@@ -49,14 +50,17 @@ class KtoObjective : public Objective {
 
   MicroStep micro_step(const std::vector<int64_t>& examples, double factor, PhaseClock& phases) override;
 
+  // The rounds of a rank without examples: the KL's all-reduce always, the forwards (target with its
+  // backward, KL) only where the strategy's collectives live in them (ZeRO-3).
   void idle_micro_step() override {
-    const auto s = sequence_logps(ctx_, no_target_batch(ctx_.pad_id));
-    {
+    at::Tensor target;
+    if (ctx_.strategy->needs_every_forward()) {
+      target = sequence_logps(ctx_, no_target_batch(ctx_.pad_id)).logps;
       c10::NoGradGuard no_grad;
       (void)sequence_logps(ctx_, no_target_batch(ctx_.pad_id));
     }
     if (ctx_.strategy->world() > 1) (void)ctx_.strategy->all_reduce_sums({0.0, 0.0});
-    torch::autograd::backward({s.logps.sum() * 0});
+    if (target.defined()) torch::autograd::backward({target.sum() * 0});
   }
 
   std::vector<double> take_metric_sums() override {

@@ -5,6 +5,7 @@
 // The LM head is not run: its logits are never part of the loss. No metric beyond the loss is logged
 // while training (LLaMA-Factory's accuracy is an evaluation metric: eval_accuracy).
 #include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
 #include <torch/csrc/autograd/autograd.h>
 
 #include "lf/model/causal_lm.h"

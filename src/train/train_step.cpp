@@ -175,6 +175,8 @@ StepRecord Trainer::State::run_step(const std::vector<int64_t>& perm, int64_t st
   rec.step_padded_tokens = static_cast<int64_t>(sums[2]);
   metrics_since_log.resize(metric_sums.size(), 0.0);
   for (size_t i = 0; i < metric_sums.size(); ++i) metrics_since_log[i] += sums[3 + i];
+  last_step_metrics = json::object();
+  objective->log_metrics(std::vector<double>(sums.begin() + 3, sums.end()), last_step_metrics);
   LF_CHECK(std::isfinite(step_loss), NonFiniteLossError,
            "the training loss is {} at step {} of {} (epoch {:.2f}, lr {:.3g}); lower learning_rate, check the data, or "
            "use bf16 instead of fp16",

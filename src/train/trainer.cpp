@@ -140,6 +140,8 @@ void Trainer::State::report_progress(const StepRecord& r) {
                   {"grad_norm", r.grad_norm},
                   {"epoch", r.epoch},
                   {"tokens_per_s", static_cast<double>(r.num_tokens) / std::max(r.seconds, 1e-9)}};
+  // The preference stages' metrics of this step (every rank's examples: the same on every rank).
+  for (auto& [k, v] : last_step_metrics.items()) metrics[k] = v;
   if (peak_flops > 0)  // this rank's share of the step's model FLOPs over its time
     metrics["mfu"] = step_model_flops(model_flops, static_cast<double>(r.padded_tokens),
                                       static_cast<double>(r.padded_token_positions)) /

@@ -155,6 +155,7 @@ struct Trainer::State {
   // every rank since the last log line (run_step adds each step's, log_step hands them to it).
   std::unique_ptr<Objective> objective;
   std::vector<double> metrics_since_log;
+  json last_step_metrics = json::object();  // the objective's metrics of the last step alone (metrics endpoint)
   json eval_extra;  // the objective's last evaluation (eval_rewards/*, eval_accuracy); null: none
 
   explicit State(TrainerSetup setup)

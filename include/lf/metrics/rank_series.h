@@ -21,6 +21,9 @@ namespace lf::metrics {
 struct RankValues {
   std::optional<double> loss, learning_rate, grad_norm, epoch, tokens_per_s, mfu, step_s, comm_exposed_s, eval_loss,
       checkpoint_s;
+  // The preference stages' last step (TRL's metrics: rewards/accuracies, rewards/margins, rewards/chosen,
+  // rewards/rejected, kl), absent under sft and pt.
+  std::optional<double> rewards_accuracy, rewards_margin, rewards_chosen, rewards_rejected, kl;
   static RankValues parse(const std::string& metrics_json);
 };
 
