@@ -156,7 +156,9 @@ std::vector<std::vector<int64_t>> Trainer::State::first_epoch_micro_batches(cons
   const auto perm = epoch_permutation(plan.num_examples, static_cast<uint64_t>(c.seed), 0);
   const int64_t per_micro = plan.layout.micro_batch * plan.layout.world;
   std::vector<std::vector<int64_t>> out;
-  for (int64_t k = 0; k < plan.steps_per_epoch; ++k) {
+  // Only the steps the run takes (max_steps may end it inside the first epoch); a longer run's later epochs
+  // hold the same examples.
+  for (int64_t k = 0; k < std::min(plan.steps_per_epoch, plan.total); ++k) {
     auto micro = rank_micro_batches(perm, k, plan.layout, rank);
     const auto n_micro = (static_cast<int64_t>(step_examples(perm, k, plan.layout).size()) + per_micro - 1) / per_micro;
     micro.resize(static_cast<size_t>(n_micro));  // the rounds this rank has nothing in: empty

@@ -163,7 +163,8 @@ struct Trainer::State {
 
   // ---- trainer.cpp
   TrainPlan make_plan();
-  // This rank's micro-batches of epoch 0, step by step (empty where it has none): Objective::prepare.
+  // This rank's micro-batches of epoch 0, step by step (empty where it has none), up to the run's last
+  // step: Objective::prepare.
   std::vector<std::vector<int64_t>> first_epoch_micro_batches(const TrainPlan& plan) const;
   // Sum of token CEs of one micro-batch (forward; backward is the caller's): the one forward
   // of training, evaluation and the CUDA graphs' captured micro-step, through the strategy's
