@@ -27,10 +27,11 @@ struct ChunkedLogps : public torch::autograd::Function<ChunkedLogps> {
     for (int64_t begin = 0; begin < m; begin += chunk_rows) {
       const int64_t rows = std::min(chunk_rows, m - begin);
       auto logits = at::matmul(h.narrow(0, begin, rows), wc.t()).to(at::kFloat);  // [r,V]
-      auto lse = at::logsumexp(logits, -1);                                       // [r]
-      auto picked = logits.gather(1, y.narrow(0, begin, rows).unsqueeze(1)).squeeze(1);
-      out.narrow(0, begin, rows).copy_(picked - lse);
-      lse_all.narrow(0, begin, rows).copy_(lse);
+      // log_softmax, then the target's: the kernel LLaMA-Factory's get_batch_logps runs (same last bits).
+      const auto yc = y.narrow(0, begin, rows).unsqueeze(1);
+      const auto picked = at::log_softmax(logits, -1).gather(1, yc).squeeze(1);
+      out.narrow(0, begin, rows).copy_(picked);
+      lse_all.narrow(0, begin, rows).copy_(logits.gather(1, yc).squeeze(1) - picked);  // logsumexp
     }
     ctx->saved_data["chunk"] = chunk_rows;
     ctx->saved_data["need_h"] = need_grad_h;

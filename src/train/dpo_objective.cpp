@@ -16,6 +16,7 @@
 #include <torch/csrc/autograd/autograd.h>
 
 #include "lf/common/log.h"
+#include "lf/model/causal_lm.h"
 #include "lf/parallel/strategy.h"
 #include "phase_profile.h"
 #include "reference_logps.h"

@@ -59,7 +59,8 @@ SequenceLogps sequence_logps(const ObjectiveContext& ctx, const Batch& b) {
     const auto rows = normed.narrow(1, 0, t - 1).reshape({n * (t - 1), c}).index_select(0, flat.to(device));
     const int64_t chunk = ctx.chunk_rows > 0 ? ctx.chunk_rows : std::max<int64_t>(1, (int64_t{1} << 30) / (4 * w.size(0)));
     const auto row_logps = model::chunked_lm_head_logps(rows, w, targets.to(device), chunk, m.lm_head_grad_sink());
-    return at::zeros({n}, row_logps.options()).index_add(0, row_of.to(device), row_logps);  // [N]
+    // Summed per row as get_batch_logps sums (masked [N, T-1] summed over T): the same rounding.
+    return at::zeros({n * (t - 1)}, row_logps.options()).index_put({flat.to(device)}, row_logps).view({n, t - 1}).sum(-1);
   });
   return out;
 }

@@ -31,6 +31,7 @@ DataArgs args_of(const nlohmann::json& c) {
   a.stage = c["stage"].get<std::string>();
   a.enable_thinking = c.value("enable_thinking", true);
   a.preprocessing_batch_size = c.value("preprocessing_batch_size", int64_t{1000});
+  if (c.contains("max_samples")) a.max_samples = c["max_samples"].get<int64_t>();
   a.model_name_or_path = (source_dir() / "configs" / "models" / "tiny").string();
   return a;
 }
