@@ -141,10 +141,10 @@ std::vector<KeyDecl> model_and_method_keys() {
   };
 }
 
-// The preference stages' keys (LLaMA-Factory's RLHFArguments): each acts only under its stage,
-// which its sample context sets (with a ranking or KTO demo dataset).
+// The preference stages' keys (LLaMA-Factory's RLHFArguments): each acts only under its stage, which its
+// sample context sets (tests/train/test_key_effects.py gives the stage its demo dataset).
 std::vector<KeyDecl> preference_keys() {
-  const std::string dpo = "stage: dpo\ndataset: dpo_en_demo", kto = "stage: kto\ndataset: kto_en_demo";
+  const std::string dpo = "stage: dpo", kto = "stage: kto";
   return {
       implemented("pref_beta", LF_FIELD(objective, pref_beta), "dpo, kto: the beta of the preference loss")
           .check(positive)

@@ -18,6 +18,28 @@ void set_str(std::string& field, const json& obj, const char* key) {
   field = v.is_string() ? v.get<std::string>() : std::string();
 }
 
+// LLaMA-Factory's join() of "columns": every column key present overrides its default; the prompt,
+// query, response and messages keys absent reset to None (set_attr's default).
+void read_columns(const json& c, DatasetAttr& a) {
+  set_str(a.prompt, c, "prompt");
+  set_str(a.query, c, "query");
+  set_str(a.response, c, "response");
+  set_str(a.history, c, "history");
+  set_str(a.messages, c, "messages");
+  set_str(a.system, c, "system");
+  set_str(a.tools, c, "tools");
+  set_str(a.chosen, c, "chosen");
+  set_str(a.rejected, c, "rejected");
+  set_str(a.kto_tag, c, "kto_tag");
+  if (!c.contains("prompt")) a.prompt.clear();
+  if (!c.contains("query")) a.query.clear();
+  if (!c.contains("response")) a.response.clear();
+  if (!c.contains("messages")) a.messages.clear();
+  for (const char* media : {"images", "videos", "audios"})
+    LF_CHECK(!c.contains(media), ConfigError,
+             "dataset '{}' maps a '{}' column: multimodal data is not supported by lf-train", a.name, media);
+}
+
 }  // namespace
 
 std::vector<DatasetAttr> load_dataset_list(const std::vector<std::string>& names,
@@ -75,29 +97,7 @@ std::vector<DatasetAttr> load_dataset_list(const std::vector<std::string>& names
     a.ranking = e.value("ranking", false);
     if (e.contains("num_samples") && e.at("num_samples").is_number_integer())
       a.num_samples = e.at("num_samples").get<int64_t>();
-    if (e.contains("columns")) {
-      const json& c = e.at("columns");
-      // LLaMA-Factory's join(): every column key present overrides its default.
-      set_str(a.prompt, c, "prompt");
-      set_str(a.query, c, "query");
-      set_str(a.response, c, "response");
-      set_str(a.history, c, "history");
-      set_str(a.messages, c, "messages");
-      set_str(a.system, c, "system");
-      set_str(a.tools, c, "tools");
-      set_str(a.chosen, c, "chosen");
-      set_str(a.rejected, c, "rejected");
-      set_str(a.kto_tag, c, "kto_tag");
-      // Absent keys reset to None in LLaMA-Factory (set_attr default None).
-      if (!c.contains("prompt")) a.prompt.clear();
-      if (!c.contains("query")) a.query.clear();
-      if (!c.contains("response")) a.response.clear();
-      if (!c.contains("messages")) a.messages.clear();
-      for (const char* media : {"images", "videos", "audios"})
-        LF_CHECK(!c.contains(media), ConfigError,
-                 "dataset '{}' maps a '{}' column: multimodal data is not supported by lf-train",
-                 name, media);
-    }
+    if (e.contains("columns")) read_columns(e.at("columns"), a);
     if (e.contains("tags")) {
       // As with columns, a tags object resets every tag it does not name.
       const json& t = e.at("tags");

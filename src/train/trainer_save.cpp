@@ -56,6 +56,16 @@ void check_room_for_checkpoint(const fs::path& out, int64_t trainable, int64_t s
            step, need / (1 << 30), out.string(), static_cast<double>(space.available) / (1 << 30));
 }
 
+// stage rm: the value head a checkpoint holds beside the adapter or model.
+void load_value_head(parallel::ParallelStrategy& strategy, model::ValueHead& head, const fs::path& dir) {
+  const model::SafetensorsCheckpoint vhead(dir, "value_head");
+  for (auto& p : head.named_parameters()) {
+    LF_CHECK(vhead.contains(p.name), ConfigError, "{}: no tensor {} in the checkpoint's value_head.safetensors",
+             dir.string(), p.name);
+    strategy.load_full_parameter(p.name, model::read_tensor(vhead.info(p.name), vhead.data(p.name)));
+  }
+}
+
 }  // namespace
 
 void Trainer::State::save_model(const fs::path& dir) {
@@ -188,14 +198,7 @@ LoopState Trainer::State::load_checkpoint(const fs::path& dir) {
              s.lora ? "adapter" : "model");
     strategy->load_full_parameter(p.name, model::read_tensor(weights.info(p.name), weights.data(p.name)));
   }
-  if (s.value_head) {
-    const model::SafetensorsCheckpoint vhead(dir, "value_head");
-    for (auto& p : s.value_head->named_parameters()) {
-      LF_CHECK(vhead.contains(p.name), ConfigError, "{}: no tensor {} in the checkpoint's value_head.safetensors",
-               dir.string(), p.name);
-      strategy->load_full_parameter(p.name, model::read_tensor(vhead.info(p.name), vhead.data(p.name)));
-    }
-  }
+  if (s.value_head) load_value_head(*strategy, *s.value_head, dir);
   strategy->load_optimizer_state(dir, st.at("optimizer_steps").get<int64_t>());
   stepper.sched_step = st.at("scheduler_step").get<int64_t>();
   stepper.scaler.set_state(st.at("loss_scale").get<double>(), st.at("growth_tracker").get<int64_t>());

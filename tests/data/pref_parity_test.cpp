@@ -57,7 +57,9 @@ TEST(PrefParity, RowsAreLlamaFactorys) {
       EXPECT_EQ(row(data.train, 2 * i, true), r[kto ? "labels" : "chosen_labels"].get<std::vector<int32_t>>());
       EXPECT_EQ(row(data.train, 2 * i + 1, false), r[second].get<std::vector<int32_t>>()) << j["case"].dump() << " #" << i;
       EXPECT_EQ(row(data.train, 2 * i + 1, true), r[kto ? "kl_labels" : "rejected_labels"].get<std::vector<int32_t>>());
-      if (kto) EXPECT_EQ(data.train.tag(i) != 0, r["kto_tags"].get<bool>()) << "#" << i;
+      if (kto) {
+        EXPECT_EQ(data.train.tag(i) != 0, r["kto_tags"].get<bool>()) << "#" << i;
+      }
     }
     ++cases;
   }
