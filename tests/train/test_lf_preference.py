@@ -179,3 +179,41 @@ def test_llamafactory_example_runs(name, tmp_path):
     assert (out / "adapter_model.safetensors").exists()
     if name.endswith("reward"):
         assert (out / "value_head.safetensors").exists()
+
+
+def test_reward_metrics_reach_tensorboard_and_the_metrics_endpoint(model, tmp_path):
+    """TRL's reward metrics where sft's metrics go: TensorBoard's scalars (train/rewards/accuracies, ...) equal to the
+    log history's, and the agent's Prometheus endpoint (lf_train_rewards_accuracy, lf_train_rewards_margin)."""
+    import time
+    import urllib.request
+
+    import numpy as np
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    out, port = tmp_path / "tb", free_port()
+    args = [LF_TRAIN, os.path.join(FIX, "pref.yaml"), f"model_name_or_path={model}", f"output_dir={out}",
+            "report_to=tensorboard", "max_steps=6"]
+    env = dict(os.environ, NNODES="1", NPROC_PER_NODE="1", MASTER_PORT=str(free_port()), OMP_NUM_THREADS="1",
+               LF_METRICS_ADDR="127.0.0.1", LF_METRICS_PORT=str(port), LF_METRICS_LINGER_S="4")
+    p = subprocess.Popen(args, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    scraped, deadline = "", time.time() + 120
+    while p.poll() is None and time.time() < deadline:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as r:
+                body = r.read().decode()
+            if "lf_train_rewards_accuracy{" in body:
+                scraped = body
+        except OSError:
+            pass
+        time.sleep(0.1)
+    log = p.communicate(timeout=60)[0]
+    assert p.returncode == 0, log[-3000:]
+    for name in ("lf_train_rewards_accuracy{", "lf_train_rewards_margin{", "lf_train_rewards_chosen{"):
+        assert name in scraped, scraped[-3000:]
+    runs = list((out / "runs").iterdir())
+    acc = EventAccumulator(str(runs[0]), size_guidance={"scalars": 0})
+    acc.Reload()
+    got = {tag: {e.step: e.value for e in acc.Scalars(tag)} for tag in acc.Tags()["scalars"]}
+    for entry in steps_of(out):
+        for key in ("rewards/accuracies", "rewards/margins", "logps/chosen", "logits/rejected"):
+            assert got["train/" + key][entry["step"]] == np.float32(entry[key]), (key, entry["step"])
