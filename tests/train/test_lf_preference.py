@@ -109,9 +109,11 @@ def test_run_is_llamafactorys(run, model, tmp_path):
 
 
 def test_two_ranks_and_zero3_equal_one_process(model, tmp_path):
-    """DPO (LoRA), KTO and rm (full): 2 ranks of 2 pairs each, DDP and ZeRO-3 (rm: DDP), against one process
-    with micro-batches of 4: the same loss, gradient norm and metrics per step."""
-    for name, keys in {"dpo": {}, "kto": {"stage": "kto", "dataset": "kto_en_demo"},
+    """DPO (LoRA and full: its reference the ZeRO-3-sharded policy's own first forwards), KTO and rm (full): 2 ranks
+    of 2 pairs each, DDP and ZeRO-3 (rm: DDP), against one process with micro-batches of 4: the same loss, gradient
+    norm and metrics per step."""
+    for name, keys in {"dpo": {}, "dpo_full": {"finetuning_type": "full", "learning_rate": 1e-3},
+                       "kto": {"stage": "kto", "dataset": "kto_en_demo"},
                        "rm": {"stage": "rm", "finetuning_type": "full", "learning_rate": 1e-3}}.items():
         one = tmp_path / f"{name}-one"
         train(one, model, dict(keys, per_device_train_batch_size=4, gradient_accumulation_steps=1))
@@ -217,3 +219,21 @@ def test_reward_metrics_reach_tensorboard_and_the_metrics_endpoint(model, tmp_pa
     for entry in steps_of(out):
         for key in ("rewards/accuracies", "rewards/margins", "logps/chosen", "logits/rejected"):
             assert got["train/" + key][entry["step"]] == np.float32(entry[key]), (key, entry["step"])
+
+
+@pytest.mark.parametrize("stage", ["dpo", "rm"])
+def test_resume_continues_the_uninterrupted_run(stage, model, tmp_path):
+    """A checkpoint of a dpo run (its reference computed again from the starting weights before the checkpoint
+    loads) and of an rm run (its value head in value_head.safetensors) resumes into the uninterrupted run's steps."""
+    keys = {"stage": stage, "finetuning_type": "full", "learning_rate": 1e-3, "max_steps": 4, "lr_scheduler_type": "constant"}
+    train(tmp_path / "whole", model, keys)
+    train(tmp_path / "part", model, dict(keys, save_strategy="steps", save_steps=2))
+    ckpt = tmp_path / "part" / "checkpoint-2"
+    assert (ckpt / "value_head.safetensors").exists() == (stage == "rm")
+    train(tmp_path / "resumed", model, dict(keys, resume_from_checkpoint=str(ckpt)))
+    whole, resumed = steps_of(tmp_path / "whole"), steps_of(tmp_path / "resumed")
+    assert [s["step"] for s in resumed] == [1, 2, 3, 4]
+    for w, r in zip(whole[2:], resumed[2:]):
+        for key, v in w.items():
+            if isinstance(v, float):
+                assert r[key] == pytest.approx(v, rel=1e-6, abs=1e-9), (key, r[key], v)
