@@ -24,28 +24,45 @@ struct ChunkedLogps : public torch::autograd::Function<ChunkedLogps> {
     const auto wc = w.scalar_type() == h.scalar_type() ? w : w.to(h.scalar_type());  // [V,C] compute dtype
     auto out = at::empty({m}, h.options().dtype(at::kFloat));
     auto lse_all = at::empty({m}, h.options().dtype(at::kFloat));
+    // A frozen weight (LoRA): each row's gradient is its own upstream gradient times (onehot - softmax) W, so
+    // that [M,C] product is made here from the logits at hand, and backward only scales it (no second pass
+    // over the vocabulary). A trained weight needs the upstream gradients inside its sum: recomputed then.
+    const bool unit_h = need_grad_h && !need_grad_w;
+    at::Tensor unit_gh;
+    if (unit_h) unit_gh = at::empty_like(h);
     for (int64_t begin = 0; begin < m; begin += chunk_rows) {
       const int64_t rows = std::min(chunk_rows, m - begin);
       auto logits = at::matmul(h.narrow(0, begin, rows), wc.t()).to(at::kFloat);  // [r,V]
       // log_softmax, then the target's: the kernel LLaMA-Factory's get_batch_logps runs (same last bits).
       const auto yc = y.narrow(0, begin, rows).unsqueeze(1);
-      const auto picked = at::log_softmax(logits, -1).gather(1, yc).squeeze(1);
+      auto logsm = at::log_softmax(logits, -1);
+      const auto picked = logsm.gather(1, yc).squeeze(1);
       out.narrow(0, begin, rows).copy_(picked);
       lse_all.narrow(0, begin, rows).copy_(logits.gather(1, yc).squeeze(1) - picked);  // logsumexp
+      if (unit_h) {
+        auto d = logsm.exp_().neg_();  // -softmax, in place of the log-probabilities
+        d.scatter_add_(1, yc, at::ones({rows, 1}, d.options()));
+        unit_gh.narrow(0, begin, rows).copy_(at::matmul(d.to(h.scalar_type()), wc));
+      }
     }
+    ctx->saved_data["unit_h"] = unit_h;
     ctx->saved_data["chunk"] = chunk_rows;
     ctx->saved_data["need_h"] = need_grad_h;
     ctx->saved_data["need_w"] = need_grad_w;
     ctx->saved_data["sink"] = reinterpret_cast<int64_t>(sink);
     if (sink) ctx->saved_data["param"] = w;
-    ctx->save_for_backward({h, w, y, lse_all});
+    if (unit_h) ctx->save_for_backward({unit_gh});
+    else ctx->save_for_backward({h, w, y, lse_all});
     return out;
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
     auto saved = ctx->get_saved_variables();
-    const auto &h = saved[0], &w = saved[1], &y = saved[2], &lse_all = saved[3];
     const auto g = grad_outputs[0].to(at::kFloat);  // [M]
+    if (ctx->saved_data["unit_h"].toBool())
+      return {(saved[0].to(at::kFloat) * g.unsqueeze(1)).to(saved[0].scalar_type()), at::Tensor(), at::Tensor(),
+              at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
+    const auto &h = saved[0], &w = saved[1], &y = saved[2], &lse_all = saved[3];
     const int64_t chunk = ctx->saved_data["chunk"].toInt(), m = h.size(0);
     const bool need_h = ctx->saved_data["need_h"].toBool(), need_w = ctx->saved_data["need_w"].toBool();
     auto* sink = reinterpret_cast<GradSink*>(ctx->saved_data["sink"].toInt());

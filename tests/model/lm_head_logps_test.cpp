@@ -29,12 +29,18 @@ TEST(LmHeadLogps, MatchesLogSoftmaxAndItsGradients) {
   }
 }
 
-TEST(LmHeadLogps, FrozenWeightGetsNoGradient) {
-  const auto h = at::randn({4, 8}).set_requires_grad(true);
-  const auto w = at::randn({10, 8});  // LoRA's lm_head: frozen
-  const auto lp = lf::model::chunked_lm_head_logps(h, w, at::zeros({4}, at::kLong), 3);
-  lp.sum().backward();
-  EXPECT_TRUE(h.grad().defined());
+// LoRA's frozen lm_head: the rows' gradients made in the forward, scaled in backward, equal log_softmax's.
+TEST(LmHeadLogps, FrozenWeightRowsGradientsAreLogSoftmaxs) {
+  at::manual_seed(5);
+  const auto h0 = at::randn({9, 8}, at::kDouble), w = at::randn({10, 8}, at::kDouble);
+  const auto y = at::randint(0, 10, {9}, at::kLong);
+  const auto g = at::randn({9}, at::kDouble);
+  auto h_ref = h0.clone().set_requires_grad(true);
+  torch::autograd::backward({at::log_softmax(at::matmul(h_ref, w.t()), -1).gather(1, y.unsqueeze(1)).squeeze(1)}, {g});
+  auto h = h0.clone().set_requires_grad(true);
+  const auto lp = lf::model::chunked_lm_head_logps(h, w, y, 4);
+  torch::autograd::backward({lp}, {g.to(at::kFloat)});
+  EXPECT_TRUE(at::allclose(h.grad(), h_ref.grad(), 1e-6, 1e-6));
   EXPECT_FALSE(w.grad().defined());
 }
 
