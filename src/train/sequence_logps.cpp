@@ -35,12 +35,11 @@ SequenceLogps sequence_logps(const ObjectiveContext& ctx, const Batch& b) {
   auto* hooks = ctx.strategy->unit_hooks();
   const auto device = m.lm_head_weight().device();
   const int64_t n = b.input_ids.size(0), t = b.input_ids.size(1);
-  // Host: each target position's flat row b*(T-1)+j, its token and its row.
+  // Host: each target position's flat index b*(T-1)+j and its token.
   const auto shifted = b.labels.narrow(1, 1, t - 1);  // [N,T-1]
   const auto mask = shifted != model::kIgnoreIndex;
   const auto flat = at::nonzero(mask.reshape({-1})).squeeze(1);  // [M]
   const auto targets = shifted.reshape({-1}).index_select(0, flat);
-  const auto row_of = at::floor_divide(flat, t - 1);
   SequenceLogps out;
   out.length = t;
   out.valid = mask.sum(1).to(at::kFloat).to(device);
