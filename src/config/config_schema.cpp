@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "quantization_keys.h"
 #include "schema_builders.h"
 
 namespace lf::config {
@@ -365,9 +366,6 @@ std::vector<KeyDecl> distribution_keys() {
 
 std::vector<KeyDecl> refused_keys() {
   return {
-      refused("quantization_bit", "quantized (QLoRA) training is not supported: remove quantization_bit"),
-      refused("quantization_method", "quantized training is not supported"),
-      refused("double_quantization", "quantized training is not supported"),
       refused("pissa_init", "PiSSA initialisation is not supported"),
       refused("pissa_convert", "PiSSA is not supported"),
       refused("loraplus_lr_embedding", "LoRA+ on embedding adapters is not supported (no LoRA embedding adapters)"),
@@ -437,7 +435,8 @@ std::vector<KeyDecl> no_effect_keys() {
 std::vector<KeyDecl> build_schema() {
   std::vector<KeyDecl> all;
   for (auto part : {model_and_method_keys(), data_keys(), optimisation_keys(), eval_and_output_keys(),
-                    distribution_keys(), refused_keys(), no_effect_keys()})
+                    distribution_keys(), quantization_keys(), refused_keys(),
+                    no_effect_keys()})
     for (auto& d : part) all.push_back(std::move(d));
   return all;
 }
