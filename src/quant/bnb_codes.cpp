@@ -8,7 +8,9 @@ namespace lf::quant {
 
 namespace {
 
-// csrc/cpu_ops.cpp's nf4_lut / fp4_lut: what dequantization multiplies by (note FP4's -0.0f).
+// What dequantization multiplies by: csrc/cpu_ops.cpp's AVX-512 tables (set_nf4_lut / set_fp4_lut), which
+// bitsandbytes' CPU backend runs on AVX-512 machines, and its Python tables (get_4bit_type): FP4's code 8
+// is +0.0 there (the scalar C fallback's fp4_lut has -0.0f; only the zero's sign differs).
 constexpr float kNf4Values[16] = {
     -1.0f,
     -0.6961928009986877f,
@@ -29,7 +31,7 @@ constexpr float kNf4Values[16] = {
 };
 constexpr float kFp4Values[16] = {
     0.0f,  0.005208333333f,  0.66666667f,  1.0f,  0.33333333f,  0.5f,  0.16666667f,  0.25f,
-    -0.0f, -0.005208333333f, -0.66666667f, -1.0f, -0.33333333f, -0.5f, -0.16666667f, -0.25f,
+    0.0f,  -0.005208333333f, -0.66666667f, -1.0f, -0.33333333f, -0.5f, -0.16666667f, -0.25f,
 };
 
 // backends/default/ops.py _get_4bit_quantize_bounds: the fp32 midpoints between the sorted code

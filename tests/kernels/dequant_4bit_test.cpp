@@ -1,0 +1,89 @@
+// The 4-bit dequantization kernel (src/kernels/dequant_4bit.cu) against quant::dequantize_4bit
+// (bitsandbytes' CPU arithmetic): bit for bit, NF4 / FP4, with and without double quantization, to
+// bf16, fp16 and fp32, on the GPU at Qwen2.5-7B's projection shapes (kernels_test) and on the CPU
+// emulation at small ones (kernels_emu_test, in CI). And a QLoRA linear layer on the fused path
+// (the kernel into the reused buffer, then the GEMM) against the ATen path.
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+#include <torch/csrc/autograd/autograd.h>
+
+#include "lf/kernels/fused_ops.h"
+#include "lf/model/bnb4_linear.h"
+#include "lf/model/fused_dispatch.h"
+#include "lf/model/layers.h"
+#include "lf/quant/bnb_4bit.h"
+#include "test_device.h"
+
+namespace lf::kernels {
+namespace {
+
+using testing::emulated;
+using testing::test_device;
+
+std::vector<std::vector<int64_t>> shapes() {
+  if (emulated()) return {{48, 64}, {40, 75}, {9, 7}};  // a partial last block, an odd count
+  return {{3584, 3584}, {512, 3584}, {18944, 3584}, {3584, 18944}, {40, 75}};
+}
+
+TEST(Dequant4bit, EqualsTheExactPathBitForBit) {
+  if (!emulated() && !at::hasCUDA()) GTEST_SKIP() << "no CUDA device";
+  at::manual_seed(1);
+  for (const auto& shape : shapes())
+    for (const auto code : {quant::Code4::kNf4, quant::Code4::kFp4})
+      for (const bool dq : {false, true}) {
+        quant::Bnb4Spec spec;
+        spec.code = code;
+        spec.double_quant = dq;
+        const auto w = (at::randn(shape) * 0.02).to(at::kBFloat16);
+        auto q = quant::quantize_4bit(w, spec);  // on the CPU: the reference bytes
+        const auto dev = test_device();
+        quant::Bnb4Tensor g = q;
+        g.data = q.data.to(dev), g.absmax = q.absmax.to(dev);
+        if (dq) g.nested_absmax = q.nested_absmax.to(dev), g.offset = q.offset.to(dev);
+        for (const auto dtype : {at::kBFloat16, at::kHalf, at::kFloat}) {
+          SCOPED_TRACE(::testing::Message() << shape[0] << "x" << shape[1] << " " << quant::code4_name(code)
+                                            << (dq ? " nested " : " ") << c10::toString(dtype));
+          auto out = at::empty({q.numel()}, at::TensorOptions().dtype(dtype).device(dev));
+          fused_ops().dequantize_4bit(g.data, g.absmax, g.nested_absmax, g.offset, static_cast<int64_t>(code),
+                                      spec.blocksize, out);
+          const auto want = quant::dequantize_4bit(q, dtype).reshape({-1});
+          EXPECT_TRUE(at::equal(out.cpu().view(at::kShort).to(at::kInt), want.view(dtype == at::kFloat ? at::kInt : at::kShort).to(at::kInt)) ||
+                      (dtype == at::kFloat && at::equal(out.cpu().view(at::kInt), want.view(at::kInt))));
+        }
+      }
+}
+
+// A QLoRA projection (4-bit base + LoRA) on the fused path equals the ATen path: the same dequantized
+// bf16 weight, so the output and the input gradient differ only by the GEMMs' summation order.
+TEST(Dequant4bit, QloraLinearFusedMatchesAten) {
+  if (!emulated() && !at::hasCUDA()) GTEST_SKIP() << "no CUDA device";
+  at::manual_seed(2);
+  const auto dev = test_device();
+  const int64_t in = emulated() ? 64 : 3584, out = emulated() ? 96 : 18944, rows = emulated() ? 6 : 512;
+  const auto w = (at::randn({out, in}) * 0.02).to(at::kBFloat16).to(dev);
+  model::Linear lin;
+  lin.format_ = model::make_bnb4_linear(quant::quantize_4bit(w, quant::Bnb4Spec{}), at::kBFloat16);
+  auto lora = std::make_unique<model::LoraWeights>();
+  lora->a_ = (at::randn({8, in}) * 0.05).to(dev).requires_grad_(true);
+  lora->b_ = (at::randn({out, 8}) * 0.05).to(dev).requires_grad_(true);
+  lora->scaling_ = 2.0;
+  lin.lora_ = std::move(lora);
+  const auto x0 = (at::randn({rows, in}) * 0.5).to(at::kBFloat16).to(dev);
+  const auto g = (at::randn({rows, out}) * 0.5).to(at::kBFloat16).to(dev);
+  auto run = [&](bool fused) {
+    model::set_fused_ops(fused ? &fused_ops() : nullptr);
+    auto x = x0.clone().requires_grad_(true);
+    auto y = lin.forward(x, true);
+    torch::autograd::backward({y}, {g});
+    model::set_fused_ops(nullptr);
+    return std::make_pair(y.detach().to(at::kFloat), x.grad().to(at::kFloat));
+  };
+  const auto [y1, dx1] = run(true);
+  const auto [y0, dx0] = run(false);
+  auto rel = [](const at::Tensor& a, const at::Tensor& b) { return ((a - b).norm() / b.norm()).item<double>(); };
+  EXPECT_LT(rel(y1, y0), 1e-2);
+  EXPECT_LT(rel(dx1, dx0), 1e-2);
+}
+
+}  // namespace
+}  // namespace lf::kernels
