@@ -79,11 +79,12 @@ class Bnb4Linear final : public LinearFormat {
   at::ScalarType dtype_;
 };
 
-// bitsandbytes' MatMul4Bit: the weight dequantized in the forward and again in the backward; the
-// bias (frozen) rides in the context, not as an input.
+// bitsandbytes' MatMul4Bit: the weight dequantized in the forward and again in the backward. The bias
+// (frozen, maybe undefined: autograd's inputs must be defined) is passed by pointer, not as an input.
 struct Dequant4Linear : public torch::autograd::Function<Dequant4Linear> {
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const Bnb4Linear* f, const at::Tensor& bias,
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const Bnb4Linear* f, const at::Tensor* b,
                             bool base_values) {
+    const at::Tensor& bias = *b;
     ctx->saved_data["format"] = reinterpret_cast<int64_t>(f);
     auto sizes = x.sizes().vec();
     sizes.back() = f->out_features();
@@ -105,7 +106,7 @@ struct Dequant4Linear : public torch::autograd::Function<Dequant4Linear> {
 at::Tensor Bnb4Linear::linear(const at::Tensor& x, const at::Tensor& bias, bool base_values) const {
   LF_CHECK(!bias.defined() || !bias.requires_grad(), ConfigError,
            "a 4-bit linear layer's bias is frozen with its weight; training it is not supported");
-  return Dequant4Linear::apply(x, this, bias, base_values);
+  return Dequant4Linear::apply(x, this, &bias, base_values);
 }
 
 }  // namespace
