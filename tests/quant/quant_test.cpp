@@ -111,7 +111,7 @@ TEST(BnbQuant, RoundTripErrorIsBounded) {
       const auto exact = std::get<0>(w.reshape({60, 64}).abs().max(-1));
       const auto scales = lf::quant::block_scales(q);
       EXPECT_LT((scales - exact).abs().max().item<float>(), dq ? 2e-3f * exact.max().item<float>() : 1e-12f);
-      const double gap = code == Code4::kNf4 ? 0.28 : 0.34;  // NF4: 1 - 0.7230; FP4: 1 - 0.6667
+      const double gap = code == Code4::kNf4 ? 0.304 : 0.334;  // the widest: NF4 -0.6962 - -1; FP4 1 - 0.6667
       // Within half a gap of the code grid scaled by the block's scale, plus how far the (nested) scale
       // is from the exact absmax.
       const auto err = (lf::quant::dequantize_4bit(q, at::kFloat) - w).abs().reshape({60, 64});
