@@ -142,3 +142,32 @@ TEST(QloraParity, LinearIsDequantizedGemm) {
 
 }  // namespace
 }  // namespace lf::train
+
+namespace lf::train {
+namespace {
+
+// A folder transformers saved with the model loaded in 4 bits (lf_qlora/bnb4: quantization_config in
+// config.json, the codes stored as float32 words as LLaMA-Factory's quant storage makes them) loads
+// as it is: the same bytes as quantizing the dense folder at load, and the same forward.
+TEST(QloraParity, SavedBitsandbytesFolderLoadsAsItIs) {
+  at::set_num_threads(1);
+  const auto dir = testing::fixtures() / "lf_qlora";
+  auto saved = model::load_causal_lm((dir / "bnb4").string(), {});
+  model::LoadOptions lo;
+  lo.quantize = quant::Bnb4Spec{};
+  auto fresh = model::load_causal_lm((dir / "model").string(), lo);
+  const auto r = model::quantized_base(*saved);
+  EXPECT_EQ(r.linears, 14);
+  EXPECT_TRUE(r.double_quant);
+  auto a = saved->named_parameters(), b = fresh->named_parameters();
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t k = 0; k < a.size(); ++k) {
+    EXPECT_EQ(a[k].name, b[k].name);
+    EXPECT_TRUE(at::equal(a[k].tensor->reshape({-1}), b[k].tensor->reshape({-1}))) << a[k].name;
+  }
+  const auto ids = at::randint(0, 96, {2, 9}, at::kLong);
+  EXPECT_TRUE(at::equal(saved->forward(ids), fresh->forward(ids)));
+}
+
+}  // namespace
+}  // namespace lf::train
