@@ -69,8 +69,8 @@ std::vector<KeyDecl> quantization_keys() {
           .sample("fp4", kQuantContext)
           .observe("losses"),
       implemented("double_quantization", LF_FIELD(precision, double_quantization),
-                  "the absmax of each block of 64 quantized again to 8 bits in blocks of 256 (0.127 fewer bits a "
-                  "weight), as bitsandbytes")
+                  "the absmax of each block of 64 quantized again to 8 bits in blocks of 256 (4.127 bits a weight "
+                  "instead of 4.5), as bitsandbytes")
           .sample("false", kQuantContext)
           .observe("log:4-bit base"),
       std::move(device_map),
