@@ -3,7 +3,8 @@ logits of peft's merge_and_unload() (within 1e-5), in an HF folder that transfor
 missing or unexpected keys, sharded by export_size with an index, with config.json (torch_dtype),
 generation_config.json and the tokenizer files. The folders lf-train writes carry what vLLM reads
 (issue 17, vLLM-ready outputs). The base and the adapter are made here by transformers and peft."""
-import json, os, shutil, subprocess
+import json
+import os, shutil, subprocess
 
 import pytest
 
@@ -106,6 +107,23 @@ def test_export_dtype_and_one_file_when_it_fits(tmp_path):
 def test_bad_export_configs_exit_2_saying_why(tmp_path, keys, expected):
     r = export(tmp_path, model_name_or_path=TINY, export_dir=tmp_path / "o", **keys)
     assert r.returncode == 2 and expected in r.stderr, r.stderr
+
+
+def test_a_qlora_adapter_merges_only_into_the_unquantized_base(tmp_path):
+    """LLaMA-Factory's rule ("Cannot merge adapters to a quantized model"): quantization_bit in the export
+    config, or a base folder bitsandbytes saved in 4 bits, with an adapter is refused saying what to give."""
+    base, adapter = tmp_path / "base", tmp_path / "adapter"
+    make_adapter(make_base(base), adapter)
+    r = export(tmp_path, model_name_or_path=base, adapter_name_or_path=adapter, export_dir=tmp_path / "o",
+               quantization_bit=4)
+    assert r.returncode == 2 and "cannot merge adapters to a quantized model" in r.stderr, r.stderr
+    quantized = tmp_path / "bnb4"
+    shutil.copytree(base, quantized)
+    cfg = json.load(open(quantized / "config.json"))
+    cfg["quantization_config"] = {"quant_method": "bitsandbytes", "load_in_4bit": True}
+    json.dump(cfg, open(quantized / "config.json", "w"))
+    r = export(tmp_path, model_name_or_path=quantized, adapter_name_or_path=adapter, export_dir=tmp_path / "o")
+    assert r.returncode == 2 and "is a quantized model (bitsandbytes)" in r.stderr, r.stderr
 
 
 def test_an_adapter_of_another_model_is_refused_naming_the_tensor(tmp_path):
