@@ -3,8 +3,7 @@ logits of peft's merge_and_unload() (within 1e-5), in an HF folder that transfor
 missing or unexpected keys, sharded by export_size with an index, with config.json (torch_dtype),
 generation_config.json and the tokenizer files. The folders lf-train writes carry what vLLM reads
 (issue 17, vLLM-ready outputs). The base and the adapter are made here by transformers and peft."""
-import json
-import os, shutil, subprocess
+import json, os, shutil, subprocess
 
 import pytest
 
