@@ -525,7 +525,8 @@ TEST(ZeroSeams, AWholeMatrixOptimizerIsRefused) {
 
 // FSDP-QLoRA: LoRA over a 4-bit base (model/bnb4_linear.h), the packed codes and quantization state
 // sharded and gathered per unit under stage 3 (bnb4_storage.cpp), replicated under 1 and 2: every
-// stage on 2 ranks is the one-process run, and stage 3 holds a shard of the 4-bit bytes.
+// stage on 2 ranks (and stage 3 with the optimizer offloaded) is the one-process run, and stage 3
+// holds a shard of the 4-bit bytes.
 TEST(Zero, QloraEveryStageEqualsOneProcess) {
   const auto data = fixture_dataset();
   for (const bool ckpt : {false, true}) {
@@ -537,6 +538,8 @@ TEST(Zero, QloraEveryStageEqualsOneProcess) {
       expect_same_run(got, ref, fmt::format("qlora, stage {}, 2 ranks, checkpointing {}", stage, ckpt));
       if (stage == 3) EXPECT_NE(got.describe.find("ZeRO-3"), std::string::npos) << got.describe;
     }
+    // The adapters' optimizer state offloaded as today.
+    if (!ckpt) expect_same_run(run_zero(c, data, 2, 3, Offload::kOptimizer), ref, "qlora, stage 3, optimizer offloaded");
   }
   // The 4-bit format stores a unit's codes, state and dense rest apart, each sharded.
   auto m = make_model([] {
