@@ -57,7 +57,7 @@ Bnb4Tensor quantize_4bit(const at::Tensor& w, const Bnb4Spec& spec) {
   auto [absmax, scaled] = scale_blocks(w.reshape({-1}).to(at::kFloat), spec.blocksize);
   if (scaled.numel() % 2) scaled = at::constant_pad_nd(scaled, {0, 1});
   auto bounds = table(cb.bounds, 15, w.device());
-  auto q = at::bucketize(scaled, bounds, /*out_int32=*/false, /*right=*/false);  // the bounds < x
+  auto q = at::bucketize(scaled, bounds, /*out_int32=*/true, /*right=*/false);  // the bounds < x
   if (spec.code != Code4::kNf4)
     q = at::from_blob(const_cast<int64_t*>(cb.order), {16}, at::kLong).to(w.device()).index_select(0, q);
   auto q8 = q.to(at::kByte);
