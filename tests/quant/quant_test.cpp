@@ -47,7 +47,7 @@ TEST(BnbQuant, CodeTablesAreBitsandbytes) {
 // weight digest-equal to bitsandbytes'.
 TEST(BnbQuant, EqualsBitsandbytesBitForBit) {
   const auto fx = fixture();
-  ASSERT_GE(fx["cases"].size(), 32u);
+  ASSERT_GE(fx["cases"].size(), 48u);
   at::set_num_threads(1);  // the offset's mean sums as the reference's single thread does
   for (const auto& c : fx["cases"]) {
     const auto shape = c["shape"].get<std::vector<int64_t>>();
