@@ -47,7 +47,7 @@ echo "kernels_test Dequant4bit exit $?"; grep -E "^\[  (PASSED|FAILED) |Failure|
 q="quantization_bit=4 quantization_type=nf4 double_quantization=true"
 lf_row() {  # LABEL CKPT MBS
   local ck=true; [[ $2 == 1 ]] && ck=false
-  run "$1" $LF $(lf_args 7b lora) $q disable_gradient_checkpointing=$ck per_device_train_batch_size=$3 \
+  run "$1" $LF $(lf_args 7b lora) $q disable_gradient_checkpointing=$ck per_device_train_batch_size=$3 val_size=0 eval_strategy=no \
     output_dir=$WORK/out/qlora-$1
 }
 peer_row() {  # LABEL CKPT
