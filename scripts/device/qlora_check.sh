@@ -8,7 +8,8 @@
 #   SKIP_BUILD=1 STEPS=10 scripts/device/qlora_check.sh
 # 1. builds lf-train-local, lf-worker and kernels_test (scripts/device/build.sh);
 # 2. kernels_test's Dequant4bit tests: the dequantization kernel bit for bit against the exact path
-#    at Qwen2.5-7B's projection shapes, a QLoRA projection fused vs ATen;
+#    at Qwen2.5-7B's projection shapes, a QLoRA projection fused vs ATen, the few-row fused GEMM vs
+#    dequantize + cuBLAS, and both paths' times per shape (QGEMM lines: LF_QUANT_GEMM's auto rule);
 # 3. 7B QLoRA r16 (NF4, double quantization), packed rows of 2048, micro-batch 4, without and with
 #    activation checkpointing: lf-train, then the peer (scripts/bench/hf_reference.py --qlora: peft +
 #    bitsandbytes with LLaMA-Factory's settings), back to back;
@@ -42,7 +43,7 @@ fi
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.limit,memory.total --format=csv,noheader | tee -a "$LOG"
 
 timeout 300 "$BUILD_DIR/tests/kernels/kernels_test" --gtest_filter='Dequant4bit.*' > "$OUT/qlora_kernels_test.log" 2>&1
-echo "kernels_test Dequant4bit exit $?"; grep -E "^\[  (PASSED|FAILED) |Failure|rel" "$OUT/qlora_kernels_test.log" | head -12
+echo "kernels_test Dequant4bit exit $?"; grep -E "^\[  (PASSED|FAILED) |Failure|QGEMM" "$OUT/qlora_kernels_test.log" | head -30
 
 q="quantization_bit=4 quantization_type=nf4 double_quantization=true"
 lf_row() {  # LABEL CKPT MBS

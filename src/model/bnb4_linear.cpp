@@ -13,6 +13,7 @@
 #include "lf/kernels/fused_ops.h"
 #include "lf/model/causal_lm.h"
 #include "lf/model/fused_dispatch.h"
+#include "lf/model/kernel_paths.h"
 
 #include <fmt/format.h>
 
@@ -72,6 +73,17 @@ class Bnb4Linear final : public LinearFormat {
   }
 
   at::Tensor linear(const at::Tensor& x, const at::Tensor& bias, bool base_values) const override;
+  // The forward's product through the fused few-row kernel, 8 rows a launch ([rows, in] -> [rows, out]).
+  at::Tensor fused_rows(const kernels::FusedOps& ops, const at::Tensor& x2) const {
+    std::vector<at::Tensor> parts;
+    for (int64_t r = 0; r < x2.size(0); r += 8)
+      parts.push_back(ops.quant_gemv_4bit(x2.narrow(0, r, std::min<int64_t>(8, x2.size(0) - r)), q_.data, q_.absmax,
+                                          q_.nested_absmax, q_.offset, static_cast<int64_t>(q_.spec.code),
+                                          q_.spec.blocksize, q_.shape[0]));
+    return parts.size() == 1 ? parts[0] : at::cat(parts);
+  }
+  // LF_QUANT_GEMM: whether this forward takes the fused kernel (ConfigError for fused on a CPU run).
+  const kernels::FusedOps* fused_gemm_for(const at::Tensor& x) const;
   at::ScalarType dtype() const { return dtype_; }
 
  private:
@@ -89,6 +101,10 @@ struct Dequant4Linear : public torch::autograd::Function<Dequant4Linear> {
     auto sizes = x.sizes().vec();
     sizes.back() = f->out_features();
     if (!base_values) return at::empty(sizes, x.options());
+    if (const auto* ops = f->fused_gemm_for(x)) {
+      auto y = f->fused_rows(*ops, x.reshape({-1, x.size(-1)})).view(sizes);
+      return bias.defined() ? y + bias : y;
+    }
     const auto w = f->for_gemm(x, x.scalar_type());
     return at::linear(x, w, bias.defined() ? std::optional<at::Tensor>(bias) : std::nullopt);
   }
@@ -102,6 +118,19 @@ struct Dequant4Linear : public torch::autograd::Function<Dequant4Linear> {
     return {at::matmul(g, w), at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
+
+const kernels::FusedOps* Bnb4Linear::fused_gemm_for(const at::Tensor& x) const {
+  const auto& mode = kernel_paths().quant_gemm;
+  if (mode == "dequant") return nullptr;
+  LF_CHECK(mode != "fused" || x.is_cuda(), ConfigError,
+           "LF_QUANT_GEMM=fused: the fused 4-bit GEMM is a CUDA kernel, and this run computes on {}, where the 4-bit "
+           "layers dequantize exactly (bitsandbytes' CPU arithmetic); unset LF_QUANT_GEMM (auto) or set it to dequant",
+           x.device().str());
+  const auto* ops = fused_ops_for(x);
+  if (!ops || !ops->quant_gemv_4bit || q_.shape[1] % 16 || q_.spec.blocksize % 16) return nullptr;
+  const int64_t rows = x.numel() / x.size(-1);
+  return mode == "fused" || rows <= 8 ? ops : nullptr;
+}
 
 at::Tensor Bnb4Linear::linear(const at::Tensor& x, const at::Tensor& bias, bool base_values) const {
   LF_CHECK(!bias.defined() || !bias.requires_grad(), ConfigError,

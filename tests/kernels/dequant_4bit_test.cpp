@@ -4,12 +4,17 @@
 // emulation at small ones (kernels_emu_test, in CI). And a QLoRA linear layer on the fused path
 // (the kernel into the reused buffer, then the GEMM) against the ATen path.
 #include <ATen/ATen.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <gtest/gtest.h>
 #include <torch/csrc/autograd/autograd.h>
+
+#include <chrono>
+#include <cstdio>
 
 #include "lf/kernels/fused_ops.h"
 #include "lf/model/bnb4_linear.h"
 #include "lf/model/fused_dispatch.h"
+#include "lf/model/kernel_paths.h"
 #include "lf/model/layers.h"
 #include "lf/quant/bnb_4bit.h"
 #include "test_device.h"
@@ -86,6 +91,68 @@ TEST(Dequant4bit, QloraLinearFusedMatchesAten) {
   auto rel = [](const at::Tensor& a, const at::Tensor& b) { return ((a - b).norm() / b.norm()).item<double>(); };
   EXPECT_LT(rel(y1, y0), 1e-2);
   EXPECT_LT(rel(dx1, dx0), 1e-2);
+}
+
+// The few-row fused GEMM (dequant_gemv_4bit.cu) against dequantize + GEMM: the same bf16-rounded weights,
+// fp32 sums in another order; 1, 3, 8 rows (one launch) and 13 (two).
+model::Linear quantized_linear(int64_t out, int64_t in, bool nested) {
+  model::Linear lin;
+  quant::Bnb4Spec spec;
+  spec.double_quant = nested;
+  const auto w = (at::randn({out, in}) * 0.02).to(at::kBFloat16).to(test_device());
+  lin.format_ = model::make_bnb4_linear(quant::quantize_4bit(w, spec), at::kBFloat16);
+  return lin;
+}
+
+at::Tensor forward_with(const model::Linear& lin, const at::Tensor& x, const std::string& gemm) {
+  config::KernelPaths k;
+  k.quant_gemm = gemm;
+  const model::ScopedKernelPaths paths(k);
+  model::set_fused_ops(&fused_ops());
+  auto y = lin.forward(x, false);
+  model::set_fused_ops(nullptr);
+  return y;
+}
+
+TEST(Dequant4bit, FewRowsFusedGemmMatchesDequantThenGemm) {
+  if (!emulated() && !at::hasCUDA()) GTEST_SKIP() << "no CUDA device";
+  at::manual_seed(4);
+  const int64_t in = emulated() ? 128 : 3584, out = emulated() ? 40 : 18944;
+  for (const bool nested : {false, true}) {
+    const auto lin = quantized_linear(out, in, nested);
+    for (const int64_t rows : {1, 3, 8, 13}) {
+      const auto x = (at::randn({rows, in}) * 0.5).to(at::kBFloat16).to(test_device());
+      const auto fused = forward_with(lin, x, "fused").to(at::kFloat), ref = forward_with(lin, x, "dequant").to(at::kFloat);
+      const double e = ((fused - ref).norm() / ref.norm()).item<double>();
+      EXPECT_LT(e, 1e-2) << rows << " rows, nested " << nested;
+    }
+  }
+}
+
+// Not a test of speed (nothing is asserted): the two paths' times at Qwen2.5-7B's projections for a few
+// row counts, for LF_QUANT_GEMM's auto rule (scripts/device/qlora_check.sh prints these lines).
+TEST(Dequant4bit, MeasureBothPaths) {
+  if (emulated() || !at::hasCUDA()) GTEST_SKIP() << "GPU only";
+  const auto sync = [] { c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->synchronizeDevice(test_device().index()); };
+  for (const auto& [out, in] : std::vector<std::pair<int64_t, int64_t>>{{3584, 3584}, {512, 3584}, {18944, 3584}, {3584, 18944}}) {
+    const auto lin = quantized_linear(out, in, true);
+    for (const int64_t rows : {1, 8, 64, 8192}) {
+      const auto x = (at::randn({rows, in}) * 0.5).to(at::kBFloat16).to(test_device());
+      double us[2];
+      for (int p = 0; p < 2; ++p) {
+        const char* gemm = p ? "fused" : "dequant";
+        if (p && rows > 64) { us[p] = -1; continue; }  // 8 rows a launch: far from cuBLAS at thousands
+        for (int i = 0; i < 3; ++i) (void)forward_with(lin, x, gemm);
+        sync();
+        const auto t0 = std::chrono::steady_clock::now();
+        for (int i = 0; i < 20; ++i) (void)forward_with(lin, x, gemm);
+        sync();
+        us[p] = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / 20;
+      }
+      std::printf("QGEMM [%lld x %lld] rows %lld: dequant+cuBLAS %.1f us, fused %.1f us\n", (long long)out,
+                  (long long)in, (long long)rows, us[0], us[1]);
+    }
+  }
 }
 
 }  // namespace

@@ -10,7 +10,9 @@
 #include <cstdio>
 
 #include "lf/model/bnb4_linear.h"
+#include "lf/model/kernel_paths.h"
 #include "lf/model/loader.h"
+#include "lf/common/error.h"
 #include "lf/model/lora.h"
 #include "lf/model/tensor_io.h"
 #include "lf/train/trainer.h"
@@ -167,6 +169,31 @@ TEST(QloraParity, SavedBitsandbytesFolderLoadsAsItIs) {
   }
   const auto ids = at::randint(0, 96, {2, 9}, at::kLong);
   EXPECT_TRUE(at::equal(saved->forward(ids), fresh->forward(ids)));
+}
+
+}  // namespace
+}  // namespace lf::train
+
+namespace lf::train {
+namespace {
+
+// LF_QUANT_GEMM=fused asks for a CUDA kernel: a CPU run says so instead of silently dequantizing.
+TEST(QloraParity, AFusedGemmAskedForOnTheCpuIsAnError) {
+  model::Linear lin;
+  lin.format_ = model::make_bnb4_linear(quant::quantize_4bit(at::randn({16, 64}), quant::Bnb4Spec{}), at::kFloat);
+  config::KernelPaths k;
+  k.quant_gemm = "fused";
+  const model::ScopedKernelPaths paths(k);
+  try {
+    (void)lin.forward(at::randn({2, 64}), false);
+    ADD_FAILURE() << "LF_QUANT_GEMM=fused ran on the CPU";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("LF_QUANT_GEMM=fused: the fused 4-bit GEMM is a CUDA kernel"), std::string::npos)
+        << e.what();
+  }
+  k.quant_gemm = "dequant";
+  const model::ScopedKernelPaths exact(k);
+  EXPECT_EQ(lin.forward(at::randn({2, 64}), false).sizes(), (at::IntArrayRef{2, 16}));
 }
 
 }  // namespace

@@ -31,6 +31,7 @@ struct KernelPaths {
   bool varlen_attention = true;    // LF_VARLEN_ATTENTION
   bool cuda_graphs = true;         // LF_CUDA_GRAPHS
   int64_t cuda_graph_bucket = 128; // LF_CUDA_GRAPH_BUCKET
+  std::string quant_gemm = "auto";  // LF_QUANT_GEMM: auto | dequant | fused (model/bnb4_linear.cpp)
 };
 
 struct ModelSection {

@@ -40,6 +40,11 @@ struct FusedOps {
   // contiguous, its dtype), bit-equal to quant::dequantize_4bit. Null where the build has none.
   void (*dequantize_4bit)(const at::Tensor& data, const at::Tensor& absmax, const at::Tensor& nested_absmax,
                           const at::Tensor& offset, int64_t code, int64_t blocksize, const at::Tensor& out) = nullptr;
+  // x [m <= 8, k] W^T with W [n, k] in that format, dequantized in registers (dequant_gemv_4bit.h): [m, n]
+  // in x's dtype. Null where the build has none.
+  at::Tensor (*quant_gemv_4bit)(const at::Tensor& x, const at::Tensor& data, const at::Tensor& absmax,
+                                const at::Tensor& nested_absmax, const at::Tensor& offset, int64_t code,
+                                int64_t blocksize, int64_t n) = nullptr;
 };
 
 // This build's table (lf_kernels: CUDA tensors; the tests' emulated build: CPU tensors).
