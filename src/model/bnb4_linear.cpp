@@ -128,11 +128,11 @@ struct Dequant4Linear : public torch::autograd::Function<Dequant4Linear> {
 const kernels::FusedOps* Bnb4Linear::fused_gemm_for(const at::Tensor& x) const {
   const auto& mode = kernel_paths().quant_gemm;
   if (mode == "dequant") return nullptr;
-  LF_CHECK(mode != "fused" || x.is_cuda(), ConfigError,
+  const auto* ops = fused_ops_on(x);
+  LF_CHECK(mode != "fused" || ops, ConfigError,
            "LF_QUANT_GEMM=fused: the fused 4-bit GEMM is a CUDA kernel, and this run computes on {}, where the 4-bit "
            "layers dequantize exactly (bitsandbytes' CPU arithmetic); unset LF_QUANT_GEMM (auto) or set it to dequant",
            x.device().str());
-  const auto* ops = fused_ops_on(x);
   if (!ops || !ops->quant_gemv_4bit || q_.shape[1] % 16 || q_.spec.blocksize % 16) return nullptr;
   const int64_t rows = x.numel() / x.size(-1);
   return mode == "fused" || rows <= 8 ? ops : nullptr;
