@@ -1,0 +1,178 @@
+// The running job as node 0's rendezvous server knows it, turned into the page's JSON. The state
+// is rebuilt at most every kStateCacheMs however many pages poll (10 open pages cost one build a
+// refresh interval), and only the curve points that arrived since the last build are parsed.
+#include "lf/ui/live_source.h"
+
+#include <fmt/format.h>
+
+#include <chrono>
+
+#include "background_json.h"
+#include "curves.h"
+#include "job_health.h"
+#include "state_json.h"
+
+namespace lf::ui {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using json = nlohmann::json;
+
+constexpr auto kStateCacheMs = std::chrono::milliseconds(250);
+constexpr size_t kMaxCurvePoints = 600;
+
+// What a rank is doing, from its node's last status and the job's phase.
+std::string rank_state(const rdzv::RankStatus& r, const rdzv::NodeRecord& n, const rdzv::JobView& v) {
+  if (r.exited) return r.exit_code == 0 && r.signal == 0 ? "done" : "failed";
+  if (!n.connected && !n.done) return "lost";
+  if (v.phase == "finished" || v.phase == "stopping") return r.alive ? "stopping" : "stopped";
+  if (!r.alive) return "stopped";
+  return r.progress ? "running" : "starting";
+}
+
+class LiveSource final : public PageSource {
+ public:
+  LiveSource(const rdzv::RendezvousServer& server, LiveSourceOptions o)
+      : server_(server), facts_(std::move(o.facts)), health_(o.thresholds),
+        preview_(std::move(o.preview), "this job runs a command of its own (lf-train launch): no dataset to preview") {}
+
+  std::string state_json() override {
+    const auto now = Clock::now();
+    if (!cached_.empty() && now - cached_at_ < kStateCacheMs) return cached_;
+    const rdzv::JobView v = server_.job_view();
+    curves_.follow(v.record->points());
+    health_.check(*v.record, now, wall_now());
+    cached_ = dump(build(v, now));
+    cached_at_ = now;
+    return cached_;
+  }
+
+  std::string logs_json(int64_t rank) override {
+    const rdzv::JobView v = server_.job_view();
+    json lines = json::array();
+    for (const auto& l : v.record->lines(rank)) lines.push_back({{"err", l.err}, {"text", l.text}});
+    return dump({{"rank", rank}, {"lines", lines}});
+  }
+
+  std::string preview_json() override { return preview_.get(); }
+
+ private:
+  json build(const rdzv::JobView& v, Clock::time_point now) {
+    json state;
+    state["mode"] = "live";
+    state["now"] = wall_now();
+    json facts = json::array();
+    for (const auto& [k, val] : facts_) facts.push_back({k, val});
+    state["job"] = {{"id", v.job_id},
+                    {"phase", v.phase},
+                    {"generation", v.generation},
+                    {"restarts", v.restarts},
+                    {"max_restarts", v.max_restarts},
+                    {"nnodes", v.min_nodes == v.max_nodes ? std::to_string(v.min_nodes)
+                                                          : fmt::format("{}:{}", v.min_nodes, v.max_nodes)},
+                    {"world_size", v.world_size},
+                    {"formed_at", v.formed_at},
+                    {"exit_code", v.exit_code ? json(*v.exit_code) : json(nullptr)},
+                    {"end_reason", v.end_reason},
+                    {"waiting", v.waiting},
+                    {"facts", facts}};
+    const auto flagged = health_.flagged_ranks();
+    const auto hot_gpus = health_.flagged_gpus();
+    std::map<int64_t, int> failures_of;
+    for (const auto& f : v.record->failures())
+      if (f.global_rank >= 0) ++failures_of[f.global_rank];
+    json nodes = json::array();
+    ProgressMetrics rank0;
+    int64_t step0 = 0;
+    double tokens_per_s = 0, mfu_sum = 0;
+    int tps_n = 0, mfu_n = 0;
+    json log_ranks = json::array();
+    for (const auto& [rank, n] : v.record->nodes()) {
+      json node = {{"node_rank", rank},    {"hostname", n.hostname}, {"address", n.address},
+                   {"connected", n.connected}, {"lost", n.lost},      {"done", n.done},
+                   {"nproc", n.nproc}};
+      const auto silent = v.silent_s.find(rank);
+      node["silent_s"] = silent != v.silent_s.end() ? json(silent->second) : json(nullptr);
+      json ranks = json::array(), gpus = json::array();
+      if (n.status) {
+        const double age = std::chrono::duration<double>(now - n.status_at).count();
+        node["status_age_s"] = age;
+        node["gpu_note"] = n.status->gpu_note;
+        for (const auto& g : n.status->gpus)
+          gpus.push_back({{"index", g.index},
+                          {"name", g.name},
+                          {"uuid", g.uuid},
+                          {"util", g.utilization},
+                          {"mem_used", g.memory_used_bytes},
+                          {"mem_total", g.memory_total_bytes},
+                          {"temp", g.temperature_celsius},
+                          {"power", g.power_watts},
+                          {"flagged", hot_gpus.count(fmt::format("{}:{}", rank, g.index)) > 0}});
+        for (const auto& r : n.status->ranks) {
+          const ProgressMetrics m = ProgressMetrics::parse(r.metrics_json);
+          const std::string state = rank_state(r, n, v);
+          if (state == "running" && m.tokens_per_s) tokens_per_s += *m.tokens_per_s, ++tps_n;
+          if (state == "running" && m.mfu) mfu_sum += *m.mfu, ++mfu_n;
+          if (r.rank == 0) rank0 = m, step0 = r.step;
+          ranks.push_back({{"rank", r.rank},
+                           {"local_rank", r.local_rank},
+                           {"pid", r.pid},
+                           {"state", state},
+                           {"phase", r.phase},
+                           {"step", r.step},
+                           {"beat_age_s", r.heard ? json(r.since_beat_s + age) : json(nullptr)},
+                           {"exit", r.exited ? exit_text(r.exit_code, r.signal) : ""},
+                           {"exit_code", r.exit_code},
+                           {"signal", r.signal},
+                           {"failures", failures_of[r.rank]},
+                           {"gpu", r.gpu},
+                           {"tokens_per_s", m.tokens_per_s ? json(*m.tokens_per_s) : json(nullptr)},
+                           {"mfu", m.mfu ? json(*m.mfu) : json(nullptr)},
+                           {"step_s", m.step_s ? json(*m.step_s) : json(nullptr)},
+                           {"last_line", r.last_line},
+                           {"flagged", flagged.count(r.rank) > 0}});
+          log_ranks.push_back(r.rank);
+        }
+      }
+      node["ranks"] = ranks;
+      node["gpus"] = gpus;
+      nodes.push_back(std::move(node));
+    }
+    state["nodes"] = nodes;
+    state["log_ranks"] = log_ranks;
+    state["progress"] = progress_json(step0, rank0, tps_n ? std::optional<double>(tokens_per_s) : std::nullopt,
+                                      mfu_n ? std::optional<double>(mfu_sum / mfu_n) : std::nullopt, curves_);
+    json failures = json::array();
+    for (const auto& f : v.record->failures())
+      failures.push_back({{"t", f.wall_time},
+                          {"generation", f.generation},
+                          {"node_rank", f.node_rank},
+                          {"rank", f.global_rank},
+                          {"exit", f.global_rank >= 0 ? exit_text(f.exit_code, f.signal) : ""},
+                          {"exit_code", f.exit_code},
+                          {"signal", f.signal},
+                          {"restartable", f.restartable},
+                          {"message", f.message}});
+    state["failures"] = failures;
+    state["health"] = health_.to_json();
+    state["curves"] = curves_.to_json(kMaxCurvePoints);
+    return state;
+  }
+
+  const rdzv::RendezvousServer& server_;
+  std::vector<std::pair<std::string, std::string>> facts_;
+  Curves curves_;
+  JobHealth health_;
+  BackgroundJson preview_;
+  std::string cached_;
+  Clock::time_point cached_at_{};
+};
+
+}  // namespace
+
+std::unique_ptr<PageSource> make_live_source(const rdzv::RendezvousServer& server, LiveSourceOptions options) {
+  return std::make_unique<LiveSource>(server, std::move(options));
+}
+
+}  // namespace lf::ui
