@@ -115,13 +115,12 @@ class Agent {
           return f;
         });
     exporter_->start();
+    reporter_.share_gpu_sampler(exporter_->gpu_sampler());  // the node status' GPUs: one NVML sampler
   }
 
-  // ---- the live page (lf/ui/job_page.h): node 0 serves it; every node sends its status
-  // (status_reporter.h) when the layout asks.
-
+  // The live page (lf/ui/job_page.h) on node 0; every node sends its status (status_reporter.h)
+  // when the layout asks.
   void start_page() {
-    if (exporter_) reporter_.share_gpu_sampler(exporter_->gpu_sampler());
     if (server_) page_ = start_hosted_page(io_, opt_, *server_);
     else spdlog::info("ui: the job's live page is served by node 0 (--ui-port there); this node sends it its status");
   }
@@ -512,26 +511,10 @@ class Agent {
     finish_exit();
   }
 
-  // Nothing a worker started outlives the job: what is left in the workers' process groups,
-  // and what left them (setsid) and came to this agent, a child subreaper, when its parent
-  // died. Killing those may hand over their own children in turn: a few rounds.
-  void kill_leftovers() {
-    if (group_) group_->kill_now();
-    for (int round = 0; round < 20; ++round) {
-      while (::waitpid(-1, nullptr, WNOHANG) > 0) {
-      }
-      const auto left = live_children_of(::getpid());
-      if (left.empty()) return;
-      if (round == 0) spdlog::info("stopping {} process(es) the workers left behind", left.size());
-      for (pid_t pid : left) ::kill(pid, SIGKILL);
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-  }
-
   // Leaves once workers are gone and, on node 0, once the other agents got the word.
   void finish_exit() {
     if (group_ && group_->any_alive()) return;
-    kill_leftovers();
+    kill_leftovers(group_.get());
     if (server_ && !server_finished_ && !exit_timer_armed_) {
       // The server still has agents to tell (abort, finished): give it until the stop deadline.
       exit_timer_armed_ = true;

@@ -15,6 +15,7 @@
 #include <deque>
 #include <filesystem>
 #include <optional>
+#include <thread>
 
 #include "lf/agent/line_relay.h"
 #include "lf/common/error.h"
@@ -307,6 +308,19 @@ std::vector<ProgressBeat> WorkerGroup::take_beats(int global_rank) {
   for (auto& w : impl_->workers)
     if (w->global_rank == global_rank) return w->watch->take_beats();
   return {};
+}
+
+void kill_leftovers(WorkerGroup* group) {
+  if (group) group->kill_now();
+  for (int round = 0; round < 20; ++round) {
+    while (::waitpid(-1, nullptr, WNOHANG) > 0) {
+    }
+    const auto left = live_children_of(::getpid());
+    if (left.empty()) return;
+    if (round == 0) spdlog::info("stopping {} process(es) the workers left behind", left.size());
+    for (pid_t pid : left) ::kill(pid, SIGKILL);
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
 }
 
 std::vector<pid_t> WorkerGroup::pids() const {

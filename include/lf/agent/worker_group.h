@@ -87,4 +87,10 @@ class WorkerGroup {
   std::shared_ptr<Impl> impl_;
 };
 
+// Nothing a worker started outlives the job: SIGKILL to what is left in the workers' process
+// groups (group may be null), and to what left them (setsid) and came to this agent, a child
+// subreaper, when its parent died. Killing those may hand over their own children in turn: a
+// few rounds.
+void kill_leftovers(WorkerGroup* group);
+
 }  // namespace lf::agent

@@ -54,7 +54,7 @@ function jobPhase(s) {
 
 function drawHeader(s) {
   const j = s.job;
-  document.getElementById('job-id').textContent = s.mode === 'live' ? 'job ' + j.id : 'run ' + j.id;
+  document.getElementById('job-id').textContent = s.mode === 'live' ? (j.id === 'none' ? '' : 'job ' + j.id) : 'run ' + j.id;
   const phase = jobPhase(s);
   const badge = document.getElementById('job');
   badge.dataset.phase = phase;
@@ -119,7 +119,7 @@ function meter(ratio, text) {
 function gpuTable(n) {
   if (!n.gpus.length)
     return el('p', {class: 'gpu-note muted', 'data-node': n.node_rank},
-      'No GPUs on this node' + (n.gpu_note ? ': ' + n.gpu_note : ' (a CPU run)') + '.');
+      'No GPUs on this node' + (n.gpu_note ? ': ' + n.gpu_note.replace(/[.?!]$/, '') : ' (a CPU run)') + '.');
   const head = el('tr', {}, ...['GPU', 'model', 'utilisation', 'memory', 'temperature', 'power'].map(h => el('th', {}, h)));
   const rows = n.gpus.map(g => el('tr', {class: 'gpu' + (g.flagged ? ' flagged' : ''), 'data-gpu': g.index},
     el('td', {}, g.index), el('td', {}, g.name),
@@ -175,7 +175,9 @@ function drawChart(id, series) {
   let [y0, y1] = [Math.min(...all.map(p => p[1])), Math.max(...all.map(p => p[1]))];
   if (x0 === x1) x1 = x0 + 1;
   if (y0 === y1) { y0 -= Math.abs(y0) * 0.1 || 1; y1 += Math.abs(y1) * 0.1 || 1; }
-  const pad = (y1 - y0) * 0.05; y0 -= pad; y1 += pad;
+  const pad = (y1 - y0) * 0.05;
+  y0 = y0 >= 0 && y0 - pad < 0 ? 0 : y0 - pad;  // a quantity that cannot go below 0 is not drawn below it
+  y1 += pad;
   const X = x => L + (x - x0) / (x1 - x0) * (W - L - R);
   const Y = y => T + (1 - (y - y0) / (y1 - y0)) * (H - T - B);
   const g = el('g', {class: 'axes'});
@@ -222,8 +224,11 @@ function pollLogs() {
   if (selectedRank === null) return;
   api('/api/logs?rank=' + selectedRank).then(l => {
     const pre = document.getElementById('logs');
+    // Follow the newest lines unless the reader scrolled up (or chose another rank).
+    const follow = pre.dataset.rank !== String(l.rank) || pre.scrollTop + pre.clientHeight >= pre.scrollHeight - 4;
     pre.dataset.rank = l.rank;
     pre.replaceChildren(...l.lines.map(x => el('span', {class: x.err ? 'err' : 'out'}, x.text + '\n')));
+    if (follow) pre.scrollTop = pre.scrollHeight;
   }).catch(() => {});
 }
 
