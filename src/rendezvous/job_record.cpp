@@ -14,7 +14,7 @@ void JobRecord::round_formed(std::vector<NodeRecord> nodes) {
     next[n.node_rank] = std::move(n);
   }
   nodes_ = std::move(next);
-  ++version_;
+  ++version_, ++milestones_;
 }
 
 void JobRecord::status(int64_t node_rank, NodeStatusMsg&& s, RecordClock::time_point now) {
@@ -54,7 +54,7 @@ void JobRecord::add_point(StepPoint&& p) {
 
 void JobRecord::failure(FailureRecord f) {
   failures_.push_back(std::move(f));
-  ++version_;
+  ++version_, ++milestones_;
 }
 
 void JobRecord::node_lost(int64_t node_rank, const std::string& why) {
@@ -62,14 +62,14 @@ void JobRecord::node_lost(int64_t node_rank, const std::string& why) {
   if (it == nodes_.end() || !it->second.connected) return;
   it->second.connected = false;
   it->second.lost = why;
-  ++version_;
+  ++version_, ++milestones_;
 }
 
 void JobRecord::node_done(int64_t node_rank) {
   auto it = nodes_.find(node_rank);
   if (it == nodes_.end()) return;
   it->second.done = true;
-  ++version_;
+  ++version_, ++milestones_;
 }
 
 const std::deque<LogLine>& JobRecord::lines(int64_t rank) const {

@@ -1,6 +1,8 @@
 // The running job as node 0's rendezvous server knows it, turned into the page's JSON. The state
-// is rebuilt at most every kStateCacheMs however many pages poll (10 open pages cost one build a
-// refresh interval), and only the curve points that arrived since the last build are parsed.
+// is rebuilt when a page asks and something changed: at once for a milestone (a failure, a node
+// lost or done, the job's phase), at most every kStateCacheMs for the nodes' statuses, and every
+// kStateMaxAge anyway (the ages it shows grow); so 10 open pages cost about one build a refresh
+// interval. Only the curve points that arrived since the last build are parsed.
 #include "lf/ui/live_source.h"
 
 #include <fmt/format.h>
@@ -20,6 +22,7 @@ using Clock = std::chrono::steady_clock;
 using json = nlohmann::json;
 
 constexpr auto kStateCacheMs = std::chrono::milliseconds(250);
+constexpr auto kStateMaxAge = std::chrono::milliseconds(1000);
 constexpr size_t kMaxCurvePoints = 600;
 
 // What a rank is doing, from its node's last status and the job's phase.
@@ -39,8 +42,14 @@ class LiveSource final : public PageSource {
 
   std::string state_json() override {
     const auto now = Clock::now();
-    if (!cached_.empty() && now - cached_at_ < kStateCacheMs) return cached_;
     const rdzv::JobView v = server_.job_view();
+    const auto age = now - cached_at_;
+    const bool moved = v.record->milestones() != milestones_ || v.phase != phase_;
+    const bool fresh = v.record->version() == version_ ? age < kStateMaxAge : age < kStateCacheMs;
+    if (!cached_.empty() && !moved && fresh) return cached_;
+    milestones_ = v.record->milestones();
+    version_ = v.record->version();
+    phase_ = v.phase;
     curves_.follow(v.record->points());
     health_.check(*v.record, now, wall_now());
     cached_ = dump(build(v, now));
@@ -166,6 +175,8 @@ class LiveSource final : public PageSource {
   BackgroundJson preview_;
   std::string cached_;
   Clock::time_point cached_at_{};
+  uint64_t milestones_ = 0, version_ = 0;
+  std::string phase_;
 };
 
 }  // namespace

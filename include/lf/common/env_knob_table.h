@@ -79,8 +79,8 @@ inline constexpr EnvKnob kEnvKnobs[] = {
      "the IP address the live page binds: this host only by default; another (or 0.0.0.0) serves it beyond this "
      "host, and then only with its token (--ui-addr wins)"},
     {"LF_UI_TOKEN", KnobType::kString, "", "", "lf-train",
-     "the live page's token when it is bound beyond loopback (?token= or Authorization: Bearer); unset: one is "
-     "made and printed in the page's URL"},
+     "the live page's token (?token= or Authorization: Bearer), which its data then requires; bound beyond "
+     "loopback the page always needs one: unset, one is made and printed in the page's URL"},
     {"LF_UI_LINGER_S", KnobType::kSeconds, "60", "", "lf-train",
      "after the job ends, node 0 serves the page until an open page polled the end once more, at most this long; "
      "not at all when no page polled during the job; 0: leave at once"},

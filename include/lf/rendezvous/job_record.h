@@ -60,8 +60,10 @@ class JobRecord {
   // The last kLinesPerRank lines of a global rank (empty when none).
   const std::deque<LogLine>& lines(int64_t rank) const;
   std::vector<int64_t> ranks_with_lines() const;
-  // Bumped by every change the page shows (its cached state is rebuilt when this moved).
+  // Bumped by every change the page shows (statuses: every node, every interval).
   uint64_t version() const { return version_; }
+  // Bumped by the changes a page must show at once: a round, a failure, a node lost or done.
+  uint64_t milestones() const { return milestones_; }
 
  private:
   void add_point(StepPoint&& p);
@@ -70,7 +72,7 @@ class JobRecord {
   std::vector<FailureRecord> failures_;
   std::vector<StepPoint> points_;
   std::map<int64_t, std::deque<LogLine>> lines_;
-  uint64_t version_ = 0;
+  uint64_t version_ = 0, milestones_ = 0;
 };
 
 // The page's read of the server: its phase and the record. Built by RendezvousServer::job_view().

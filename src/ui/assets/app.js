@@ -186,10 +186,9 @@ function drawChart(id, series) {
     g.append(el('line', {x1: L, x2: W - R, y1: Y(y), y2: Y(y), class: 'gridline'}),
              el('text', {x: L - 6, y: Y(y) + 4, 'text-anchor': 'end'}, fmt(y, Math.abs(y1 - y0) < 0.1 ? 4 : 3)));
   }
-  for (let i = 0; i <= 4; ++i) {
-    const x = x0 + (x1 - x0) * i / 4;
-    g.append(el('text', {x: X(x), y: H - 6, 'text-anchor': 'middle'}, Math.round(x)));
-  }
+  // Step ticks: whole steps, each once (a short run has fewer than five).
+  for (const x of new Set([0, 1, 2, 3, 4].map(i => Math.round(x0 + (x1 - x0) * i / 4))))
+    g.append(el('text', {x: X(x), y: H - 6, 'text-anchor': 'middle'}, x));
   svg.append(g);
   for (const s of series) {
     if (!s.points.length) continue;
@@ -213,6 +212,9 @@ function drawLogTabs(s) {
     const failed = (s.failures || []).find(f => f.rank >= 0);
     selectedRank = failed && ranks.includes(failed.rank) ? failed.rank : ranks.length ? ranks[0] : null;
   }
+  if (!ranks.length)
+    document.getElementById('logs').textContent = s.mode === 'live' ? 'no lines yet' :
+      'no lines: lf-train ui OUTPUT_DIR --log-dir DIR shows the last lines the run kept under --log-dir DIR';
   document.getElementById('log-ranks').replaceChildren(...ranks.map(r => {
     const b = el('button', {class: r === selectedRank ? 'tab on' : 'tab', 'data-rank': r}, 'rank ' + r);
     b.addEventListener('click', () => { selectedRank = r; drawLogTabs(lastState); pollLogs(); });
