@@ -4,7 +4,7 @@
 
 namespace lf {
 
-const ProgressMetrics::Field ProgressMetrics::kFields[12] = {
+const ProgressMetrics::Field ProgressMetrics::kFields[17] = {
     {"loss", &ProgressMetrics::loss},
     {"learning_rate", &ProgressMetrics::learning_rate},
     {"grad_norm", &ProgressMetrics::grad_norm},
@@ -17,6 +17,11 @@ const ProgressMetrics::Field ProgressMetrics::kFields[12] = {
     {"checkpoint_s", &ProgressMetrics::checkpoint_s},
     {"total_steps", &ProgressMetrics::total_steps},
     {"tokens", &ProgressMetrics::tokens},
+    {"rewards/accuracies", &ProgressMetrics::rewards_accuracy},
+    {"rewards/margins", &ProgressMetrics::rewards_margin},
+    {"rewards/chosen", &ProgressMetrics::rewards_chosen},
+    {"rewards/rejected", &ProgressMetrics::rewards_rejected},
+    {"kl", &ProgressMetrics::kl},
 };
 
 std::string ProgressMetrics::to_json() const {
@@ -36,6 +41,15 @@ ProgressMetrics ProgressMetrics::parse(std::string_view json_text) {
     if (it != j.end() && it->is_number()) m.*f.member = it->get<double>();
   }
   return m;
+}
+
+bool ProgressMetrics::set(std::string_view name, double value) {
+  for (const auto& f : kFields)
+    if (name == f.name) {
+      this->*f.member = value;
+      return true;
+    }
+  return false;
 }
 
 void ProgressMetrics::merge(const ProgressMetrics& later) {

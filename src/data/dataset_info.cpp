@@ -64,6 +64,9 @@ void apply_columns(DatasetAttr& a, const json& c) {
   set_str(a.messages, c, "messages");
   set_str(a.system, c, "system");
   set_str(a.tools, c, "tools");
+  set_str(a.chosen, c, "chosen");
+  set_str(a.rejected, c, "rejected");
+  set_str(a.kto_tag, c, "kto_tag");
   if (!c.contains("prompt")) a.prompt.clear();
   if (!c.contains("query")) a.query.clear();
   if (!c.contains("response")) a.response.clear();

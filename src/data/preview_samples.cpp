@@ -3,11 +3,57 @@
 #include <nlohmann/json.hpp>
 
 #include "lf/data/chat_template.h"
+#include "lf/data/pairwise.h"
 #include "lf/data/sft_dataset.h"
 #include "lf/data/supervised.h"
 #include "preview.h"
 
 namespace lf {
+
+namespace {
+
+PreviewSample sample_of(const Tokenizer& tok, const EncodedExample& ex, std::string origin, int64_t cutoff_len) {
+  PreviewSample s;
+  s.origin = std::move(origin);
+  s.tokens = static_cast<int64_t>(ex.input_ids.size());
+  for (int32_t l : ex.labels) s.trained += l != kIgnoreIndex;
+  s.truncated = s.tokens >= cutoff_len;
+  for (auto& [text, masked] : masked_segments(tok, ex)) s.segments.push_back({std::move(text), masked});
+  return s;
+}
+
+PreviewSample dropped(std::string origin) {
+  PreviewSample s;
+  s.origin = std::move(origin);
+  s.dropped = true;
+  return s;
+}
+
+// The preference stages' rows, as `lf-train preview` prints them: each pair's chosen and rejected
+// rows (dpo, rm), or each KTO example's row with its tag (its KL row is another example's response).
+void preference_samples(const Tokenizer& tok, const ChatTemplate& tmpl, const DataArgs& args,
+                        const std::vector<Example>& examples, std::vector<PreviewSample>& out) {
+  if (pairwise_stage(args.stage)) {
+    for (const auto& example : examples) {
+      EncodedExample chosen, rejected;
+      if (!encode_pairwise(example, tmpl, args.cutoff_len, chosen, rejected)) {
+        out.push_back(dropped(example.origin));
+        continue;
+      }
+      out.push_back(sample_of(tok, chosen, example.origin + " (chosen)", args.cutoff_len));
+      out.push_back(sample_of(tok, rejected, example.origin + " (rejected)", args.cutoff_len));
+    }
+    return;
+  }
+  const auto rows = encode_feedback_batch(examples, tmpl, args.cutoff_len);
+  for (size_t k = 0; k < rows.size(); ++k) {
+    const std::string tag = rows[k].desirable ? " (desirable)" : " (undesirable)";
+    out.push_back(sample_of(tok, rows[k].target, (k < examples.size() ? examples[k].origin : "") + tag,
+                            args.cutoff_len));
+  }
+}
+
+}  // namespace
 
 std::vector<PreviewSample> preview_samples(const DataArgs& args, int n, std::string* template_name) {
   Tokenizer tok = load_tokenizer_for(args);
@@ -18,22 +64,18 @@ std::vector<PreviewSample> preview_samples(const DataArgs& args, int n, std::str
   small.packing = false;  // examples, not packs
   auto examples = load_examples(small, args.dataset);
   if (examples.size() > static_cast<size_t>(std::max(n, 0))) examples.resize(static_cast<size_t>(std::max(n, 0)));
-  const SupervisedOptions opts{args.cutoff_len, args.train_on_prompt, args.mask_history};
   std::vector<PreviewSample> out;
+  if (pairwise_stage(args.stage) || feedback_stage(args.stage)) {
+    preference_samples(tok, tmpl, args, examples, out);
+    return out;
+  }
+  const SupervisedOptions opts{args.cutoff_len, args.train_on_prompt, args.mask_history};
   for (const auto& example : examples) {
-    PreviewSample s;
-    s.origin = example.origin;
     EncodedExample ex;
-    if (!encode_supervised(example, tmpl, opts, ex)) {
-      s.dropped = true;
-      out.push_back(std::move(s));
-      continue;
-    }
-    s.tokens = static_cast<int64_t>(ex.input_ids.size());
-    for (int32_t l : ex.labels) s.trained += l != kIgnoreIndex;
-    s.truncated = s.tokens >= args.cutoff_len;
-    for (auto& [text, masked] : masked_segments(tok, ex)) s.segments.push_back({std::move(text), masked});
-    out.push_back(std::move(s));
+    if (!encode_supervised(example, tmpl, opts, ex))
+      out.push_back(dropped(example.origin));
+    else
+      out.push_back(sample_of(tok, ex, example.origin, args.cutoff_len));
   }
   return out;
 }

@@ -97,6 +97,16 @@ void RankSeries::write(Exposition& e, const std::string& node) const {
              &ProgressMetrics::eval_loss);
   gauge(e, ranks_, node, "lf_train_checkpoint_seconds", "Seconds the last checkpoint save took",
         &ProgressMetrics::checkpoint_s);
+  job_series(e, ranks_, node, "lf_train_rewards_accuracy", MetricType::kGauge,
+             "dpo: share of the last step's pairs whose chosen reward is higher", &ProgressMetrics::rewards_accuracy);
+  job_series(e, ranks_, node, "lf_train_rewards_margin", MetricType::kGauge,
+             "dpo, kto: mean chosen minus rejected reward, last step", &ProgressMetrics::rewards_margin);
+  job_series(e, ranks_, node, "lf_train_rewards_chosen", MetricType::kGauge,
+             "dpo, kto: mean reward of the chosen (desirable) responses, last step", &ProgressMetrics::rewards_chosen);
+  job_series(e, ranks_, node, "lf_train_rewards_rejected", MetricType::kGauge,
+             "dpo, kto: mean reward of the rejected (undesirable) responses, last step", &ProgressMetrics::rewards_rejected);
+  job_series(e, ranks_, node, "lf_train_kl", MetricType::kGauge, "kto: the KL estimate of the last step",
+             &ProgressMetrics::kl);
   bool any_steps = false;
   for (const auto& [r, rank] : ranks_) any_steps = any_steps || rank.last_step.has_value();
   if (any_steps) {

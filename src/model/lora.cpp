@@ -143,7 +143,7 @@ std::vector<std::string> apply_lora(CausalLM& model, const LoraConfig& c, at::Ge
     if (all ? !spec->in_all : !targeted(spec->module)) continue;
     const auto& name = spec->short_name;
     if (std::find(short_names.begin(), short_names.end(), name) == short_names.end()) short_names.push_back(name);
-    const int64_t out = lin->weight_.size(0), in = lin->weight_.size(1);
+    const int64_t out = lin->out_features(), in = lin->in_features();
     auto cpu = at::TensorOptions().dtype(at::kFloat);
     auto a = at::empty({c.rank, in}, cpu);
     kaiming_uniform_sqrt5(a, gen);                                // nn.Linear(in, r)
@@ -355,8 +355,9 @@ void merge_lora_adapter(CausalLM& model, const fs::path& dir, at::Generator* gen
 }
 
 LoraConfig prepare_lora(CausalLM& model, const LoraConfig& config, const std::vector<fs::path>& adapters,
-                        bool create_new_adapter) {
-  auto gen = at::detail::createCPUGenerator(config.seed);
+                        bool create_new_adapter, at::Generator* shared) {
+  auto own = at::detail::createCPUGenerator(config.seed);
+  at::Generator& gen = shared ? *shared : own;
   const size_t merged = adapters.empty() || create_new_adapter ? adapters.size() : adapters.size() - 1;
   for (size_t i = 0; i < merged; ++i) merge_lora_adapter(model, adapters[i], &gen);
   if (merged < adapters.size()) {

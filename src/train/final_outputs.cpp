@@ -68,15 +68,26 @@ json perf_report(const TrainSummary& sum, int64_t first_step, int64_t rank_token
   return perf;
 }
 
-void plot_losses(const json& log_history, const fs::path& out, const std::string& title, bool eval_on) {
-  for (const char* key : {"loss", "eval_loss"}) {
+// LLaMA-Factory's plot_loss(output_dir, keys): the stage's keys (objective.h: loss, and
+// rewards/accuracies for dpo, rewards/chosen for kto), then eval_loss (and rm's eval_accuracy); the
+// file of key k is training_{k with '/' as '_'}.png.
+void plot_losses(const json& log_history, const fs::path& out, const std::string& title, bool eval_on,
+                 std::vector<std::string> keys) {
+  keys.push_back("eval_loss");
+  if (std::find(keys.begin(), keys.end(), "eval_accuracy") == keys.end() && eval_on &&
+      !log_history.empty() && std::any_of(log_history.begin(), log_history.end(),
+                                          [](const json& e) { return e.contains("eval_accuracy"); }))
+    keys.push_back("eval_accuracy");
+  for (const auto& key : keys) {
     std::vector<std::pair<double, double>> pts;
     for (const auto& e : log_history)
       if (e.contains(key) && e.contains("step")) pts.emplace_back(e["step"].get<double>(), e[key].get<double>());
-    const fs::path png = out / fmt::format("training_{}.png", key);
+    std::string file = key;
+    std::replace(file.begin(), file.end(), '/', '_');
+    const fs::path png = out / fmt::format("training_{}.png", file);
     if (plot_curve(png, pts, key, fmt::format("training {} of {}", key, title)))
       spdlog::info("figure saved at: {}", (fs::path(title) / png.filename()).string());  // where it is moved
-    else if (std::string(key) == "eval_loss" && eval_on)
+    else if (key.rfind("eval_", 0) != 0 || eval_on)
       spdlog::warn("no metric {} to plot", key);
   }
 }
@@ -145,7 +156,7 @@ void Trainer::State::finish(TrainSummary& sum, const TrainPlan& plan, const Loop
   if (!plan.outputs) return;
   write_json_file(staged / "train_results.json", metrics, 4);
   write_json_file(staged / "trainer_state.json", trainer_state(loop.global_step, loop.epoch), 2);
-  if (c.output.plot_loss) plot_losses(logs.log_history, staged, c.output.output_dir, plan.eval_on);
+  if (c.output.plot_loss) plot_losses(logs.log_history, staged, c.output.output_dir, plan.eval_on, objective->plot_keys());
   json all = metrics;
   if (plan.eval_on) {
     json ev = eval_metrics(final_eval, std::max(final_eval_s, 1e-9), loop.epoch);

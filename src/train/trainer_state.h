@@ -25,6 +25,7 @@
 #include "lf/tfevents/scalar_log.h"
 #include "lf/train/trainer.h"
 #include "lf/train/model_flops.h"
+#include "objective.h"
 #include "outputs.h"
 #include "step_graph.h"
 
@@ -150,12 +151,21 @@ struct Trainer::State {
   StepState stepper;    // train_step.cpp
   JobCounters counts;   // run_epoch (trainer.cpp)
   LogState logs;        // train_log.cpp
+  // How a micro-batch becomes a loss and metrics (objective.h; the stage's), and its metric sums over
+  // every rank since the last log line (run_step adds each step's, log_step hands them to it).
+  std::unique_ptr<Objective> objective;
+  std::vector<double> metrics_since_log;
+  json last_step_metrics = json::object();  // the objective's metrics of the last step alone (metrics endpoint)
+  json eval_extra;  // the objective's last evaluation (eval_rewards/*, eval_accuracy); null: none
 
   explicit State(TrainerSetup setup)
       : s(std::move(setup)), m(*s.model), device(s.model->lm_head_weight().device()) {}
 
   // ---- trainer.cpp
   TrainPlan make_plan();
+  // This rank's micro-batches of epoch 0, step by step (empty where it has none), up to the run's last
+  // step: Objective::prepare.
+  std::vector<std::vector<int64_t>> first_epoch_micro_batches(const TrainPlan& plan) const;
   // Sum of token CEs of one micro-batch (forward; backward is the caller's): the one forward
   // of training, evaluation and the CUDA graphs' captured micro-step, through the strategy's
   // unit hooks and the head's gradient route. target_rows (lm_loss.h): the target positions,
@@ -175,6 +185,8 @@ struct Trainer::State {
                  class StepTrace& trace, const ProgressDisplay& display);
 
   // ---- train_step.cpp
+  // The stage's objective, once the strategy exists (lm_objective.cpp for sft and pt).
+  void make_objective();
   // fp16 unscaling, clipping (grad_norm: the global norm) and the update of step `step`, whose
   // gradients are in; zeroes them. True when fp16 overflowed and the update was skipped.
   bool update(double lr, double scale, int64_t step, const ProgressDisplay& display, double& grad_norm);

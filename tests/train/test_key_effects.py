@@ -154,6 +154,7 @@ SETUP = {
 LORA_KEYS = {"lora_rank", "lora_alpha", "lora_dropout", "use_rslora", "use_dora", "loraplus_lr_ratio",
              "additional_target"}
 FREEZE_KEYS = {"freeze_trainable_layers", "freeze_extra_modules"}
+PREFERENCE_DATA = {"dpo": "dpo_en_demo", "rm": "dpo_en_demo", "kto": "kto_en_demo"}
 
 
 def yaml_lines(text):
@@ -176,6 +177,9 @@ def case_of(key, f):
         context.update({"finetuning_type": "lora", "model_name_or_path": str(f["model"])})
     if name in FREEZE_KEYS:
         context["finetuning_type"] = "freeze"
+    # The preference stages' keys (context "stage: dpo" / "stage: kto"): the stage's demo dataset.
+    if context.get("stage") in PREFERENCE_DATA:
+        context["dataset"] = PREFERENCE_DATA[context["stage"]]
     return context, {name: key["sample"]}
 
 

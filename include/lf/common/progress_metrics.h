@@ -23,18 +23,23 @@ struct ProgressMetrics {
   std::optional<double> checkpoint_s;    // the last checkpoint's save time (kept until the next)
   std::optional<double> total_steps;     // optimizer steps the job runs in all
   std::optional<double> tokens;          // target tokens the job trained on so far, every rank's
+  // The preference stages' last step (TRL's rewards/accuracies, rewards/margins, rewards/chosen,
+  // rewards/rejected, kl); absent under sft and pt.
+  std::optional<double> rewards_accuracy, rewards_margin, rewards_chosen, rewards_rejected, kl;
 
   // Every field's wire name and member, in wire order (parse, to_json and tests walk it).
   struct Field {
     const char* name;
     std::optional<double> ProgressMetrics::*member;
   };
-  static const Field kFields[12];
+  static const Field kFields[17];
 
   // The set fields as a compact JSON object ("{}" when none).
   std::string to_json() const;
   // The fields of a JSON object's text; anything else (not JSON, not an object) gives none.
   static ProgressMetrics parse(std::string_view json_text);
+  // Sets the field of that wire name; false (nothing set) for a name that is no field.
+  bool set(std::string_view name, double value);
   // Fields set in `later` replace this one's.
   void merge(const ProgressMetrics& later);
 };

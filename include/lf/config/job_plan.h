@@ -31,6 +31,7 @@ struct KernelPaths {
   bool varlen_attention = true;    // LF_VARLEN_ATTENTION
   bool cuda_graphs = true;         // LF_CUDA_GRAPHS
   int64_t cuda_graph_bucket = 128; // LF_CUDA_GRAPH_BUCKET
+  std::string quant_gemm = "auto";  // LF_QUANT_GEMM: auto | dequant | fused (model/bnb4_linear.cpp)
 };
 
 struct ModelSection {
@@ -67,9 +68,22 @@ struct AdapterSection {
   bool freeze() const { return finetuning_type == "freeze"; }
 };
 
-// How a batch becomes a loss (DESIGN "Objective per stage").
+// How a batch becomes a loss (DESIGN "Objective per stage"; src/train/objective.h). The preference
+// keys are LLaMA-Factory's RLHFArguments, with its defaults.
 struct ObjectiveSection {
-  std::string stage = "sft";  // sft | pt
+  std::string stage = "sft";  // sft | pt | dpo | kto | rm
+  double pref_beta = 0.1;             // dpo, kto: the beta of the preference loss
+  double pref_ftx = 0;                // dpo, kto: the SFT term's coefficient
+  std::string pref_loss = "sigmoid";  // dpo: sigmoid | hinge | ipo | orpo | simpo
+  double dpo_label_smoothing = 0;     // dpo sigmoid: cDPO's label smoothing
+  double simpo_gamma = 0.5;           // dpo simpo: the target reward margin
+  double kto_chosen_weight = 1;       // kto: the desirable examples' loss weight
+  double kto_rejected_weight = 1;     // kto: the undesirable examples' loss weight
+  // Whether the loss compares with a reference model (LLaMA-Factory's use_ref_model).
+  bool uses_reference() const {
+    return stage == "kto" || (stage == "dpo" && pref_loss != "orpo" && pref_loss != "simpo");
+  }
+  bool preference() const { return stage == "dpo" || stage == "kto" || stage == "rm"; }
 };
 
 struct OptimSection {
@@ -97,6 +111,14 @@ struct ScheduleSection {
 struct PrecisionSection {
   bool bf16 = false;
   bool fp16 = false;  // with a dynamic loss scaler (torch's GradScaler)
+  // QLoRA (LLaMA-Factory's quantization keys, src/config/quantization_keys.cpp): the frozen base's
+  // decoder linear layers stored in 4 bits as bitsandbytes stores them (lf/quant/bnb_4bit.h),
+  // dequantized into each GEMM (lf/model/linear_format.h).
+  std::optional<int64_t> quantization_bit;  // unset: none; 4 (8 and the rest refused with the reason)
+  std::string quantization_method = "bnb";  // on-the-fly quantization at load (others refused)
+  std::string quantization_type = "nf4";    // nf4 | fp4
+  bool double_quantization = true;          // the absmax values quantized again (8 bits, blocks of 256)
+  bool quantized() const { return quantization_bit.has_value(); }
 };
 
 struct EvalSection {

@@ -17,10 +17,10 @@ struct PreviewSegment {
 };
 
 struct PreviewSample {
-  std::string origin;  // "alpaca_en_demo.json:3"
+  std::string origin;  // "alpaca_en_demo.json:3"; dpo / rm: "... (chosen)", "... (rejected)"; kto: "... (desirable)"
   int64_t tokens = 0, trained = 0;
   bool truncated = false;  // cut at cutoff_len
-  bool dropped = false;    // not a prompt/response pair: no training example
+  bool dropped = false;    // not an example its stage trains on (a prompt/response pair, a ranked pair)
   std::vector<PreviewSegment> segments;
 };
 

@@ -60,6 +60,10 @@ uint64_t sft_cache_key(const DataArgs& args, const Tokenizer& tokenizer);
 // tokenizes, the others wait (up to `lock_timeout_s`) and load its cache.
 SftData load_sft_data(const DataArgs& args, const Tokenizer& tokenizer, double lock_timeout_s = 3600);
 
+// The rows a stage trains on (no cache, no split): encode_examples' for sft and pt, the preference
+// stages' pairs for dpo, kto and rm (pairwise.h).
+TokenizedDataset encode_dataset(const std::vector<Example>& examples, const ChatTemplate& tmpl, const DataArgs& args);
+
 // Tokenizes already-converted examples (no cache, no split).
 std::vector<EncodedExample> encode_examples(const std::vector<Example>& examples,
                                             const ChatTemplate& tmpl, const DataArgs& args);
