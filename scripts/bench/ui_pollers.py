@@ -2,7 +2,8 @@
 """N open live pages, as browsers poll them (issue 35's cost benchmark): each "page" fetches
 /api/state, then /api/logs?rank=0, every INTERVAL seconds (what src/ui/assets/app.js does), and
 /api/preview once. Runs until SIGTERM / SIGINT or --seconds, then prints one JSON line:
-{"pages", "interval_s", "seconds", "requests", "failures", "state_p50_ms", "state_p99_ms"}.
+{"pages", "interval_s", "seconds", "requests", "failures", "refreshes" (the pages' /api/state + /api/logs
+rounds), "state_p50_ms", "state_p99_ms"}.
 
     scripts/bench/ui_pollers.py --url http://127.0.0.1:PORT/ [--pages 10] [--interval 1] [--seconds S]
                                 [--save-gpu-state FILE]   # the last state that listed a GPU
@@ -70,7 +71,7 @@ def main():
         t.join(15)
     q = sorted(state_ms)
     print(json.dumps({"pages": a.pages, "interval_s": a.interval, "seconds": round(time.monotonic() - t0, 1),
-                      **counts, "state_p50_ms": round(statistics.median(q), 2) if q else None,
+                      **counts, "refreshes": len(state_ms), "state_p50_ms": round(statistics.median(q), 2) if q else None,
                       "state_p99_ms": round(q[int(0.99 * (len(q) - 1))], 2) if q else None}), flush=True)
 
 
