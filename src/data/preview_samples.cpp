@@ -30,7 +30,7 @@ PreviewSample dropped(std::string origin) {
 }
 
 // The preference stages' rows, as `lf-train preview` prints them: each pair's chosen and rejected
-// rows (dpo, rm), or each KTO example's row with its tag (its KL row is another example's response).
+// rows (dpo, rm), or each KTO example's row with its tag (not its KL row, which `lf-train preview` adds).
 void preference_samples(const Tokenizer& tok, const ChatTemplate& tmpl, const DataArgs& args,
                         const std::vector<Example>& examples, std::vector<PreviewSample>& out) {
   if (pairwise_stage(args.stage)) {
@@ -45,11 +45,16 @@ void preference_samples(const Tokenizer& tok, const ChatTemplate& tmpl, const Da
     }
     return;
   }
-  const auto rows = encode_feedback_batch(examples, tmpl, args.cutoff_len);
-  for (size_t k = 0; k < rows.size(); ++k) {
-    const std::string tag = rows[k].desirable ? " (desirable)" : " (undesirable)";
-    out.push_back(sample_of(tok, rows[k].target, (k < examples.size() ? examples[k].origin : "") + tag,
-                            args.cutoff_len));
+  // One example a batch: its row is the same in any batch (only its KL row, not shown, pairs it with
+  // another example), and a dropped example keeps its place.
+  for (const auto& example : examples) {
+    const auto rows = encode_feedback_batch({example}, tmpl, args.cutoff_len);
+    if (rows.empty()) {
+      out.push_back(dropped(example.origin));
+      continue;
+    }
+    const std::string tag = rows[0].desirable ? " (desirable)" : " (undesirable)";
+    out.push_back(sample_of(tok, rows[0].target, example.origin + tag, args.cutoff_len));
   }
 }
 
