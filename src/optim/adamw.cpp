@@ -172,7 +172,7 @@ std::unique_ptr<Optimizer> make_adamw(const OptimizerInputs& in) {
   const double ratio = in.loraplus_lr_ratio == 1.0 ? 0.0 : in.loraplus_lr_ratio;  // x 1: no groups of its own
   for (const bool decays : {true, false})
     for (const double scale : ratio > 0 ? std::vector<double>{1.0, ratio} : std::vector<double>{1.0}) {
-      ParamGroup g{{}, {}, decays ? in.weight_decay : 0.0, scale};
+      ParamGroup g{{}, decays ? in.weight_decay : 0.0, scale, {}};
       for (const auto& p : in.params)
         if (hf_decays(p.name) == decays &&
             (ratio <= 0 || (loraplus_lr_scale(p.name, p.tensor.dim(), ratio) != 1.0) == (scale != 1.0))) {

@@ -39,7 +39,8 @@ class Apollo final : public ProjectedAdamW {
     const auto norm_grad = legacy_adam_direction(s.adam, low, in_.beta1, in_.beta2, in_.eps, lr_, step_size);
     at::Tensor factor;
     if (o_.scale_type == "channel") {
-      factor = at::linalg_vector_norm(norm_grad, 2, {norm_dim}) / (at::linalg_vector_norm(low, 2, {norm_dim}) + 1e-8);
+      const std::vector<int64_t> dim{norm_dim};
+      factor = at::linalg_vector_norm(norm_grad, 2, dim) / (at::linalg_vector_norm(low, 2, dim) + 1e-8);
       if (norm_dim == 1) factor = factor.unsqueeze(1);
     } else {
       factor = at::linalg_vector_norm(norm_grad, 2) / (at::linalg_vector_norm(low, 2) + 1e-8);

@@ -112,7 +112,7 @@ class Badam final : public Optimizer {
   void activate(int64_t block) {
     active_ = block;
     const auto& prefix = blocks_[static_cast<size_t>(block)];
-    ParamGroup g{{}, {}, kBadamWeightDecay, 1.0};
+    ParamGroup g{{}, kBadamWeightDecay, 1.0, {}};
     for (const auto& p : in_.params) {
       const bool on = p.name.find(prefix) != std::string::npos;
       auto t = p.tensor;

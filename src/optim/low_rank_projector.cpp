@@ -101,11 +101,17 @@ void LowRankProjector::allocate_like(const at::Tensor& grad) {
   const auto o = grad.options();
   // An SVD basis has at most min(m, n) vectors (svd with full_matrices false).
   const int64_t r = basis_ == Basis::kSvd ? std::min({rank_, grad.size(0), grad.size(1)}) : rank_;
-  if (s == 'r') ortho_ = at::zeros({r, grad.size(1)}, o);
-  else if (s == 'l') ortho_ = at::zeros({grad.size(0), r}, o);
+  // The layout an SVD basis has (LAPACK's column-major U [m, k] and Vh [k, n], k = min(m, n), sliced), so that
+  // a restored run multiplies the same strides as the uninterrupted one.
+  const int64_t m = grad.size(0), n = grad.size(1), k = std::min(m, n);
+  const bool svd = basis_ == Basis::kSvd;
+  auto left = [&] { return svd ? at::zeros({k, m}, o).t().slice(1, 0, r) : at::zeros({m, r}, o); };
+  auto right = [&] { return svd ? at::zeros({n, k}, o).t().slice(0, 0, r) : at::zeros({r, n}, o); };
+  if (s == 'r') ortho_ = right();
+  else if (s == 'l') ortho_ = left();
   else {
-    ortho_ = at::zeros({grad.size(0), r}, o);
-    ortho_right_ = at::zeros({r, grad.size(1)}, o);
+    ortho_ = left();
+    ortho_right_ = right();
   }
 }
 

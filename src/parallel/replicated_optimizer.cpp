@@ -33,8 +33,8 @@ ReplicatedOptimizer::ReplicatedOptimizer(const StrategySetup& s) : fused_clip_(s
   if (s.model) {
     const auto& mc = s.model->config();
     in.hidden_size = mc.hidden_size;
-    in.num_attention_heads = mc.num_attention_heads;
-    in.num_key_value_heads = mc.num_key_value_heads;
+    in.num_attention_heads = mc.num_heads;
+    in.num_key_value_heads = mc.num_kv_heads;
   }
   opt_ = optim::make_optimizer(in);
 }

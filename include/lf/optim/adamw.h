@@ -28,9 +28,9 @@ struct AdamWOptions {
 
 struct ParamGroup {
   std::vector<at::Tensor> params;
-  std::vector<std::string> names;  // the params' names (checkpoint keys); empty: "param<k>"
   double weight_decay = 0.0;
   double lr_scale = 1.0;  // this group's learning rate is lr x lr_scale (LoRA+)
+  std::vector<std::string> names;  // the params' names (checkpoint keys); empty: "group<g>.param<k>"
 };
 
 // HF's rule for which parameters decay: not biases and not norm weights (names
