@@ -62,6 +62,10 @@ class Badam final : public Optimizer {
       if (p.tensor.grad().defined()) p.tensor.mutable_grad() = at::Tensor();
   }
 
+  // The inactive layers' gradients dropped (their requires_grad off again: the trainer's setup turns every
+  // full fine-tuning parameter's on after the optimizer is built).
+  void before_clip() override { apply_mask(); }
+
   std::vector<StateTensor> state() const override { return adam_->state(); }
 
   // The block schedule replayed to `steps`; the moments of the block's AdamW since its switch.
@@ -108,21 +112,29 @@ class Badam final : public Optimizer {
     return b;  // fixed
   }
 
+  bool in_block(const std::string& name) const {
+    return name.find(blocks_[static_cast<size_t>(active_)]) != std::string::npos;
+  }
+
+  void apply_mask() {
+    for (const auto& p : in_.params) {
+      const bool on = in_block(p.name);
+      auto t = p.tensor;
+      if (t.requires_grad() != on) t.set_requires_grad(on);
+      if (!on && t.grad().defined()) t.mutable_grad() = at::Tensor();
+    }
+  }
+
   // The block's parameters train (requires_grad on, the others off), under a fresh AdamW.
   void activate(int64_t block) {
     active_ = block;
-    const auto& prefix = blocks_[static_cast<size_t>(block)];
+    apply_mask();
     ParamGroup g{{}, kBadamWeightDecay, 1.0, {}};
-    for (const auto& p : in_.params) {
-      const bool on = p.name.find(prefix) != std::string::npos;
-      auto t = p.tensor;
-      t.set_requires_grad(on);
-      if (!on) t.mutable_grad() = at::Tensor();
-      if (on) {
-        g.params.push_back(t);
+    for (const auto& p : in_.params)
+      if (in_block(p.name)) {
+        g.params.push_back(p.tensor);
         g.names.push_back(p.name);
       }
-    }
     AdamWOptions o;
     o.lr = lr_;
     o.beta1 = in_.beta1;

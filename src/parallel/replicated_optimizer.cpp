@@ -45,6 +45,7 @@ bool ReplicatedOptimizer::unscale(double scale) const {
 
 double ReplicatedOptimizer::clip(double max_norm) {
   pending_clip_ = at::Tensor();
+  opt_->before_clip();
   if (!opt_->clips()) return 0.0;  // LLaMA-Factory's layer-wise steps left its clipping no gradient
   if (!fused_clip_) return optim::clip_grad_norm(tensors_, max_norm);
   const auto norm = optim::global_grad_norm(tensors_);

@@ -61,6 +61,9 @@ class Optimizer {
   // LLaMA-Factory's layer-wise GaLore / APOLLO step each parameter in backward: the trainer's clipping
   // then sees no gradient (logged grad_norm 0, nothing clipped). The strategy asks this.
   virtual bool clips() const { return true; }
+  // Before the step's gradient norm: an optimizer that trains a subset drops the others' gradients here, so
+  // that the norm and the clipping see only its own (BAdam's active layer).
+  virtual void before_clip() {}
   // The state to checkpoint (empty before the first step) and its restore: `read(param, moment, out)` fills
   // `out` (the tensor of state() after a step, allocated by the optimizer) from the checkpoint.
   virtual std::vector<StateTensor> state() const = 0;
