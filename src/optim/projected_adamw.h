@@ -4,9 +4,10 @@
 // _get_decay_parameter_names, lf_decays), non-target ones with decay, the target matrices (2-D weights of the
 // target linear modules) with decay and a projector each; every parameter steps by the legacy AdamW
 // (legacy_adamw.h), the targets through their projector (the subclass). Layer-wise (galore_layerwise,
-// apollo_layerwise): LLaMA-Factory steps each parameter in backward with its own optimizer and scheduler,
-// which gives the same updates at accumulation 1 but leaves the trainer's clipping nothing to clip; here the
-// step runs at the step's end and clips() is false. Internal to lf_optim.
+// apollo_layerwise: LLaMA-Factory steps each parameter in backward with its own optimizer and scheduler) is
+// refused by the plan (optimizer_keys.cpp): an end-of-step update without clipping (what `layerwise` does
+// here) does not give LLaMA-Factory's losses (tests/fixtures/train/lf_optim's galore_layerwise run).
+// Internal to lf_optim.
 #include <memory>
 #include <string>
 #include <vector>
