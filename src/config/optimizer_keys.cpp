@@ -144,8 +144,11 @@ std::vector<KeyDecl> apollo_keys() {
           .choices({"random", "svd"})
           .sample("svd", kApollo)
           .observe("losses"),
-      implemented("apollo_proj_type", LF_FIELD(optim, optimizer.apollo.proj_type)).choices({"std", "right", "left"})
-          .sample("left", kApollo)
+      implemented("apollo_proj_type", LF_FIELD(optim, optimizer.apollo.proj_type),
+                  "std projects the shorter side; left / right force one, which apollo_scale_type: channel refuses "
+                  "on matrices whose shorter side is the other (apollo-torch stops on them)")
+          .choices({"std", "right", "left"})
+          .sample("left", kApollo + "\napollo_scale_type: tensor")
           .observe("losses"),
       implemented("apollo_scale_type", LF_FIELD(optim, optimizer.apollo.scale_type)).choices({"channel", "tensor"})
           .sample("tensor", kApollo)

@@ -23,10 +23,29 @@ class Apollo final : public ProjectedAdamW {
       : ProjectedAdamW(in, in.options.apollo.target, in.options.apollo.layerwise, "APOLLO"), o_(in.options.apollo) {
     LF_CHECK(o_.rank > 0 && o_.update_interval > 0, ConfigError,
              "apollo_rank {} and apollo_update_interval {}: both must be > 0", o_.rank, o_.update_interval);
+    for (const auto& s : slots_)
+      if (s.target) check_channel_side(s);
   }
   std::string_view name() const override { return "apollo"; }
 
  private:
+  // Channel scaling takes its norms along the matrix's shorter side (apollo-torch picks norm_dim by shape, not by
+  // apollo_proj_type), so a forced side that projects the longer one gives rank factors for a [m, n] gradient:
+  // left on m >= n ([rank, 1] against m rows), right on m < n ([rank] against n columns). apollo-torch stops
+  // there with a size mismatch (LLaMA-Factory with it); refused before the first step instead.
+  void check_channel_side(const Slot& s) const {
+    if (o_.scale_type != "channel" || o_.rank == 1) return;
+    const int64_t m = s.p.tensor.size(0), n = s.p.tensor.size(1);
+    const bool bad = (o_.proj_type == "left" && m >= n && o_.rank != m) ||
+                     (o_.proj_type == "right" && m < n && o_.rank != n);
+    LF_CHECK(!bad, ConfigError,
+             "apollo_proj_type: {} with apollo_scale_type: channel on {} [{}, {}]: the channel scale needs one "
+             "factor per {} ({}), and a {} projection leaves {} (apollo-torch, and LLaMA-Factory with it, stops on "
+             "that size mismatch): use apollo_proj_type: std, apollo_scale_type: tensor, or an apollo_target "
+             "without such matrices",
+             o_.proj_type, s.p.name, m, n, m < n ? "column" : "row", m < n ? n : m, o_.proj_type, o_.rank);
+  }
+
   std::unique_ptr<LowRankProjector> make_projector(const Slot& s) const override {
     const auto basis = o_.proj == "svd" ? LowRankProjector::Basis::kSvd : LowRankProjector::Basis::kRandom;
     return std::make_unique<LowRankProjector>(basis, o_.rank, o_.update_interval, o_.scale, o_.proj_type, s.seed);

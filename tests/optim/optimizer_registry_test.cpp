@@ -136,5 +136,24 @@ TEST(OptimizerRegistry, LlamaFactorysRefusals) {
   EXPECT_THROW(make_optimizer(in), ConfigError);
 }
 
+// apollo-torch's channel factors run along the shorter side whatever apollo_proj_type says: a forced side that
+// leaves rank factors where the matrix needs one per row / column stops apollo-torch; refused up front here.
+TEST(OptimizerRegistry, ApolloForcedSideWithChannelScale) {
+  auto ps = params(3);
+  auto in = inputs("apollo", ps);
+  in.options.apollo.proj_type = "left";  // q_proj [16, 16], up_proj [300, 16]: rank 4 factors for 16 / 300 rows
+  EXPECT_THROW(make_optimizer(in), ConfigError);
+  in.options.apollo.target = {"down_proj"};  // [16, 300]: one factor per column, which left keeps
+  EXPECT_NO_THROW(make_optimizer(in));
+  in.options.apollo.proj_type = "right";
+  EXPECT_THROW(make_optimizer(in), ConfigError);
+  in.options.apollo.target = {"up_proj"};
+  EXPECT_NO_THROW(make_optimizer(in));
+  in = inputs("apollo", ps);
+  in.options.apollo.proj_type = "left";
+  in.options.apollo.scale_type = "tensor";  // one factor: any side
+  EXPECT_NO_THROW(make_optimizer(in));
+}
+
 }  // namespace
 }  // namespace lf::optim
