@@ -11,9 +11,11 @@ namespace {
 
 using namespace schema;
 
-const std::string kGalore = "use_galore: true";
-const std::string kApollo = "use_apollo: true";
-const std::string kBadam = "use_badam: true";
+// The samples' contexts: LLaMA-Factory's default finetuning_type is lora, which GaLore, APOLLO and BAdam refuse.
+const std::string kFull = "finetuning_type: full";
+const std::string kGalore = kFull + "\nuse_galore: true";
+const std::string kApollo = kFull + "\nuse_apollo: true";
+const std::string kBadam = kFull + "\nuse_badam: true";
 
 KeyDecl only(std::string name, std::vector<std::string> allowed, std::string note) {
   KeyDecl d;
@@ -91,6 +93,7 @@ std::vector<KeyDecl> galore_keys() {
       implemented("use_galore", LF_FIELD(optim, optimizer.use_galore),
                   "GaLore (galore-torch's GaLoreAdamW, LLaMA-Factory's groups): Adam's moments of each target matrix "
                   "in a low-rank SVD basis of its gradient")
+          .sample("true", kFull)
           .observe("losses"),
       implemented("galore_target", LF_FIELD(optim, optimizer.galore.target),
                   "module-name substrings of the linear layers GaLore projects; all: every linear layer but lm_head")
@@ -124,6 +127,7 @@ std::vector<KeyDecl> apollo_keys() {
       implemented("use_apollo", LF_FIELD(optim, optimizer.use_apollo),
                   "APOLLO (apollo-torch's APOLLOAdamW, LLaMA-Factory's groups): Adam's moments in a random projection "
                   "of each target matrix's gradient set a channel- or tensor-wise scale of the gradient")
+          .sample("true", kFull)
           .observe("losses"),
       implemented("apollo_target", LF_FIELD(optim, optimizer.apollo.target),
                   "module-name substrings of the linear layers APOLLO scales; all: every linear layer but lm_head")
@@ -166,6 +170,7 @@ std::vector<KeyDecl> badam_keys() {
       implemented("use_badam", LF_FIELD(optim, optimizer.use_badam),
                   "BAdam (badam's BlockOptimizer, layer mode, one process): one decoder layer trains at a time under "
                   "a fresh AdamW (weight decay 0.01, badam's), switched every badam_switch_interval steps")
+          .sample("true", kFull)
           .observe("losses"),
       only("badam_mode", {"layer"},
            "layer (one decoder layer at a time); ratio (badam's sparse BlockOptimizerRatio) is not implemented"),
