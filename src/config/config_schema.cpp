@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "optimizer_keys.h"
 #include "quantization_keys.h"
 #include "schema_builders.h"
 
@@ -312,8 +313,6 @@ std::vector<KeyDecl> optimisation_keys() {
       implemented("gradient_checkpointing", LF_FIELD(model, gradient_checkpointing), "wins over disable_gradient_checkpointing")
           .differs("False in HF; LLaMA-Factory checkpoints unless disable_gradient_checkpointing: true")
           .observe("log:gradient checkpointing"),
-      only_values("optim", {"adamw_torch", "adamw_torch_fused", "adamw_hf"},
-                  "lf-train's AdamW (HF's defaults) is all three"),
   };
 }
 
@@ -425,11 +424,6 @@ std::vector<KeyDecl> refused_keys() {
       refused("pissa_init", "PiSSA initialisation is not supported"),
       refused("pissa_convert", "PiSSA is not supported"),
       refused("loraplus_lr_embedding", "LoRA+ on embedding adapters is not supported (no LoRA embedding adapters)"),
-      refused("use_galore", "GaLore is not supported"),
-      refused("use_apollo", "APOLLO is not supported"),
-      refused("use_badam", "BAdam is not supported"),
-      refused("use_muon", "the Muon optimizer is not supported"),
-      refused("use_adam_mini", "Adam-mini is not supported"),
       refused("use_llama_pro", "LLaMA Pro block expansion is not supported"),
       refused("freeze_vision_tower", "multimodal training is not supported"),
       refused("neftune_noise_alpha", "NEFTune noise is not supported"),
@@ -491,7 +485,7 @@ std::vector<KeyDecl> no_effect_keys() {
 std::vector<KeyDecl> build_schema() {
   std::vector<KeyDecl> all;
   for (auto part : {model_and_method_keys(), preference_keys(), data_keys(), optimisation_keys(), eval_and_output_keys(),
-                    distribution_keys(), quantization_keys(), refused_keys(), no_effect_keys()})
+                    distribution_keys(), optimizer_keys(), quantization_keys(), refused_keys(), no_effect_keys()})
     for (auto& d : part) all.push_back(std::move(d));
   return all;
 }

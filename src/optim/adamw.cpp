@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <cctype>
@@ -134,6 +135,59 @@ void AdamW::load_state(std::vector<at::Tensor> exp_avg, std::vector<at::Tensor> 
       ++k;
     }
   step_ = steps;
+}
+
+std::string AdamW::param_name(size_t group, size_t k) const {
+  const auto& g = groups_[group];
+  return k < g.names.size() ? g.names[k] : fmt::format("group{}.param{}", group, k);
+}
+
+std::vector<StateTensor> AdamW::state() const {
+  std::vector<StateTensor> out;
+  size_t i = 0;
+  for (size_t gi = 0; gi < groups_.size() && !exp_avg_.empty(); ++gi)
+    for (size_t k = 0; k < groups_[gi].params.size(); ++k, ++i) {
+      out.push_back({param_name(gi, k), "exp_avg", exp_avg_[i]});
+      out.push_back({param_name(gi, k), "exp_avg_sq", exp_avg_sq_[i]});
+    }
+  return out;
+}
+
+void AdamW::load_state(const StateRead& read, int64_t steps) {
+  c10::NoGradGuard no_grad;
+  init_state();
+  size_t i = 0;
+  for (size_t gi = 0; gi < groups_.size(); ++gi)
+    for (size_t k = 0; k < groups_[gi].params.size(); ++k, ++i) {
+      read(param_name(gi, k), "exp_avg", exp_avg_[i]);
+      read(param_name(gi, k), "exp_avg_sq", exp_avg_sq_[i]);
+    }
+  step_ = steps;
+}
+
+std::unique_ptr<Optimizer> make_adamw(const OptimizerInputs& in) {
+  // The flat order: decay groups first, each at lr x 1 then lr x the LoRA+ ratio (none without LoRA+: HF's
+  // two groups).
+  std::vector<ParamGroup> groups;
+  const double ratio = in.loraplus_lr_ratio == 1.0 ? 0.0 : in.loraplus_lr_ratio;  // x 1: no groups of its own
+  for (const bool decays : {true, false})
+    for (const double scale : ratio > 0 ? std::vector<double>{1.0, ratio} : std::vector<double>{1.0}) {
+      ParamGroup g{{}, decays ? in.weight_decay : 0.0, scale, {}};
+      for (const auto& p : in.params)
+        if (hf_decays(p.name) == decays &&
+            (ratio <= 0 || (loraplus_lr_scale(p.name, p.tensor.dim(), ratio) != 1.0) == (scale != 1.0))) {
+          g.params.push_back(p.tensor);
+          g.names.push_back(p.name);
+        }
+      if (ratio <= 0 || !g.params.empty()) groups.push_back(std::move(g));
+    }
+  AdamWOptions o;
+  o.lr = in.learning_rate;
+  o.beta1 = in.beta1;
+  o.beta2 = in.beta2;
+  o.eps = in.eps;
+  o.fused = in.fused;
+  return std::make_unique<AdamW>(std::move(groups), o);
 }
 
 void AdamW::zero_grad() {

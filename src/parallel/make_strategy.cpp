@@ -1,6 +1,7 @@
 #include "lf/parallel/make_strategy.h"
 
 #include "lf/comm/communicator.h"
+#include "lf/optim/optimizer.h"
 #include "lf/parallel/zero_strategy.h"
 
 namespace lf::parallel {
@@ -27,6 +28,8 @@ std::unique_ptr<ParallelStrategy> make_strategy(const config::ParallelSection& p
     o.offload_ratio = p.offload_ratio;
     o.comm = {p.prefetch_bucket_mb, p.reduce_bucket_mb, p.allgather_bucket_mb, p.overlap_comm};
     o.host = {p.pin_memory, p.offload_device_norm, p.offload_copy_streams};
+    o.optimizer = optim::optimizer_spec(setup.optim.optimizer, setup.optim.loraplus_lr_ratio > 0 &&
+                                                                   setup.optim.loraplus_lr_ratio != 1.0);
     return make_zero_strategy(std::move(setup), o);
   }
   if (setup.world == 1) return make_single_strategy(std::move(setup));

@@ -7,6 +7,7 @@
 #include <fmt/ranges.h>
 
 #include "lf/common/error.h"
+#include "lf/model/causal_lm.h"
 #include "lf/model/tensor_io.h"
 #include "lf/optim/grad_utils.h"
 
@@ -15,28 +16,27 @@ namespace fs = std::filesystem;
 
 ReplicatedOptimizer::ReplicatedOptimizer(const StrategySetup& s) : fused_clip_(s.optim.fused_clip) {
   LF_CHECK(!s.trainable.empty(), ConfigError, "the model has no trainable parameters");
-  // The optimizer's flat order: decay groups first, each at lr x 1 then lr x the LoRA+ ratio
-  // (none without LoRA+: HF's two groups).
-  std::vector<optim::ParamGroup> groups;
-  const double ratio = s.optim.loraplus_lr_ratio == 1.0 ? 0.0 : s.optim.loraplus_lr_ratio;  // x 1: no groups of its own
-  for (const bool decays : {true, false})
-    for (const double scale : ratio > 0 ? std::vector<double>{1.0, ratio} : std::vector<double>{1.0}) {
-      optim::ParamGroup g{{}, decays ? s.optim.weight_decay : 0.0, scale};
-      for (const auto& p : s.trainable)
-        if (optim::hf_decays(p.name) == decays &&
-            (ratio <= 0 || (optim::loraplus_lr_scale(p.name, p.tensor->dim(), ratio) != 1.0) == (scale != 1.0))) {
-          named_.emplace_back(p.name, *p.tensor);
-          g.params.push_back(*p.tensor);
-        }
-      if (ratio <= 0 || !g.params.empty()) groups.push_back(std::move(g));
-    }
-  for (auto& [name, t] : named_) tensors_.push_back(t);
-  optim::AdamWOptions o;
-  o.lr = s.optim.learning_rate;
-  o.beta1 = s.optim.adam_beta1;
-  o.beta2 = s.optim.adam_beta2;
-  o.eps = s.optim.adam_epsilon;
-  opt_ = std::make_unique<optim::AdamW>(std::move(groups), o);
+  optim::OptimizerInputs in;
+  for (const auto& p : s.trainable) {
+    named_.emplace_back(p.name, *p.tensor);
+    tensors_.push_back(*p.tensor);
+    in.params.push_back({p.name, *p.tensor});
+  }
+  in.learning_rate = s.optim.learning_rate;
+  in.weight_decay = s.optim.weight_decay;
+  in.beta1 = s.optim.adam_beta1;
+  in.beta2 = s.optim.adam_beta2;
+  in.eps = s.optim.adam_epsilon;
+  in.loraplus_lr_ratio = s.optim.loraplus_lr_ratio;
+  in.options = s.optim.optimizer;
+  in.world = s.world;
+  if (s.model) {
+    const auto& mc = s.model->config();
+    in.hidden_size = mc.hidden_size;
+    in.num_attention_heads = mc.num_heads;
+    in.num_key_value_heads = mc.num_kv_heads;
+  }
+  opt_ = optim::make_optimizer(in);
 }
 
 bool ReplicatedOptimizer::unscale(double scale) const {
@@ -45,6 +45,8 @@ bool ReplicatedOptimizer::unscale(double scale) const {
 
 double ReplicatedOptimizer::clip(double max_norm) {
   pending_clip_ = at::Tensor();
+  opt_->before_clip();
+  if (!opt_->clips()) return 0.0;  // LLaMA-Factory's layer-wise steps left its clipping no gradient
   if (!fused_clip_) return optim::clip_grad_norm(tensors_, max_norm);
   const auto norm = optim::global_grad_norm(tensors_);
   if (!norm.defined()) return 0.0;
@@ -65,13 +67,10 @@ int64_t ReplicatedOptimizer::numel() const {
 }
 
 std::vector<std::string> ReplicatedOptimizer::save(const fs::path& dir) const {
-  if (opt_->exp_avg().empty()) return {};  // before the first update: no state yet
+  const auto tensors = opt_->state();
+  if (tensors.empty()) return {};  // before the first update: no state yet
   std::vector<std::pair<std::string, at::Tensor>> state;
-  for (size_t i = 0; i < named_.size(); ++i) {
-    const auto& name = named_[i].first;
-    state.emplace_back(ckpt::moment_key(name, "exp_avg", 0, 0, true), opt_->exp_avg()[i]);
-    state.emplace_back(ckpt::moment_key(name, "exp_avg_sq", 0, 0, true), opt_->exp_avg_sq()[i]);
-  }
+  for (const auto& t : tensors) state.emplace_back(ckpt::moment_key(t.param, t.moment, 0, 0, true), t.tensor);
   model::save_tensor_file(dir / ckpt::kOptimizerFile, state);
   return {ckpt::kOptimizerFile};
 }
@@ -79,15 +78,13 @@ std::vector<std::string> ReplicatedOptimizer::save(const fs::path& dir) const {
 void ReplicatedOptimizer::load(const fs::path& dir, int64_t steps) {
   const ckpt::OptimizerStateReader reader(dir);
   if (reader.empty()) return;
-  std::vector<at::Tensor> m1, m2;
-  for (const auto& [name, t] : named_) {
-    auto a = at::empty(t.sizes(), t.options().device(at::kCPU)), b = at::empty_like(a);
-    reader.read(name, "exp_avg", 0, t.numel(), a);
-    reader.read(name, "exp_avg_sq", 0, t.numel(), b);
-    m1.push_back(a);
-    m2.push_back(b);
-  }
-  opt_->load_state(std::move(m1), std::move(m2), steps);
+  opt_->load_state(
+      [&](const std::string& param, const std::string& moment, at::Tensor out) {
+        auto host = at::empty(out.sizes(), out.options().device(at::kCPU));
+        reader.read(param, moment, 0, out.numel(), host);
+        out.copy_(host);
+      },
+      steps);
 }
 
 at::Tensor& ReplicatedOptimizer::find(const std::string& name) {

@@ -1,10 +1,10 @@
 #pragma once
-// AdamW over full, replicated trainable parameters: what the single-process and the
+// The optimizer over full, replicated trainable parameters: what the single-process and the
 // data-parallel strategies share (every rank holds every parameter, its whole gradient
-// and its whole optimizer state). HF's decay groups (no decay on biases and norm
-// weights), clipping on the local gradients (already the global ones under DDP), fp16
-// unscaling, and the optimizer state in the world-size-free layout of
-// ckpt/optimizer_state.h (each tensor covering its whole parameter).
+// and its whole optimizer state). The plan's optimizer from the registry (optim/optimizer.h:
+// AdamW with HF's decay groups, Muon, GaLore, ...), clipping on the local gradients (already
+// the global ones under DDP), fp16 unscaling, and the optimizer state in the world-size-free
+// layout of ckpt/optimizer_state.h (each tensor covering its whole state).
 // Internal to lf_parallel. Not thread-safe.
 #include <ATen/core/Tensor.h>
 
@@ -14,7 +14,7 @@
 #include <utility>
 #include <vector>
 
-#include "lf/optim/adamw.h"
+#include "lf/optim/optimizer.h"
 #include "lf/parallel/strategy.h"
 
 namespace lf::parallel {
@@ -43,14 +43,15 @@ class ReplicatedOptimizer {
   at::Tensor full_parameter(const std::string& name) const;
   void load_full_parameter(const std::string& name, const at::Tensor& value);
 
-  // In the optimizer's flat order (decay group first).
+  // In model order.
   const std::vector<std::pair<std::string, at::Tensor>>& params() const { return named_; }
+  const optim::Optimizer& optimizer() const { return *opt_; }
 
  private:
   at::Tensor& find(const std::string& name);
   std::vector<std::pair<std::string, at::Tensor>> named_;
   std::vector<at::Tensor> tensors_;
-  std::unique_ptr<optim::AdamW> opt_;
+  std::unique_ptr<optim::Optimizer> opt_;
   bool fused_clip_ = true;  // the plan's optim.fused_clip (LF_FUSED_CLIP)
   at::Tensor pending_clip_;  // clip()'s factor for the next step(), or undefined
 };

@@ -15,8 +15,8 @@ namespace {
 void check_optimizer(const optim::OptimizerSpec& spec, int stage) {
   LF_CHECK(spec.shape == optim::StepShape::kElementwise, ConfigError,
            "ZeRO-{} steps each rank's flat element range of a unit's parameters (a range cuts across matrices), "
-           "but the optimizer {} needs whole matrices ({}); ZeRO does not gather whole matrices for an optimizer: "
-           "use zero_stage 0 (data parallel) or an elementwise optimizer (AdamW)",
+           "but the optimizer {} needs more than its elements ({}); ZeRO does not gather whole tensors for an "
+           "optimizer: use zero_stage 0 (data parallel) or an elementwise optimizer (AdamW)",
            stage, spec.name, spec.why);
 }
 

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "lf/data/data_args.h"
+#include "lf/optim/optimizer_options.h"
 
 namespace lf::config {
 
@@ -95,6 +96,7 @@ struct OptimSection {
   double max_grad_norm = 1.0;     // 0: no clipping
   double loraplus_lr_ratio = 0;   // LoRA+: lora_B learns at learning_rate x this (0: off)
   bool fused_clip = true;         // LF_FUSED_CLIP: max_grad_norm's factor inside the fused AdamW
+  optim::OptimizerOptions optimizer;  // which optimizer (registry: lf/optim/optimizer.h) and its keys
 };
 
 // How many steps, of what batch, at which learning rate.

@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "lf/optim/optimizer.h"
+
 namespace lf::optim {
 
 struct AdamWOptions {
@@ -28,6 +30,7 @@ struct ParamGroup {
   std::vector<at::Tensor> params;
   double weight_decay = 0.0;
   double lr_scale = 1.0;  // this group's learning rate is lr x lr_scale (LoRA+)
+  std::vector<std::string> names;  // the params' names (checkpoint keys); empty: "group<g>.param<k>"
 };
 
 // HF's rule for which parameters decay: not biases and not norm weights (names
@@ -49,17 +52,21 @@ void adamw_update(const std::vector<at::Tensor>& params, const std::vector<at::T
                   double lr, double weight_decay, const AdamWOptions& options,
                   const at::Tensor& grad_factor = at::Tensor());
 
-class AdamW {
+class AdamW final : public Optimizer {
  public:
   AdamW(std::vector<ParamGroup> groups, const AdamWOptions& options);
 
-  void set_lr(double lr) { options_.lr = lr; }
+  std::string_view name() const override { return "adamw"; }
+  void set_lr(double lr) override { options_.lr = lr; }
   double lr() const { return options_.lr; }
   // One update from the current gradients (multiplied first by grad_factor when defined:
   // adamw_update); steps() counts them.
-  void step(const at::Tensor& grad_factor = at::Tensor());
-  void zero_grad();  // sets every grad to undefined (set_to_none, torch's default)
-  int64_t steps() const { return step_; }
+  void step(const at::Tensor& grad_factor = at::Tensor()) override;
+  void zero_grad() override;  // sets every grad to undefined (set_to_none, torch's default)
+  int64_t steps() const override { return step_; }
+  // exp_avg / exp_avg_sq of each parameter, named by ParamGroup::names.
+  std::vector<StateTensor> state() const override;
+  void load_state(const StateRead& read, int64_t steps) override;
 
   const std::vector<ParamGroup>& groups() const { return groups_; }
   // Moment buffers in group order (for checkpoints); created lazily at the first step.
@@ -70,6 +77,7 @@ class AdamW {
 
  private:
   void init_state();
+  std::string param_name(size_t group, size_t k) const;
 
   std::vector<ParamGroup> groups_;
   AdamWOptions options_;
@@ -77,4 +85,10 @@ class AdamW {
   std::vector<at::Tensor> exp_avg_, exp_avg_sq_;  // flat over groups
 };
 
+}  // namespace lf::optim
+
+namespace lf::optim {
+// The registry's "adamw": HF's groups (decay unless a bias or a norm weight, hf_decays), LoRA+ (lora_B and
+// 1-D trainables at lr x loraplus_lr_ratio), in the flat order decay groups first.
+std::unique_ptr<Optimizer> make_adamw(const OptimizerInputs& in);
 }  // namespace lf::optim

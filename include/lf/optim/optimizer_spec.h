@@ -12,7 +12,8 @@ namespace lf::optim {
 
 enum class StepShape {
   kElementwise,  // any flat element range of a parameter steps on its own
-  kWholeMatrix,  // the update of a 2-D parameter reads the whole matrix
+  kWholeMatrix,  // the update of a parameter reads the whole tensor (a 2-D one's whole matrix)
+  kReplicated,   // it changes which parameters train as it goes (BAdam): every parameter whole on one process
 };
 
 struct OptimizerSpec {
