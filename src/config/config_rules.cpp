@@ -85,6 +85,7 @@ void check_parallel_rules(const JobPlan& c) {
 
 void check_config(const Reader& r, JobPlan& c) {
   check_required(c);
+  check_offline(r, c);
   // LLaMA-Factory's DataArguments.__post_init__: `packing: true` or neat_packing packs into cutoff_len - 1 tokens
   // and pads each row to cutoff_len ("avoid pad_to_multiple_of"); pt's packing left unset keeps cutoff_len.
   const bool packing_asked = c.data.packing || c.data.neat_packing;

@@ -471,6 +471,14 @@ std::vector<KeyDecl> refused_keys() {
                          "lf-train ..."),
       refused("ignore_data_skip", "lf-train always resumes at the exact example of the checkpoint's cursor; skipping "
                                   "none would train on other examples than the uninterrupted run"),
+      // transformers 4.x's TrainingArguments (LLaMA-Factory 0.9.5 allows 4.55 to 5.6; issue 34).
+      refused("group_by_length", "grouping examples by length changes the example order (each epoch is one permutation "
+                                 "from `seed`, HF's random sampler); remove group_by_length"),
+      refused("adafactor", "the Adafactor optimizer (transformers 4.x's `adafactor: true`) is not implemented; remove it"),
+      refused("per_gpu_train_batch_size", "transformers 4.x's deprecated alias: use per_device_train_batch_size"),
+      refused("per_gpu_eval_batch_size", "transformers 4.x's deprecated alias: use per_device_eval_batch_size"),
+      refused("no_cuda", "lf-train trains on the GPUs it sees; to train on the CPU, hide them: CUDA_VISIBLE_DEVICES= "
+                         "lf-train ..."),
   };
 }
 
@@ -485,6 +493,12 @@ std::vector<KeyDecl> no_effect_keys() {
       no_effect("upcast_layernorm", "lf-train's norms always compute in fp32"),
       no_effect("upcast_lmhead_output", "lf-train's loss always computes the logits' softmax in fp32"),
       no_effect("tf32", "lf-train's fp32 matrix products stay fp32 (a speed setting of HF on Ampere and newer)"),
+      no_effect("fsdp_transformer_layer_cls_to_wrap",
+                "lf-train wraps its own layers: each decoder layer is one sharding unit (`lf-train plan` lists them)"),
+      no_effect("fsdp_min_num_params", "lf-train wraps its own layers: each decoder layer is one sharding unit"),
+      no_effect("ray_num_workers", "LLaMA-Factory reads it only under USE_RAY=1 (a Ray cluster, which lf-train refuses): "
+                                   "lf-train's workers are NPROC_PER_NODE per node"),
+      no_effect("save_safetensors", "lf-train always writes safetensors (transformers 5 always does)"),
       no_effect("auto_find_batch_size", "HF retries with a smaller batch after an out-of-memory error; lf-train stops "
                                         "with the error (`lf-train plan` predicts the memory first)"),
   };
