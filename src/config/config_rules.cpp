@@ -47,6 +47,15 @@ void check_between_keys(const Reader& r, const JobPlan& c) {
              "is {}: remove it (pt trains on every token)",
              r.where(c.data.train_on_prompt ? "train_on_prompt" : "mask_history"), c.objective.stage);
   }
+  // LLaMA-Factory's sft trainer alone reads them (pt's and the preference stages' trainers ignore them).
+  LF_CHECK(!(c.objective.use_dft_loss || c.objective.use_eaft_loss) || c.objective.stage == "sft", ConfigError,
+           "{}: the DFT and EAFT losses are sft's (LLaMA-Factory's sft trainer; stage {} would ignore them): remove "
+           "the key or set `stage: sft`",
+           r.where(c.objective.use_dft_loss ? "use_dft_loss" : "use_eaft_loss"), c.objective.stage);
+  LF_CHECK(!(c.objective.use_dft_loss && c.objective.use_eaft_loss), ConfigError,
+           "{}: `use_dft_loss` and `use_eaft_loss` are both true; LLaMA-Factory would train with DFT alone and ignore "
+           "EAFT: keep one",
+           r.where("use_eaft_loss"));
   // LLaMA-Factory's FinetuningArguments.__post_init__.
   LF_CHECK(c.objective.stage != "dpo" || c.objective.pref_loss == "sigmoid" || c.objective.dpo_label_smoothing <= 1e-6,
            ConfigError, "{}: `dpo_label_smoothing` is only valid for the sigmoid loss (LLaMA-Factory's rule); pref_loss is "

@@ -181,6 +181,24 @@ std::vector<KeyDecl> preference_keys() {
   };
 }
 
+// sft's token-weighted losses (LLaMA-Factory's FinetuningArguments; src/train/token_weighted_objective.cpp).
+std::vector<KeyDecl> sft_loss_keys() {
+  return {
+      implemented("use_dft_loss", LF_FIELD(objective, use_dft_loss),
+                  "sft: DFT, each target token's cross-entropy weighted by its probability (detached), as "
+                  "LLaMA-Factory's dft_loss_func")
+          .observe("losses"),
+      implemented("use_eaft_loss", LF_FIELD(objective, use_eaft_loss),
+                  "sft: EAFT, each target token's cross-entropy weighted by (the entropy of its top-20 logits / 3) ^ "
+                  "eaft_alpha (detached), as LLaMA-Factory's eaft_loss_func")
+          .observe("losses"),
+      implemented("eaft_alpha", LF_FIELD(objective, eaft_alpha), "use_eaft_loss: the weight's exponent")
+          .check(non_negative)
+          .sample("0.5", "use_eaft_loss: true")
+          .observe("losses"),
+  };
+}
+
 std::vector<KeyDecl> data_keys() {
   return {
       implemented("dataset", LF_FIELD(data, dataset), "names in `dataset_dir`/dataset_info.json")
@@ -458,8 +476,6 @@ std::vector<KeyDecl> refused_keys() {
       refused("predict_with_generate", "prediction runs are not supported (training only)"),
       refused("pure_bf16", "pure bf16 training (no fp32 master weights) is not supported: use bf16: true"),
       refused("disable_shuffling", "an unshuffled example order is not supported (each epoch is a permutation from `seed`)"),
-      refused("use_dft_loss", "the DFT loss is not supported"),
-      refused("use_eaft_loss", "the EAFT loss is not supported"),
       refused("ignore_pad_token_for_loss", "training on pad tokens is not supported"),
       refused("load_best_model_at_end", "keeping the best checkpoint instead of the last is not supported"),
       refused("early_stopping_steps", "early stopping is not supported"),
@@ -489,7 +505,6 @@ std::vector<KeyDecl> no_effect_keys() {
       no_effect("fp8_backend", "used only with `fp8: true`, which is refused until FP8 training lands"),
       no_effect("fp8_enable_fsdp_float8_all_gather", "used only with `fp8: true`, which is refused"),
       no_effect("asft_alpha", "used only with `use_asft_loss: true`, which is refused"),
-      no_effect("eaft_alpha", "used only with `use_eaft_loss: true`, which is refused"),
       no_effect("upcast_layernorm", "lf-train's norms always compute in fp32"),
       no_effect("upcast_lmhead_output", "lf-train's loss always computes the logits' softmax in fp32"),
       no_effect("tf32", "lf-train's fp32 matrix products stay fp32 (a speed setting of HF on Ampere and newer)"),
@@ -506,7 +521,7 @@ std::vector<KeyDecl> no_effect_keys() {
 
 std::vector<KeyDecl> build_schema() {
   std::vector<KeyDecl> all;
-  for (auto part : {model_and_method_keys(), preference_keys(), data_keys(), optimisation_keys(), eval_and_output_keys(),
+  for (auto part : {model_and_method_keys(), preference_keys(), sft_loss_keys(), data_keys(), optimisation_keys(), eval_and_output_keys(),
                     distribution_keys(), refused_keys(), no_effect_keys()})
     for (auto& d : part) all.push_back(std::move(d));
   return all;

@@ -78,6 +78,11 @@ struct ObjectiveSection {
   double simpo_gamma = 0.5;           // dpo simpo: the target reward margin
   double kto_chosen_weight = 1;       // kto: the desirable examples' loss weight
   double kto_rejected_weight = 1;     // kto: the undesirable examples' loss weight
+  // sft's token-weighted cross-entropies (LLaMA-Factory's, token_weighted_objective.cpp): DFT weighs each
+  // target token by its probability, EAFT by (its top-20 entropy / 3) ^ eaft_alpha.
+  bool use_dft_loss = false;
+  bool use_eaft_loss = false;
+  double eaft_alpha = 1.0;
   // Whether the loss compares with a reference model (LLaMA-Factory's use_ref_model).
   bool uses_reference() const {
     return stage == "kto" || (stage == "dpo" && pref_loss != "orpo" && pref_loss != "simpo");
