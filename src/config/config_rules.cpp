@@ -47,6 +47,11 @@ void check_between_keys(const Reader& r, const JobPlan& c) {
              "is {}: remove it (pt trains on every token)",
              r.where(c.data.train_on_prompt ? "train_on_prompt" : "mask_history"), c.objective.stage);
   }
+  // LLaMA-Factory's parser refuses full; its LoRA variant (adapters on the expanded blocks only) is not built here.
+  LF_CHECK(!c.adapter.use_llama_pro || c.adapter.freeze(), ConfigError,
+           "{}: `use_llama_pro` is implemented for finetuning_type freeze (LLaMA-Factory: \"only valid for Freeze or "
+           "LoRA training\"; its LoRA variant is not implemented in lf-train); finetuning_type is {}",
+           r.where("use_llama_pro"), c.adapter.finetuning_type);
   // LLaMA-Factory's sft trainer alone reads them (pt's and the preference stages' trainers ignore them).
   LF_CHECK(!(c.objective.use_dft_loss || c.objective.use_eaft_loss) || c.objective.stage == "sft", ConfigError,
            "{}: the DFT and EAFT losses are sft's (LLaMA-Factory's sft trainer; stage {} would ignore them): remove "

@@ -103,6 +103,11 @@ std::vector<KeyDecl> model_and_method_keys() {
                   "freeze: modules outside the layers that train too (embed_tokens, norm, lm_head)")
           .sample("norm")
           .observe("losses"),
+      implemented("use_llama_pro", LF_FIELD(adapter, use_llama_pro),
+                  "freeze: LLaMA Pro, the blocks its expansion (LLaMA-Factory's scripts/llama_pro.py) inserted train: "
+                  "every (num_layers / freeze_trainable_layers)-th layer, the last of each group")
+          .sample("true", "finetuning_type: freeze\nfreeze_trainable_layers: 2")
+          .observe("losses"),
       implemented("adapter_name_or_path", LF_FIELD(adapter, adapter_name_or_path),
                   "PEFT adapter folders: merged into the base in turn, the last one trained further unless "
                   "create_new_adapter (LoRA only)")
@@ -450,7 +455,6 @@ std::vector<KeyDecl> refused_keys() {
       refused("use_badam", "BAdam is not supported"),
       refused("use_muon", "the Muon optimizer is not supported"),
       refused("use_adam_mini", "Adam-mini is not supported"),
-      refused("use_llama_pro", "LLaMA Pro block expansion is not supported"),
       refused("freeze_vision_tower", "multimodal training is not supported"),
       refused("neftune_noise_alpha", "NEFTune noise is not supported"),
       refused("rope_scaling", "changing the RoPE scaling of the checkpoint is not supported"),

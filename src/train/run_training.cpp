@@ -238,6 +238,7 @@ std::unique_ptr<model::CausalLM> load_model(const config::JobPlan& c, const Toke
     fc.trainable_layers = c.adapter.freeze_trainable_layers;
     fc.trainable_modules = c.adapter.freeze_trainable_modules;
     fc.extra_modules = c.adapter.freeze_extra_modules;
+    fc.llama_pro = c.adapter.use_llama_pro;
     model::apply_freeze(*model, fc);
   }
   spdlog::info("model: {} ({} layers, vocab {}) on {}, {}{}, weights {}, compute {}{}", c.model.model_name_or_path,
