@@ -108,6 +108,20 @@ std::vector<KeyDecl> model_and_method_keys() {
                   "every (num_layers / freeze_trainable_layers)-th layer, the last of each group")
           .sample("true", "finetuning_type: freeze\nfreeze_trainable_layers: 2")
           .observe("losses"),
+      implemented("pissa_init", LF_FIELD(adapter, pissa_init),
+                  "LoRA: PiSSA, A and B from the base weights' principal singular values and vectors, the base keeping "
+                  "the residual (peft's init_lora_weights pissa / pissa_niter_N)")
+          .sample("true", "finetuning_type: lora")
+          .observe("losses"),
+      implemented("pissa_iter", LF_FIELD(adapter, pissa_iter),
+                  "pissa_init: the fast SVD's iterations (torch.svd_lowrank); -1: the full SVD")
+          .sample("-1", "pissa_init: true\nfinetuning_type: lora")
+          .observe("losses"),
+      implemented("pissa_convert", LF_FIELD(adapter, pissa_convert),
+                  "LoRA: also writes pissa_init/, pissa_backup/ and pissa_converted/ (an ordinary LoRA adapter of rank "
+                  "2r for the original base) into output_dir, as LLaMA-Factory's PissaConvertCallback")
+          .sample("true", "finetuning_type: lora")
+          .observe("file:pissa_converted"),
       implemented("adapter_name_or_path", LF_FIELD(adapter, adapter_name_or_path),
                   "PEFT adapter folders: merged into the base in turn, the last one trained further unless "
                   "create_new_adapter (LoRA only)")
@@ -447,8 +461,6 @@ std::vector<KeyDecl> refused_keys() {
                                  "pref_bco_weight"),
       refused("ld_alpha", "LD-DPO's length weighting is not implemented: remove ld_alpha"),
       refused("double_quantization", "quantized training is not supported"),
-      refused("pissa_init", "PiSSA initialisation is not supported"),
-      refused("pissa_convert", "PiSSA is not supported"),
       refused("loraplus_lr_embedding", "LoRA+ on embedding adapters is not supported (no LoRA embedding adapters)"),
       refused("use_galore", "GaLore is not supported"),
       refused("use_apollo", "APOLLO is not supported"),

@@ -50,7 +50,12 @@ struct AdapterSection {
   int64_t freeze_trainable_layers = 2;  // the last N layers (N < 0: the first -N)
   std::vector<std::string> freeze_trainable_modules = {"all"};
   std::vector<std::string> freeze_extra_modules;
-  bool use_llama_pro = false;  // freeze: the blocks LLaMA Pro's expansion inserted train (model/freeze.h)
+  bool use_llama_pro = false;
+  // LoRA: PiSSA's initialisation (model/pissa.h), pissa_iter < 0 the full SVD; pissa_convert writes
+  // pissa_init/, pissa_backup/ and pissa_converted/ beside the adapter (train/pissa_outputs.h).
+  bool pissa_init = false;
+  int64_t pissa_iter = 16;
+  bool pissa_convert = false;  // freeze: the blocks LLaMA Pro's expansion inserted train (model/freeze.h)
   // LoRA: adapters merged into the base in turn, the last one trained on unless
   // create_new_adapter (then a new adapter on top of them all), as LLaMA-Factory does.
   std::vector<std::string> adapter_name_or_path;
