@@ -471,7 +471,12 @@ std::vector<KeyDecl> refused_keys() {
       refused("neftune_noise_alpha", "NEFTune noise is not supported"),
       refused("rope_scaling", "changing the RoPE scaling of the checkpoint is not supported"),
       refused("shift_attn", "shift short attention (LongLoRA) is not supported"),
-      refused("mixture_of_depths", "mixture of depths is not supported"),
+      refused("mixture_of_depths",
+              "mixture of depths is not implemented: LLaMA-Factory hands it to the `mixture-of-depth` package "
+              "(check_version mixture-of-depth>=1.1.6, mandatory), whose apply_mod_to_hf adds a router to each decoder "
+              "layer (`convert`, model types bloom, falcon, gemma, llama, mistral, mixtral, phi, starcoder2 only: "
+              "\"Current model is not supported by mixture-of-depth\") or loads an MoD checkpoint (`load`); lf-train's "
+              "layers have no router, and a run without one would train another model: remove mixture_of_depths"),
       refused("train_from_scratch", "use `init_weights: random` (lf-train's key) to train from a config.json alone"),
       refused("resize_vocab", "resizing the vocabulary is not supported"),
       refused("new_special_tokens_config", "adding special tokens is not supported"),
