@@ -3,6 +3,8 @@
 // renders it (lf/data/jinja.h), character for character as LLaMA-Factory slices the renderings.
 #include <fmt/format.h>
 
+#include <regex>
+
 #include "jinja_text.h"
 #include "lf/common/error.h"
 #include "lf/data/chat_template.h"
@@ -66,6 +68,16 @@ class Renderer {
 
 Slots text_slot(const std::string& s) { return Slots{Slot{Slot::Kind::kText, s}}; }
 
+// LLaMA-Factory's StringFormatter refuses a slot without a {{name}} placeholder (its __post_init__): a parsed
+// slot that lost it (a chat template that drops an empty system turn, a prefix sliced off text that lacks it)
+// fails there, and so here.
+void require_placeholder(const std::string& slot, const char* which) {
+  static const std::regex kPlaceholder(R"(\{\{[a-zA-Z_]+\}\})");
+  LF_CHECK(std::regex_search(slot, kPlaceholder), ConfigError,
+           "A placeholder is required in the string formatter (LLaMA-Factory's error: the parsed {} slot is '{}')",
+           which, slot);
+}
+
 }  // namespace
 
 TemplateSpec parse_template(const Tokenizer& tokenizer, const std::string& chat_template) {
@@ -90,6 +102,9 @@ TemplateSpec parse_template(const Tokenizer& tokenizer, const std::string& chat_
       if (const size_t at = sole_system.find(content); at != std::string::npos) sole_system.replace(at, content.size(), default_system);
       user_slot = drop(user_slot, length(sole_system));
     }
+    require_placeholder(user_slot, "user");
+    require_placeholder(assistant_slot, "assistant");
+    require_placeholder(system_slot, "system");
     TemplateSpec t;
     t.name = "(parsed from the tokenizer's chat template)";
     t.format_user = text_slot(user_slot);
