@@ -28,8 +28,9 @@ at::Tensor eaft_weights(const at::Tensor& rows, const at::Tensor& weight, int64_
   c10::NoGradGuard no_grad;
   std::vector<at::Tensor> parts;
   const int64_t k = std::min<int64_t>(20, weight.size(0));
+  const auto w = weight.to(rows.scalar_type());  // the head in the activations' dtype, as HF's lm_head computes
   for (int64_t b = 0; b < rows.size(0); b += chunk) {
-    const auto logits = at::matmul(rows.narrow(0, b, std::min(chunk, rows.size(0) - b)), weight.t()).to(at::kFloat);
+    const auto logits = at::matmul(rows.narrow(0, b, std::min(chunk, rows.size(0) - b)), w.t()).to(at::kFloat);
     const auto top = std::get<0>(at::topk(logits, k, -1));                   // [m,20]
     const auto logp = top - at::logsumexp(top, {-1}, /*keepdim=*/true);     // log-softmax over the top 20
     const auto entropy = -(logp.exp() * logp).sum(-1);                     // [m]
