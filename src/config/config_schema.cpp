@@ -103,25 +103,6 @@ std::vector<KeyDecl> model_and_method_keys() {
                   "freeze: modules outside the layers that train too (embed_tokens, norm, lm_head)")
           .sample("norm")
           .observe("losses"),
-      implemented("use_llama_pro", LF_FIELD(adapter, use_llama_pro),
-                  "freeze: LLaMA Pro, the blocks its expansion (LLaMA-Factory's scripts/llama_pro.py) inserted train: "
-                  "every (num_layers / freeze_trainable_layers)-th layer, the last of each group")
-          .sample("true", "finetuning_type: freeze\nfreeze_trainable_layers: 2")
-          .observe("losses"),
-      implemented("pissa_init", LF_FIELD(adapter, pissa_init),
-                  "LoRA: PiSSA, A and B from the base weights' principal singular values and vectors, the base keeping "
-                  "the residual (peft's init_lora_weights pissa / pissa_niter_N)")
-          .sample("true", "finetuning_type: lora")
-          .observe("losses"),
-      implemented("pissa_iter", LF_FIELD(adapter, pissa_iter),
-                  "pissa_init: the fast SVD's iterations (torch.svd_lowrank); -1: the full SVD")
-          .sample("-1", "pissa_init: true\nfinetuning_type: lora")
-          .observe("losses"),
-      implemented("pissa_convert", LF_FIELD(adapter, pissa_convert),
-                  "LoRA: also writes pissa_init/, pissa_backup/ and pissa_converted/ (an ordinary LoRA adapter of rank "
-                  "2r for the original base) into output_dir, as LLaMA-Factory's PissaConvertCallback")
-          .sample("true", "finetuning_type: lora")
-          .observe("file:pissa_converted"),
       implemented("adapter_name_or_path", LF_FIELD(adapter, adapter_name_or_path),
                   "PEFT adapter folders: merged into the base in turn, the last one trained further unless "
                   "create_new_adapter (LoRA only)")
@@ -197,6 +178,31 @@ std::vector<KeyDecl> preference_keys() {
           .check(non_negative)
           .sample("3.0", kto)
           .observe("losses"),
+  };
+}
+
+// LLaMA-Factory's PiSSA (LoRA, model/pissa.h) and LLaMA Pro (freeze, model/freeze.h): issue 34.
+std::vector<KeyDecl> pissa_and_llama_pro_keys() {
+  return {
+      implemented("use_llama_pro", LF_FIELD(adapter, use_llama_pro),
+                  "freeze: LLaMA Pro, the blocks its expansion (LLaMA-Factory's scripts/llama_pro.py) inserted train: "
+                  "every (num_layers / freeze_trainable_layers)-th layer, the last of each group")
+          .sample("true", "finetuning_type: freeze\nfreeze_trainable_layers: 2")
+          .observe("losses"),
+      implemented("pissa_init", LF_FIELD(adapter, pissa_init),
+                  "LoRA: PiSSA, A and B from the base weights' principal singular values and vectors, the base keeping "
+                  "the residual (peft's init_lora_weights pissa / pissa_niter_N)")
+          .sample("true", "finetuning_type: lora")
+          .observe("losses"),
+      implemented("pissa_iter", LF_FIELD(adapter, pissa_iter),
+                  "pissa_init: the fast SVD's iterations (torch.svd_lowrank); -1: the full SVD")
+          .sample("-1", "pissa_init: true\nfinetuning_type: lora")
+          .observe("losses"),
+      implemented("pissa_convert", LF_FIELD(adapter, pissa_convert),
+                  "LoRA: also writes pissa_init/, pissa_backup/ and pissa_converted/ (an ordinary LoRA adapter of rank "
+                  "2r for the original base) into output_dir, as LLaMA-Factory's PissaConvertCallback")
+          .sample("true", "finetuning_type: lora")
+          .observe("file:pissa_converted"),
   };
 }
 
@@ -542,7 +548,7 @@ std::vector<KeyDecl> no_effect_keys() {
 
 std::vector<KeyDecl> build_schema() {
   std::vector<KeyDecl> all;
-  for (auto part : {model_and_method_keys(), preference_keys(), sft_loss_keys(), data_keys(), optimisation_keys(), eval_and_output_keys(),
+  for (auto part : {model_and_method_keys(), pissa_and_llama_pro_keys(), preference_keys(), sft_loss_keys(), data_keys(), optimisation_keys(), eval_and_output_keys(),
                     distribution_keys(), refused_keys(), no_effect_keys()})
     for (auto& d : part) all.push_back(std::move(d));
   return all;

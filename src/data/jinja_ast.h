@@ -7,6 +7,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -102,6 +103,14 @@ struct Macro {
 struct Program {
   Body body;
 };
+
+// The source's tags and text, the whitespace rules applied (jinja_lexer.cpp); comments dropped.
+struct Segment {
+  enum class Kind { kText, kExpr, kStmt } kind;
+  std::string text;
+  int line;
+};
+std::vector<Segment> segments(std::string_view source);
 
 Program parse_program(std::string_view source);
 std::string render_program(const Program& p, const nlohmann::ordered_json& context);

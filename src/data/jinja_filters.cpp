@@ -103,8 +103,64 @@ Value sorted(const Value& v, const Call& c, int line) {
 }
 
 Value map_values(Evaluator& ev, const Value& seq, const Call& c, int line);
+Value filter_named(Evaluator& ev, const std::string& name, const Value& v, const Call& c, int line);
+
+// The filters over sequences and mappings; nullopt: not one of them.
+std::optional<Value> sequence_filter(Evaluator& ev, const std::string& name, const Value& v, const Call& c, int line) {
+  if (name == "first" || name == "last") {
+    const auto items = iterate(v, line);
+    if (items.empty()) return Value::undefined(name);
+    return name == "first" ? items.front() : items.back();
+  }
+  if (name == "join") {
+    const auto attr = c.get(1, "attribute");
+    std::string out, sep = c.get(0, "d").value_or(Value::string("")).s;
+    const auto items = iterate(v, line);
+    for (size_t k = 0; k < items.size(); ++k) out += (k ? sep : "") + str(attr ? attribute(items[k], attr->s) : items[k]);
+    return Value::string(out);
+  }
+  if (name == "list") return Value::new_list(iterate(v, line));
+  if (name == "items") return call_method(v, "items", {}, {}, line);
+  if (name == "reverse") {
+    if (v.kind == Value::Kind::kString) return slice_value(v, std::nullopt, std::nullopt, -1, line);
+    auto items = iterate(v, line);
+    std::reverse(items.begin(), items.end());
+    return Value::new_list(std::move(items));
+  }
+  if (name == "select" || name == "reject") return select(v, c, false, name == "select", line);
+  if (name == "selectattr" || name == "rejectattr") return select(v, c, true, name == "selectattr", line);
+  if (name == "map") return map_values(ev, v, c, line);
+  if (name == "sort") return sorted(v, c, line);
+  if (name == "unique") {
+    List out;
+    for (const auto& x : iterate(v, line))
+      if (std::none_of(out.begin(), out.end(), [&](const Value& y) { return equal(x, y); })) out.push_back(x);
+    return Value::new_list(std::move(out));
+  }
+  if (name == "dictsort") {
+    auto items = call_method(v, "items", {}, {}, line);
+    std::stable_sort(items.list->begin(), items.list->end(),
+                     [](const Value& a, const Value& b) { return less((*a.list)[0], (*b.list)[0]); });
+    return items;
+  }
+  if (name == "sum" || name == "max" || name == "min") {
+    const auto items = iterate(v, line);
+    if (name == "sum") {
+      Value acc = c.get(1, "start").value_or(Value::integer(0));
+      for (const auto& x : items) acc = binary("+", acc, x, line);
+      return acc;
+    }
+    if (items.empty()) return Value::undefined(name);
+    Value best = items[0];
+    for (const auto& x : items)
+      if (name == "max" ? less(best, x) : less(x, best)) best = x;
+    return best;
+  }
+  return std::nullopt;
+}
 
 Value filter_named(Evaluator& ev, const std::string& name, const Value& v, const Call& c, int line) {
+  if (auto r = sequence_filter(ev, name, v, c, line)) return *r;
   if (name == "length" || name == "count") return Value::integer(length(v, line));
   if (name == "string") return Value::string(str(v));
   if (name == "safe" || name == "e" || name == "escape" || name == "forceescape") {
@@ -141,26 +197,6 @@ Value filter_named(Evaluator& ev, const std::string& name, const Value& v, const
     return Value::string(to_json(v, indent && indent->kind == Value::Kind::kInt ? static_cast<int>(indent->i) : -1,
                                  sort_keys && sort_keys->truthy()));
   }
-  if (name == "first" || name == "last") {
-    const auto items = iterate(v, line);
-    if (items.empty()) return Value::undefined(name);
-    return name == "first" ? items.front() : items.back();
-  }
-  if (name == "join") {
-    const auto attr = c.get(1, "attribute");
-    std::string out, sep = c.get(0, "d").value_or(Value::string("")).s;
-    const auto items = iterate(v, line);
-    for (size_t k = 0; k < items.size(); ++k) out += (k ? sep : "") + str(attr ? attribute(items[k], attr->s) : items[k]);
-    return Value::string(out);
-  }
-  if (name == "list") return Value::new_list(iterate(v, line));
-  if (name == "items") return call_method(v, "items", {}, {}, line);
-  if (name == "reverse") {
-    if (v.kind == Value::Kind::kString) return slice_value(v, std::nullopt, std::nullopt, -1, line);
-    auto items = iterate(v, line);
-    std::reverse(items.begin(), items.end());
-    return Value::new_list(std::move(items));
-  }
   if (name == "replace") return call_method(Value::string(str(v)), "replace", c.args, c.kwargs, line);
   if (name == "int") {
     if (v.kind == Value::Kind::kFloat) return Value::integer(static_cast<int64_t>(v.f));
@@ -184,35 +220,6 @@ Value filter_named(Evaluator& ev, const std::string& name, const Value& v, const
     const auto prec = c.get(0, "precision");
     const double p = std::pow(10.0, prec ? prec->number() : 0);
     return Value::real(std::nearbyint(v.number() * p) / p);
-  }
-  if (name == "select" || name == "reject") return select(v, c, false, name == "select", line);
-  if (name == "selectattr" || name == "rejectattr") return select(v, c, true, name == "selectattr", line);
-  if (name == "map") return map_values(ev, v, c, line);
-  if (name == "sort") return sorted(v, c, line);
-  if (name == "unique") {
-    List out;
-    for (const auto& x : iterate(v, line))
-      if (std::none_of(out.begin(), out.end(), [&](const Value& y) { return equal(x, y); })) out.push_back(x);
-    return Value::new_list(std::move(out));
-  }
-  if (name == "dictsort") {
-    auto items = call_method(v, "items", {}, {}, line);
-    std::stable_sort(items.list->begin(), items.list->end(),
-                     [](const Value& a, const Value& b) { return less((*a.list)[0], (*b.list)[0]); });
-    return items;
-  }
-  if (name == "sum" || name == "max" || name == "min") {
-    const auto items = iterate(v, line);
-    if (name == "sum") {
-      Value acc = c.get(1, "start").value_or(Value::integer(0));
-      for (const auto& x : items) acc = binary("+", acc, x, line);
-      return acc;
-    }
-    if (items.empty()) return Value::undefined(name);
-    Value best = items[0];
-    for (const auto& x : items)
-      if (name == "max" ? less(best, x) : less(x, best)) best = x;
-    return best;
   }
   if (name == "indent") {
     const auto width = c.get(0, "width");

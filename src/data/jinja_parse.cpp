@@ -13,92 +13,7 @@
 namespace lf::jinja {
 namespace {
 
-struct Segment {
-  enum class Kind { kText, kExpr, kStmt } kind;
-  std::string text;
-  int line;
-};
-
-bool blank(char c) { return c == ' ' || c == '\t'; }
 bool space(char c) { return std::isspace(static_cast<unsigned char>(c)) != 0; }
-
-// The end of a tag opened at `from` (the index of its closing "}}" / "%}" / "#}"), skipping quoted text.
-size_t tag_end(std::string_view src, size_t from, char close, int line) {
-  char quote = 0;
-  for (size_t k = from; k + 1 < src.size(); ++k) {
-    const char c = src[k];
-    if (quote) {
-      if (c == '\\') ++k;
-      else if (c == quote) quote = 0;
-    } else if (close != '#' && (c == '\'' || c == '"')) {
-      quote = c;
-    } else if (c == close && src[k + 1] == '}') {
-      return k;
-    }
-  }
-  LF_THROW(ConfigError, "chat template line {}: a tag opened here is never closed", line);
-}
-
-std::vector<Segment> segments(std::string_view src) {
-  std::vector<Segment> out;
-  std::string text;
-  int line = 1, text_line = 1;
-  bool strip_next = false, trim_next = false, line_starting = true;
-  size_t pos = 0;
-  auto flush_text = [&](bool lstrip, bool rstrip_all) {
-    if (rstrip_all) {
-      while (!text.empty() && space(text.back())) text.pop_back();
-    } else if (lstrip) {
-      const size_t nl = text.rfind('\n');
-      const size_t from = nl == std::string::npos ? 0 : nl + 1;
-      if ((nl != std::string::npos || line_starting) &&
-          std::all_of(text.begin() + static_cast<long>(from), text.end(), blank))
-        text.erase(from);
-    }
-    if (!text.empty()) out.push_back({Segment::Kind::kText, text, text_line});
-    text.clear();
-  };
-  while (pos < src.size()) {
-    const size_t open = src.find('{', pos);
-    const bool tag = open != std::string::npos && open + 1 < src.size() &&
-                     (src[open + 1] == '{' || src[open + 1] == '%' || src[open + 1] == '#');
-    const size_t upto = tag ? open : (open == std::string::npos ? src.size() : open + 1);
-    std::string piece(src.substr(pos, upto - pos));
-    if (strip_next || trim_next) {
-      size_t skip = 0;
-      if (strip_next) while (skip < piece.size() && space(piece[skip])) ++skip;
-      else if (piece.rfind("\r\n", 0) == 0) skip = 2;
-      else if (!piece.empty() && piece[0] == '\n') skip = 1;
-      if (skip) line_starting = piece[skip - 1] == '\n';
-      piece.erase(0, skip);
-      if (!piece.empty() || !tag) strip_next = trim_next = false;
-    }
-    if (text.empty()) text_line = line;
-    text += piece;
-    for (char c : piece) line += c == '\n';
-    pos = upto;
-    if (!tag) continue;
-    const char kind = src[open + 1];
-    size_t body = open + 2;
-    const bool minus_left = body < src.size() && src[body] == '-';
-    const bool plus_left = body < src.size() && src[body] == '+';
-    if (minus_left || plus_left) ++body;
-    const char close = kind == '{' ? '}' : kind;
-    const size_t end = tag_end(src, body, close, line);
-    const bool minus_right = end > body && src[end - 1] == '-';
-    std::string content(src.substr(body, (minus_right ? end - 1 : end) - body));
-    const bool block = kind != '{';
-    flush_text(block && !plus_left, minus_left);
-    line_starting = false;  // until a trimmed newline after this tag says otherwise
-    if (kind != '#') out.push_back({kind == '{' ? Segment::Kind::kExpr : Segment::Kind::kStmt, content, line});
-    for (size_t k = open; k < end + 2; ++k) line += src[k] == '\n';
-    pos = end + 2;
-    strip_next = minus_right;
-    trim_next = block && !minus_right;
-  }
-  flush_text(false, false);
-  return out;
-}
 
 // ---- expression tokens
 
@@ -529,86 +444,11 @@ class StmtParser {
   std::unique_ptr<Node> statement(const Segment& s, const std::string& kw) {
     ExprParser p(s.text, s.line);
     p.expect_name(kw.c_str());
+    if (kw == "if") return parse_if(s, p);
+    if (kw == "for") return parse_for(s, p);
+    if (kw == "set") return parse_set(s, p);
+    if (kw == "macro") return parse_macro(s, p);
     std::string end;
-    if (kw == "if") {
-      auto n = node(Node::Kind::kIf, s.line);
-      ExprPtr cond = p.expression();
-      p.expect_end();
-      while (true) {
-        Body b = body({"elif", "else", "endif"}, end);
-        n->branches.emplace_back(std::move(cond), std::move(b));
-        if (end == "endif") break;
-        ExprParser q(end_seg_->text, end_seg_->line);
-        q.expect_name(end.c_str());
-        cond = end == "elif" ? q.expression() : nullptr;
-        q.expect_end();
-        if (end == "else") {
-          n->branches.emplace_back(nullptr, body({"endif"}, end));
-          break;
-        }
-      }
-      return n;
-    }
-    if (kw == "for") {
-      auto n = node(Node::Kind::kFor, s.line);
-      n->targets.push_back(p.name());
-      while (p.is_op(",")) {
-        p.expect_op(",");
-        n->targets.push_back(p.name());
-      }
-      p.expect_name("in");
-      n->expr = p.or_expr();
-      if (p.is_name("if")) {
-        p.expect_name("if");
-        n->filter = p.or_expr();
-      }
-      LF_CHECK(!p.is_name("recursive"), ConfigError, "chat template line {}: recursive loops are not supported", s.line);
-      p.expect_end();
-      n->body = body({"else", "endfor"}, end);
-      if (end == "else") n->else_body = body({"endfor"}, end);
-      return n;
-    }
-    if (kw == "set") {
-      std::string target = p.name();
-      std::string attr;
-      if (p.is_op(".")) {
-        p.expect_op(".");
-        attr = p.name();
-      }
-      if (!p.is_op("=")) {  // {% set x %}...{% endset %}
-        p.expect_end();
-        auto n = node(Node::Kind::kSetBlock, s.line);
-        n->targets = {target};
-        n->body = body({"endset"}, end);
-        return n;
-      }
-      p.expect_op("=");
-      auto n = node(Node::Kind::kSet, s.line);
-      n->targets = attr.empty() ? std::vector<std::string>{target} : std::vector<std::string>{target, attr};
-      n->expr = p.expression();
-      p.expect_end();
-      return n;
-    }
-    if (kw == "macro") {
-      auto n = node(Node::Kind::kMacro, s.line);
-      n->targets = {p.name()};
-      p.expect_op("(");
-      while (!p.is_op(")")) {
-        std::string param = p.name();
-        ExprPtr def;
-        if (p.is_op("=")) {
-          p.expect_op("=");
-          def = p.expression();
-        }
-        n->params.emplace_back(std::move(param), std::move(def));
-        if (!p.is_op(",")) break;
-        p.expect_op(",");
-      }
-      p.expect_op(")");
-      p.expect_end();
-      n->body = body({"endmacro"}, end);
-      return n;
-    }
     if (kw == "break" || kw == "continue") {
       p.expect_end();
       return node(kw == "break" ? Node::Kind::kBreak : Node::Kind::kContinue, s.line);
@@ -623,6 +463,93 @@ class StmtParser {
              "chat template line {}: `{{% {} %}}` is outside the Jinja subset lf-train renders (if, for, set, macro, "
              "break, continue, generation); set `template:` to a LLaMA-Factory template name instead",
              s.line, kw);
+  }
+
+  std::unique_ptr<Node> parse_if(const Segment& s, ExprParser& p) {
+    auto n = node(Node::Kind::kIf, s.line);
+    ExprPtr cond = p.expression();
+    p.expect_end();
+    std::string end;
+    while (true) {
+      Body b = body({"elif", "else", "endif"}, end);
+      n->branches.emplace_back(std::move(cond), std::move(b));
+      if (end == "endif") break;
+      ExprParser q(end_seg_->text, end_seg_->line);
+      q.expect_name(end.c_str());
+      cond = end == "elif" ? q.expression() : nullptr;
+      q.expect_end();
+      if (end == "else") {
+        n->branches.emplace_back(nullptr, body({"endif"}, end));
+        break;
+      }
+    }
+    return n;
+  }
+
+  std::unique_ptr<Node> parse_for(const Segment& s, ExprParser& p) {
+    auto n = node(Node::Kind::kFor, s.line);
+    n->targets.push_back(p.name());
+    while (p.is_op(",")) {
+      p.expect_op(",");
+      n->targets.push_back(p.name());
+    }
+    p.expect_name("in");
+    n->expr = p.or_expr();
+    if (p.is_name("if")) {
+      p.expect_name("if");
+      n->filter = p.or_expr();
+    }
+    LF_CHECK(!p.is_name("recursive"), ConfigError, "chat template line {}: recursive loops are not supported", s.line);
+    p.expect_end();
+    std::string end;
+    n->body = body({"else", "endfor"}, end);
+    if (end == "else") n->else_body = body({"endfor"}, end);
+    return n;
+  }
+
+  std::unique_ptr<Node> parse_set(const Segment& s, ExprParser& p) {
+    std::string target = p.name();
+    std::string attr;
+    if (p.is_op(".")) {
+      p.expect_op(".");
+      attr = p.name();
+    }
+    if (!p.is_op("=")) {  // {% set x %}...{% endset %}
+      p.expect_end();
+      auto n = node(Node::Kind::kSetBlock, s.line);
+      n->targets = {target};
+      std::string end;
+      n->body = body({"endset"}, end);
+      return n;
+    }
+    p.expect_op("=");
+    auto n = node(Node::Kind::kSet, s.line);
+    n->targets = attr.empty() ? std::vector<std::string>{target} : std::vector<std::string>{target, attr};
+    n->expr = p.expression();
+    p.expect_end();
+    return n;
+  }
+
+  std::unique_ptr<Node> parse_macro(const Segment& s, ExprParser& p) {
+    auto n = node(Node::Kind::kMacro, s.line);
+    n->targets = {p.name()};
+    p.expect_op("(");
+    while (!p.is_op(")")) {
+      std::string param = p.name();
+      ExprPtr def;
+      if (p.is_op("=")) {
+        p.expect_op("=");
+        def = p.expression();
+      }
+      n->params.emplace_back(std::move(param), std::move(def));
+      if (!p.is_op(",")) break;
+      p.expect_op(",");
+    }
+    p.expect_op(")");
+    p.expect_end();
+    std::string end;
+    n->body = body({"endmacro"}, end);
+    return n;
   }
 
   std::vector<Segment> segs_;
