@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "quantization_keys.h"
 #include "schema_builders.h"
 
 namespace lf::config {
@@ -457,8 +458,6 @@ std::vector<KeyDecl> distribution_keys() {
 
 std::vector<KeyDecl> refused_keys() {
   return {
-      refused("quantization_bit", "quantized (QLoRA) training is not supported: remove quantization_bit"),
-      refused("quantization_method", "quantized training is not supported"),
       refused("ref_model", "a reference model other than the policy's initial weights is not implemented: dpo and "
                            "kto compare with the model they start from (LoRA: the adapters off); remove ref_model"),
       refused("ref_model_adapters", "a reference model other than the policy's initial weights is not implemented"),
@@ -466,7 +465,6 @@ std::vector<KeyDecl> refused_keys() {
       refused("pref_bco_weight", "the BCO term of DPO (TRL's RunningMoments baseline) is not implemented: remove "
                                  "pref_bco_weight"),
       refused("ld_alpha", "LD-DPO's length weighting is not implemented: remove ld_alpha"),
-      refused("double_quantization", "quantized training is not supported"),
       refused("loraplus_lr_embedding", "LoRA+ on embedding adapters is not supported (no LoRA embedding adapters)"),
       refused("use_galore", "GaLore is not supported"),
       refused("use_apollo", "APOLLO is not supported"),
@@ -548,8 +546,9 @@ std::vector<KeyDecl> no_effect_keys() {
 
 std::vector<KeyDecl> build_schema() {
   std::vector<KeyDecl> all;
-  for (auto part : {model_and_method_keys(), pissa_and_llama_pro_keys(), preference_keys(), sft_loss_keys(), data_keys(), optimisation_keys(), eval_and_output_keys(),
-                    distribution_keys(), refused_keys(), no_effect_keys()})
+  for (auto part : {model_and_method_keys(), pissa_and_llama_pro_keys(), preference_keys(), sft_loss_keys(), data_keys(),
+                    optimisation_keys(), eval_and_output_keys(), distribution_keys(), quantization_keys(), refused_keys(),
+                    no_effect_keys()})
     for (auto& d : part) all.push_back(std::move(d));
   return all;
 }

@@ -15,5 +15,10 @@ std::pair<at::Tensor, at::Tensor> rope_qk_op(const at::Tensor& q, const at::Tens
                                              const at::Tensor& sin, int64_t seq_len, int64_t head_dim);
 at::Tensor swiglu_op(const at::Tensor& gate, const at::Tensor& up);
 at::Tensor cross_entropy_rows_op(const at::Tensor& logits, const at::Tensor& targets, int64_t ignore_index);
+void dequantize_4bit_op(const at::Tensor& data, const at::Tensor& absmax, const at::Tensor& nested_absmax,
+                        const at::Tensor& offset, int64_t code, int64_t blocksize, const at::Tensor& out);
+at::Tensor quant_gemv_4bit_op(const at::Tensor& x, const at::Tensor& data, const at::Tensor& absmax,
+                              const at::Tensor& nested_absmax, const at::Tensor& offset, int64_t code,
+                              int64_t blocksize, int64_t n);
 
 }  // namespace lf::kernels

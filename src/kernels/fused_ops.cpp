@@ -16,7 +16,8 @@ bool accepts(const at::Tensor& x) {
 }  // namespace
 
 const FusedOps& fused_ops() {
-  static const FusedOps ops{&accepts, &rms_norm_op, &add_rms_norm_op, &rope_qk_op, &swiglu_op, &cross_entropy_rows_op};
+  static const FusedOps ops{&accepts, &rms_norm_op, &add_rms_norm_op, &rope_qk_op, &swiglu_op, &cross_entropy_rows_op,
+                              &dequantize_4bit_op, &quant_gemv_4bit_op};
   return ops;
 }
 

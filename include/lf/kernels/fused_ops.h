@@ -35,6 +35,16 @@ struct FusedOps {
   // the logits with d(sum loss)/d logits (zero rows where ignored). Not autograd; see
   // lf/kernels/cross_entropy.h.
   at::Tensor (*cross_entropy_rows)(const at::Tensor& logits, const at::Tensor& targets, int64_t ignore_index);
+  // A 4-bit weight in bitsandbytes' format (lf/quant/bnb_4bit.h: packed codes, absmax fp32 or uint8
+  // codes + nested_absmax + offset when nested; code 0 nf4, 1 fp4) dequantized into `out` ([numel],
+  // contiguous, its dtype), bit-equal to quant::dequantize_4bit. Null where the build has none.
+  void (*dequantize_4bit)(const at::Tensor& data, const at::Tensor& absmax, const at::Tensor& nested_absmax,
+                          const at::Tensor& offset, int64_t code, int64_t blocksize, const at::Tensor& out) = nullptr;
+  // x [m <= 8, k] W^T with W [n, k] in that format, dequantized in registers (dequant_gemv_4bit.h): [m, n]
+  // in x's dtype. Null where the build has none.
+  at::Tensor (*quant_gemv_4bit)(const at::Tensor& x, const at::Tensor& data, const at::Tensor& absmax,
+                                const at::Tensor& nested_absmax, const at::Tensor& offset, int64_t code,
+                                int64_t blocksize, int64_t n) = nullptr;
 };
 
 // This build's table (lf_kernels: CUDA tensors; the tests' emulated build: CPU tensors).
