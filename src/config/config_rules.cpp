@@ -48,6 +48,30 @@ void check_between_keys(const Reader& r, const JobPlan& c) {
              "is {}: remove it (pt trains on every token)",
              r.where(c.data.train_on_prompt ? "train_on_prompt" : "mask_history"), c.objective.stage);
   }
+  // LLaMA-Factory's parser refuses full; its LoRA variant (adapters on the expanded blocks only) is not built here.
+  LF_CHECK(!c.adapter.use_llama_pro || c.adapter.freeze(), ConfigError,
+           "{}: `use_llama_pro` is implemented for finetuning_type freeze (LLaMA-Factory: \"only valid for Freeze or "
+           "LoRA training\"; its LoRA variant is not implemented in lf-train); finetuning_type is {}",
+           r.where("use_llama_pro"), c.adapter.finetuning_type);
+  // LLaMA-Factory's FinetuningArguments: PiSSA is LoRA's, and not with a reference model.
+  LF_CHECK(!c.adapter.pissa_init || c.adapter.finetuning_type == "lora", ConfigError,
+           "{}: `pissa_init` is only valid for LoRA training (LLaMA-Factory's rule); finetuning_type is {}",
+           r.where("pissa_init"), c.adapter.finetuning_type);
+  LF_CHECK(!c.adapter.pissa_init || !c.objective.uses_reference(), ConfigError,
+           "{}: Cannot use PiSSA for current training stage (LLaMA-Factory's rule: stage {} compares with a reference "
+           "model, which PiSSA's residual base would change)",
+           r.where("pissa_init"), c.objective.stage);
+  LF_CHECK(!c.adapter.pissa_init || !c.adapter.use_dora, ConfigError,
+           "{}: `pissa_init` with `use_dora` is not implemented in lf-train; choose one", r.where("pissa_init"));
+  // LLaMA-Factory's sft trainer alone reads them (pt's and the preference stages' trainers ignore them).
+  LF_CHECK(!(c.objective.use_dft_loss || c.objective.use_eaft_loss) || c.objective.stage == "sft", ConfigError,
+           "{}: the DFT and EAFT losses are sft's (LLaMA-Factory's sft trainer; stage {} would ignore them): remove "
+           "the key or set `stage: sft`",
+           r.where(c.objective.use_dft_loss ? "use_dft_loss" : "use_eaft_loss"), c.objective.stage);
+  LF_CHECK(!(c.objective.use_dft_loss && c.objective.use_eaft_loss), ConfigError,
+           "{}: `use_dft_loss` and `use_eaft_loss` are both true; LLaMA-Factory would train with DFT alone and ignore "
+           "EAFT: keep one",
+           r.where("use_eaft_loss"));
   // LLaMA-Factory's FinetuningArguments.__post_init__.
   LF_CHECK(c.objective.stage != "dpo" || c.objective.pref_loss == "sigmoid" || c.objective.dpo_label_smoothing <= 1e-6,
            ConfigError, "{}: `dpo_label_smoothing` is only valid for the sigmoid loss (LLaMA-Factory's rule); pref_loss is "
@@ -70,6 +94,10 @@ void derive(JobPlan& c) {
 }  // namespace
 
 void check_parallel_rules(const JobPlan& c) {
+  LF_CHECK(!c.adapter.pissa_init || c.parallel.zero_stage < 3, ConfigError,
+           "pissa_init under zero_stage 3 (from {}): LLaMA-Factory refuses it too (\"Please use scripts/pissa_init.py to "
+           "initialize PiSSA in DeepSpeed ZeRO-3\"); use zero_stage 0, 1 or 2",
+           c.parallel.sharding_source);
   LF_CHECK(c.objective.stage != "rm" || c.parallel.zero_stage == 0, ConfigError,
            "stage rm under zero_stage {} (from {}) is not supported yet (the value head is not in ZeRO's units); use "
            "zero_stage 0 (data parallel)",
@@ -86,6 +114,7 @@ void check_parallel_rules(const JobPlan& c) {
 
 void check_config(const Reader& r, JobPlan& c) {
   check_required(c);
+  check_offline(r, c);
   // LLaMA-Factory's DataArguments.__post_init__: `packing: true` or neat_packing packs into cutoff_len - 1 tokens
   // and pads each row to cutoff_len ("avoid pad_to_multiple_of"); pt's packing left unset keeps cutoff_len.
   const bool packing_asked = c.data.packing || c.data.neat_packing;

@@ -9,6 +9,8 @@ namespace lf::config {
 
 // Throws ConfigError naming the key, where it was set and what to do.
 void check_config(const Reader& r, JobPlan& c);
+// What needs the Hub or a Ray cluster, refused as that (offline_rules.cpp).
+void check_offline(const Reader& r, const JobPlan& c);
 // The rules that need the parallel section, once it is resolved (sharding.h).
 void check_parallel_rules(const JobPlan& c);
 

@@ -183,6 +183,49 @@ std::vector<KeyDecl> preference_keys() {
   };
 }
 
+// LLaMA-Factory's PiSSA (LoRA, model/pissa.h) and LLaMA Pro (freeze, model/freeze.h): issue 34.
+std::vector<KeyDecl> pissa_and_llama_pro_keys() {
+  return {
+      implemented("use_llama_pro", LF_FIELD(adapter, use_llama_pro),
+                  "freeze: LLaMA Pro, the blocks its expansion (LLaMA-Factory's scripts/llama_pro.py) inserted train: "
+                  "every (num_layers / freeze_trainable_layers)-th layer, the last of each group")
+          .sample("true", "finetuning_type: freeze\nfreeze_trainable_layers: 2")
+          .observe("losses"),
+      implemented("pissa_init", LF_FIELD(adapter, pissa_init),
+                  "LoRA: PiSSA, A and B from the base weights' principal singular values and vectors, the base keeping "
+                  "the residual (peft's init_lora_weights pissa / pissa_niter_N)")
+          .sample("true", "finetuning_type: lora")
+          .observe("losses"),
+      implemented("pissa_iter", LF_FIELD(adapter, pissa_iter),
+                  "pissa_init: the fast SVD's iterations (torch.svd_lowrank); -1: the full SVD")
+          .sample("-1", "pissa_init: true\nfinetuning_type: lora")
+          .observe("losses"),
+      implemented("pissa_convert", LF_FIELD(adapter, pissa_convert),
+                  "LoRA: also writes pissa_init/, pissa_backup/ and pissa_converted/ (an ordinary LoRA adapter of rank "
+                  "2r for the original base) into output_dir, as LLaMA-Factory's PissaConvertCallback")
+          .sample("true", "finetuning_type: lora")
+          .observe("file:pissa_converted"),
+  };
+}
+
+// sft's token-weighted losses (LLaMA-Factory's FinetuningArguments; src/train/token_weighted_objective.cpp).
+std::vector<KeyDecl> sft_loss_keys() {
+  return {
+      implemented("use_dft_loss", LF_FIELD(objective, use_dft_loss),
+                  "sft: DFT, each target token's cross-entropy weighted by its probability (detached), as "
+                  "LLaMA-Factory's dft_loss_func")
+          .observe("losses"),
+      implemented("use_eaft_loss", LF_FIELD(objective, use_eaft_loss),
+                  "sft: EAFT, each target token's cross-entropy weighted by (the entropy of its top-20 logits / 3) ^ "
+                  "eaft_alpha (detached), as LLaMA-Factory's eaft_loss_func")
+          .observe("losses"),
+      implemented("eaft_alpha", LF_FIELD(objective, eaft_alpha), "use_eaft_loss: the weight's exponent")
+          .check(non_negative)
+          .sample("0.5", "use_eaft_loss: true")
+          .observe("losses"),
+  };
+}
+
 std::vector<KeyDecl> data_keys() {
   return {
       implemented("dataset", LF_FIELD(data, dataset), "names in `dataset_dir`/dataset_info.json")
@@ -421,15 +464,17 @@ std::vector<KeyDecl> refused_keys() {
       refused("pref_bco_weight", "the BCO term of DPO (TRL's RunningMoments baseline) is not implemented: remove "
                                  "pref_bco_weight"),
       refused("ld_alpha", "LD-DPO's length weighting is not implemented: remove ld_alpha"),
-      refused("pissa_init", "PiSSA initialisation is not supported"),
-      refused("pissa_convert", "PiSSA is not supported"),
       refused("loraplus_lr_embedding", "LoRA+ on embedding adapters is not supported (no LoRA embedding adapters)"),
-      refused("use_llama_pro", "LLaMA Pro block expansion is not supported"),
       refused("freeze_vision_tower", "multimodal training is not supported"),
       refused("neftune_noise_alpha", "NEFTune noise is not supported"),
       refused("rope_scaling", "changing the RoPE scaling of the checkpoint is not supported"),
       refused("shift_attn", "shift short attention (LongLoRA) is not supported"),
-      refused("mixture_of_depths", "mixture of depths is not supported"),
+      refused("mixture_of_depths",
+              "mixture of depths is not implemented: LLaMA-Factory hands it to the `mixture-of-depth` package "
+              "(check_version mixture-of-depth>=1.1.6, mandatory), whose apply_mod_to_hf adds a router to each decoder "
+              "layer (`convert`, model types bloom, falcon, gemma, llama, mistral, mixtral, phi, starcoder2 only: "
+              "\"Current model is not supported by mixture-of-depth\") or loads an MoD checkpoint (`load`); lf-train's "
+              "layers have no router, and a run without one would train another model: remove mixture_of_depths"),
       refused("train_from_scratch", "use `init_weights: random` (lf-train's key) to train from a config.json alone"),
       refused("resize_vocab", "resizing the vocabulary is not supported"),
       refused("new_special_tokens_config", "adding special tokens is not supported"),
@@ -450,8 +495,6 @@ std::vector<KeyDecl> refused_keys() {
       refused("predict_with_generate", "prediction runs are not supported (training only)"),
       refused("pure_bf16", "pure bf16 training (no fp32 master weights) is not supported: use bf16: true"),
       refused("disable_shuffling", "an unshuffled example order is not supported (each epoch is a permutation from `seed`)"),
-      refused("use_dft_loss", "the DFT loss is not supported"),
-      refused("use_eaft_loss", "the EAFT loss is not supported"),
       refused("ignore_pad_token_for_loss", "training on pad tokens is not supported"),
       refused("load_best_model_at_end", "keeping the best checkpoint instead of the last is not supported"),
       refused("early_stopping_steps", "early stopping is not supported"),
@@ -463,6 +506,14 @@ std::vector<KeyDecl> refused_keys() {
                          "lf-train ..."),
       refused("ignore_data_skip", "lf-train always resumes at the exact example of the checkpoint's cursor; skipping "
                                   "none would train on other examples than the uninterrupted run"),
+      // transformers 4.x's TrainingArguments (LLaMA-Factory 0.9.5 allows 4.55 to 5.6; issue 34).
+      refused("group_by_length", "grouping examples by length changes the example order (each epoch is one permutation "
+                                 "from `seed`, HF's random sampler); remove group_by_length"),
+      refused("adafactor", "the Adafactor optimizer (transformers 4.x's `adafactor: true`) is not implemented; remove it"),
+      refused("per_gpu_train_batch_size", "transformers 4.x's deprecated alias: use per_device_train_batch_size"),
+      refused("per_gpu_eval_batch_size", "transformers 4.x's deprecated alias: use per_device_eval_batch_size"),
+      refused("no_cuda", "lf-train trains on the GPUs it sees; to train on the CPU, hide them: CUDA_VISIBLE_DEVICES= "
+                         "lf-train ..."),
   };
 }
 
@@ -473,10 +524,15 @@ std::vector<KeyDecl> no_effect_keys() {
       no_effect("fp8_backend", "used only with `fp8: true`, which is refused until FP8 training lands"),
       no_effect("fp8_enable_fsdp_float8_all_gather", "used only with `fp8: true`, which is refused"),
       no_effect("asft_alpha", "used only with `use_asft_loss: true`, which is refused"),
-      no_effect("eaft_alpha", "used only with `use_eaft_loss: true`, which is refused"),
       no_effect("upcast_layernorm", "lf-train's norms always compute in fp32"),
       no_effect("upcast_lmhead_output", "lf-train's loss always computes the logits' softmax in fp32"),
       no_effect("tf32", "lf-train's fp32 matrix products stay fp32 (a speed setting of HF on Ampere and newer)"),
+      no_effect("fsdp_transformer_layer_cls_to_wrap",
+                "lf-train wraps its own layers: each decoder layer is one sharding unit (`lf-train plan` lists them)"),
+      no_effect("fsdp_min_num_params", "lf-train wraps its own layers: each decoder layer is one sharding unit"),
+      no_effect("ray_num_workers", "LLaMA-Factory reads it only under USE_RAY=1 (a Ray cluster, which lf-train refuses): "
+                                   "lf-train's workers are NPROC_PER_NODE per node"),
+      no_effect("save_safetensors", "lf-train always writes safetensors (transformers 5 always does)"),
       no_effect("auto_find_batch_size", "HF retries with a smaller batch after an out-of-memory error; lf-train stops "
                                         "with the error (`lf-train plan` predicts the memory first)"),
   };
@@ -484,8 +540,9 @@ std::vector<KeyDecl> no_effect_keys() {
 
 std::vector<KeyDecl> build_schema() {
   std::vector<KeyDecl> all;
-  for (auto part : {model_and_method_keys(), preference_keys(), data_keys(), optimisation_keys(), eval_and_output_keys(),
-                    distribution_keys(), optimizer_keys(), quantization_keys(), refused_keys(), no_effect_keys()})
+  for (auto part : {model_and_method_keys(), pissa_and_llama_pro_keys(), preference_keys(), sft_loss_keys(), data_keys(),
+                    optimisation_keys(), eval_and_output_keys(), distribution_keys(), optimizer_keys(), quantization_keys(),
+                    refused_keys(), no_effect_keys()})
     for (auto& d : part) all.push_back(std::move(d));
   return all;
 }

@@ -122,13 +122,24 @@ std::vector<std::string> ChatTemplate::names() {
 ChatTemplate::ChatTemplate(const std::string& name, const Tokenizer& tokenizer,
                            const TemplateOptions& options)
     : options_(options), tokenizer_(tokenizer) {
-  const auto& default_system = options.default_system;
-  const auto& tool_format = options.tool_format;
   auto it = registry().find(name);
   LF_CHECK(it != registry().end(), ConfigError,
            "template '{}' is not known to lf-train ({}known: {}); set `template:` to one of them",
            name, suggest(name), join_names());
-  spec_ = it->second;
+  init(it->second);
+}
+
+ChatTemplate::ChatTemplate(TemplateSpec spec, const Tokenizer& tokenizer, const TemplateOptions& options)
+    : options_(options), tokenizer_(tokenizer) {
+  init(std::move(spec));
+}
+
+void ChatTemplate::init(TemplateSpec spec) {
+  const auto& default_system = options_.default_system;
+  const auto& tool_format = options_.tool_format;
+  const Tokenizer& tokenizer = tokenizer_;
+  const std::string name = spec.name;
+  spec_ = std::move(spec);
   if (default_system) spec_.default_system = *default_system;
   if (tool_format) {
     LF_CHECK(*tool_format == "default" || *tool_format == "qwen" || *tool_format == "llama3" ||

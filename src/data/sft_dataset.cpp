@@ -39,6 +39,11 @@ constexpr uint64_t kCacheFormat = 2;  // 2: packed rows record their sequences (
 std::string template_of(const DataArgs& args) {
   return args.template_name.empty() ? "empty" : args.template_name;
 }
+// The cache key's template: a parsed one is named by the tokenizer's fingerprint (its chat template).
+std::string template_key(const DataArgs& args, const Tokenizer& tokenizer) {
+  const bool parsed = args.template_name.empty() && args.stage != "pt" && tokenizer.chat_template();
+  return parsed ? "(parsed)" : template_of(args);
+}
 
 // An exclusive flock on dir/.lock, polled until `timeout_s`.
 class CacheLock {
@@ -205,7 +210,7 @@ uint64_t sft_cache_key(const DataArgs& args, const Tokenizer& tokenizer) {
   uint64_t h = fnv1a64(fmt::format(
       "v{}|tok:{:x}|tpl:{}|think:{}{}|tools:{}|sys:{}|cut:{}|top:{}|mh:{}|pack:{}/{}{}|max:{}|val:{}|seed:{}|mix:{}:{}",
       kCacheFormat,
-      tokenizer.fingerprint(), template_of(args), args.enable_thinking, args.preserve_thinking,
+      tokenizer.fingerprint(), template_key(args, tokenizer), args.enable_thinking, args.preserve_thinking,
       args.tool_format.value_or(""),
       args.default_system.value_or("\x01"),
       args.cutoff_len, args.train_on_prompt, args.mask_history, args.packing, args.preprocessing_batch_size,
@@ -272,12 +277,23 @@ TemplateOptions template_options(const DataArgs& args) {
   return o;
 }
 
+// LLaMA-Factory's get_template_and_fix_tokenizer with `template:` unset: the tokenizer's one Jinja chat
+// template parsed (parse_template), else `empty`. pt formats no conversation: `empty` (the same special
+// tokens as a parsed template: neither replaces eos).
+ChatTemplate unnamed_template(const DataArgs& args, const Tokenizer& tokenizer) {
+  const auto& jinja = tokenizer.chat_template();
+  if (args.stage == "pt" || !jinja) {
+    if (args.stage != "pt") spdlog::warn("`template` was not specified, use `empty` template (LLaMA-Factory's rule)");
+    return ChatTemplate("empty", tokenizer, template_options(args));
+  }
+  spdlog::warn("`template` was not specified, try parsing the chat template from the tokenizer (LLaMA-Factory's "
+               "parse_template)");
+  return ChatTemplate(parse_template(tokenizer, *jinja), tokenizer, template_options(args));
+}
+
 ChatTemplate resolve_template(const DataArgs& args, const Tokenizer& tokenizer) {
-  LF_CHECK(!args.template_name.empty() || !tokenizer.has_chat_template(), ConfigError,
-           "`template:` is not set and the tokenizer at {} has a chat_template; LLaMA-Factory "
-           "would parse that Jinja template, lf-train needs the name: set template: to one of {}",
-           tokenizer.source().string(), fmt::join(ChatTemplate::names(), ", "));
-  ChatTemplate tmpl(template_of(args), tokenizer, template_options(args));
+  ChatTemplate tmpl = args.template_name.empty() ? unnamed_template(args, tokenizer)
+                                                 : ChatTemplate(template_of(args), tokenizer, template_options(args));
   LF_CHECK(!(args.train_on_prompt && tmpl.spec().efficient_eos), ConfigError,
            "template '{}' does not support train_on_prompt (as in LLaMA-Factory)", tmpl.spec().name);
   return tmpl;

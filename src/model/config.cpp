@@ -55,6 +55,19 @@ ModelConfig parse_model_config(const std::string& json_text, const std::string& 
     LF_THROW(ConfigError, "{}: not valid JSON: {}", source, e.what());
   }
   LF_CHECK(j.is_object(), ConfigError, "{}: expected a JSON object", source);
+  // A checkpoint stored quantized (GPTQ, AWQ, AQLM, ...): its linear weights are packed integers that
+  // lf-train's loader would not read as what they are (issue 34: never train on a stand-in). bitsandbytes'
+  // folders are QLoRA's (model/bnb4_checkpoint.cpp reads the 4-bit ones and refuses the rest).
+  if (j.contains("quantization_config") && j["quantization_config"].is_object()) {
+    const auto& q = j["quantization_config"];
+    const std::string method = q.contains("quant_method") && q["quant_method"].is_string() ? q["quant_method"].get<std::string>() : "unknown";
+    if (method != "bitsandbytes")
+      LF_THROW(ConfigError,
+               "{}: the checkpoint is stored quantized (quantization_config, quant_method '{}'); lf-train does not train "
+               "on {}-quantized weights (LLaMA-Factory's GPTQ / AWQ / AQLM examples): point model_name_or_path at the "
+               "model's unquantized checkpoint (quantization_bit: 4 quantizes it as bitsandbytes at load)",
+               source, method, method);
+  }
   ModelConfig c;
   c.raw_json = json_text;
   const ModelSpec* family = nullptr;

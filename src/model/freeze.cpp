@@ -15,7 +15,17 @@ std::vector<NamedParam> apply_freeze(CausalLM& model, const FreezeConfig& c) {
   LF_CHECK(c.trainable_layers != 0, ConfigError,
            "freeze_trainable_layers is 0: no layer would train (N > 0: the last N layers, N < 0: the first -N)");
   std::vector<int64_t> ids;
-  if (c.trainable_layers > 0)
+  if (c.llama_pro) {
+    // LLaMA-Factory's _setup_freeze_tuning: range(stride - 1, num_layers + stride - 1, stride), the expanded blocks
+    // of scripts/llama_pro.py (which inserts one block after every num_layers / N original ones).
+    LF_CHECK(c.trainable_layers > 0 && n % c.trainable_layers == 0, ConfigError,
+             "use_llama_pro: the model's {} layers are not divisible by freeze_trainable_layers {} (LLaMA-Factory's "
+             "rule: N expanded blocks, one after every num_layers / N); set freeze_trainable_layers to the number of "
+             "blocks the expansion added",
+             n, c.trainable_layers);
+    const int64_t stride = n / c.trainable_layers;
+    for (int64_t i = stride - 1; i < n; i += stride) ids.push_back(i);
+  } else if (c.trainable_layers > 0)
     for (int64_t i = std::max<int64_t>(0, n - c.trainable_layers); i < n; ++i) ids.push_back(i);
   else
     for (int64_t i = 0; i < std::min(-c.trainable_layers, n); ++i) ids.push_back(i);

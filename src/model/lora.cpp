@@ -15,6 +15,7 @@
 
 #include "lf/common/error.h"
 #include "lf/model/dora.h"
+#include "lf/model/pissa.h"
 #include "lf/model/safetensors.h"
 #include "lf/model/tensor_io.h"
 
@@ -148,10 +149,15 @@ std::vector<std::string> apply_lora(CausalLM& model, const LoraConfig& c, at::Ge
     auto a = at::empty({c.rank, in}, cpu);
     kaiming_uniform_sqrt5(a, gen);                                // nn.Linear(in, r)
     kaiming_uniform_sqrt5(at::empty({out, c.rank}, cpu), gen);  // nn.Linear(r, out), zeroed below
-    kaiming_uniform_sqrt5(a, gen);                                // peft's reset_lora_parameters
+    at::Tensor b = at::zeros({out, c.rank}, cpu);
+    if (c.pissa) {  // peft's update_layer: pissa_init instead of reset_lora_parameters
+      std::tie(a, b) = pissa_init(lin->weight_, c.rank, scaling, c.pissa_iter, gen);
+    } else {
+      kaiming_uniform_sqrt5(a, gen);  // peft's reset_lora_parameters
+    }
     auto w = std::make_unique<LoraWeights>();
     w->a_ = a.to(device).set_requires_grad(true);
-    w->b_ = at::zeros({out, c.rank}, cpu.device(device)).set_requires_grad(true);
+    w->b_ = b.to(device).set_requires_grad(true);
     w->scaling_ = scaling;
     w->dropout_ = c.dropout;
     // peft's DoraLinearVariant.init, after the draws: m = ||W + s·B A||_c with B = 0 (dora.h).
@@ -241,7 +247,7 @@ std::string peft_adapter_config(const LoraConfig& c, const std::string& base_mod
       {"exclude_modules", nullptr},
       {"fan_in_fan_out", false},
       {"inference_mode", true},
-      {"init_lora_weights", true},
+      {"init_lora_weights", c.pissa ? nlohmann::json(c.init_lora_weights()) : nlohmann::json(true)},
       {"layer_replication", nullptr},
       {"layers_pattern", nullptr},
       {"layers_to_transform", nullptr},

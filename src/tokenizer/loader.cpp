@@ -225,6 +225,8 @@ void load_tokenizer_config(const std::filesystem::path& file, Tokenizer::Impl& i
   if (cfg.contains("tokenizer_class") && cfg.at("tokenizer_class").is_string())
     impl.tokenizer_class = cfg.at("tokenizer_class").get<std::string>();
   impl.has_chat_template = cfg.contains("chat_template") && !cfg.at("chat_template").is_null();
+  if (impl.has_chat_template && cfg.at("chat_template").is_string())
+    impl.chat_template = cfg.at("chat_template").get<std::string>();
   if (cfg.contains("legacy") && cfg.at("legacy").is_boolean()) impl.legacy = cfg.at("legacy").get<bool>();
   if (cfg.contains("add_prefix_space") && cfg.at("add_prefix_space").is_boolean())
     impl.add_prefix_space = cfg.at("add_prefix_space").get<bool>();

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <atomic>
 #include <exception>
+#include <fstream>
+#include <iterator>
 #include <mutex>
 #include <thread>
 
@@ -84,6 +86,13 @@ Tokenizer Tokenizer::load(const fs::path& path, TokenizerFlavor flavor) {
   }
   if (fs::is_regular_file(dir / "tokenizer_config.json"))
     load_tokenizer_config(dir / "tokenizer_config.json", *impl);
+  // transformers reads chat_template.jinja over tokenizer_config.json's chat_template.
+  if (fs::is_regular_file(dir / "chat_template.jinja")) {
+    std::ifstream in(dir / "chat_template.jinja", std::ios::binary);
+    impl->chat_template = std::string(std::istreambuf_iterator<char>(in), {});
+    impl->has_chat_template = true;
+    impl->fingerprint = fnv1a64(*impl->chat_template, impl->fingerprint);
+  }
   if (flavor == TokenizerFlavor::kTransformers) {
     apply_transformers_flavor(*impl);
     impl->fingerprint = fnv1a64("transformers-flavor", impl->fingerprint);
@@ -176,6 +185,7 @@ std::optional<int32_t> Tokenizer::eos_id() const { return impl_->eos_id; }
 std::optional<int32_t> Tokenizer::pad_id() const { return impl_->pad_id; }
 bool Tokenizer::add_bos_token() const { return impl_->add_bos_token; }
 bool Tokenizer::has_chat_template() const { return impl_->has_chat_template; }
+const std::optional<std::string>& Tokenizer::chat_template() const { return impl_->chat_template; }
 uint64_t Tokenizer::fingerprint() const { return impl_->fingerprint; }
 const fs::path& Tokenizer::source() const { return impl_->source; }
 

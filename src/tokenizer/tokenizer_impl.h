@@ -37,6 +37,7 @@ struct Tokenizer::Impl {
   std::string tokenizer_class;
   bool legacy = true;
   bool has_chat_template = false;
+  std::optional<std::string> chat_template;  // the Jinja text, when it is one string (a list: none)
   std::optional<bool> add_prefix_space;
 
   void encode_into(std::string_view text, std::vector<int32_t>& ids) const;

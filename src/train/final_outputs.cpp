@@ -12,6 +12,7 @@
 #include "lf/common/remove_tree.h"
 #include "lf/common/progress_deadline.h"
 #include "phase_profile.h"
+#include "pissa_outputs.h"
 #include "trainer_state.h"
 
 namespace lf::train {
@@ -169,6 +170,7 @@ void Trainer::State::finish(TrainSummary& sum, const TrainPlan& plan, const Loop
   }
   write_json_file(staged / "all_results.json", all, 4);
   place_output_set(staged, out);
+  if (c.adapter.pissa_convert && s.lora) write_pissa_conversion(out);  // LLaMA-Factory's PissaConvertCallback
   spdlog::info("training done: {} steps in {:.1f}s, train_loss {:.4f}; outputs in {}", loop.global_step,
                sum.runtime_s, sum.train_loss, out.string());
 }

@@ -229,6 +229,8 @@ std::unique_ptr<model::CausalLM> load_model(const config::JobPlan& c, const Toke
     lc.target = c.adapter.lora_target;
     lc.use_rslora = c.adapter.use_rslora;
     lc.use_dora = c.adapter.use_dora;
+    lc.pissa = c.adapter.pissa_init;
+    lc.pissa_iter = c.adapter.pissa_iter;
     lc.modules_to_save = c.adapter.additional_target;
     lc.seed = static_cast<uint64_t>(c.seed);
     std::vector<fs::path> adapters(c.adapter.adapter_name_or_path.begin(), c.adapter.adapter_name_or_path.end());
@@ -241,6 +243,7 @@ std::unique_ptr<model::CausalLM> load_model(const config::JobPlan& c, const Toke
     fc.trainable_layers = c.adapter.freeze_trainable_layers;
     fc.trainable_modules = c.adapter.freeze_trainable_modules;
     fc.extra_modules = c.adapter.freeze_extra_modules;
+    fc.llama_pro = c.adapter.use_llama_pro;
     model::apply_freeze(*model, fc);
   }
   spdlog::info("model: {} ({} layers, vocab {}) on {}, {}{}, weights {}, compute {}{}", c.model.model_name_or_path,

@@ -14,6 +14,7 @@
 #include "lf/train/data_order.h"
 #include "lf/train/lm_loss.h"
 #include "peak_flops.h"
+#include "pissa_outputs.h"
 #include "phase_profile.h"
 #include "step_trace.h"
 #include "trainer_state.h"
@@ -226,6 +227,10 @@ TrainSummary Trainer::train() {
   LoopState loop;
   // Before a checkpoint's weights load: the reference is the model as the run starts.
   st.objective->prepare(st.first_epoch_micro_batches(plan));
+  // pissa_convert: the adapter as this run starts (a resumed run keeps the one its first start saved).
+  if (c.adapter.pissa_convert && st.s.lora &&
+      (st.s.resume_from.empty() || !fs::exists(fs::path(c.output.output_dir) / "pissa_init")))
+    save_pissa_init(st.m, *st.s.lora, *st.strategy, c.output.output_dir, c.model.model_name_or_path, plan.outputs);
   if (!st.s.resume_from.empty()) {
     progress_reporter().loading();
     loop = st.load_checkpoint(st.s.resume_from);

@@ -88,8 +88,8 @@ TEST(Config, UnknownKeyNamesTheLineAndSuggests) {
 }
 
 TEST(Config, RefusedKeysAreErrorsOnlyWhenTheyWouldChangeTheResult) {
-  auto e = error_of(kMinimal + "pissa_convert: true\n");
-  EXPECT_NE(e.find("`pissa_convert: true` is refused: PiSSA is not supported"), std::string::npos) << e;
+  auto e = error_of(kMinimal + "ld_alpha: 0.5\n");
+  EXPECT_NE(e.find("`ld_alpha: 0.5` is refused: LD-DPO's length weighting is not implemented"), std::string::npos) << e;
   EXPECT_EQ(error_of(kMinimal + "quantization_bit: null\n"), "");
   e = error_of(kMinimal + "stage: ppo\n");
   EXPECT_NE(e.find("`stage: ppo` is not supported"), std::string::npos) << e;
@@ -97,7 +97,7 @@ TEST(Config, RefusedKeysAreErrorsOnlyWhenTheyWouldChangeTheResult) {
   EXPECT_NE(e.find("lr_scheduler_type: polynomial"), std::string::npos) << e;
   e = error_of(kMinimal + "optim: sgd\n");
   EXPECT_NE(e.find("`optim: sgd` is not supported"), std::string::npos) << e;
-  e = error_of(kMinimal + "pissa_init: true\nneftune_noise_alpha: 5\n");
+  e = error_of(kMinimal + "pure_bf16: true\nneftune_noise_alpha: 5\n");
   EXPECT_NE(e.find("2 problems"), std::string::npos) << e;  // every problem at once
 }
 
@@ -245,8 +245,8 @@ TEST(Config, MissingFileIsAClearError) {
 
 // LLaMA-Factory's SFT path uses each of these: ignoring them would change what is trained.
 TEST(Config, KeysThatChangeTheResultAreRefusedNotWarned) {
-  for (const std::string line : {"pure_bf16: true", "disable_shuffling: true", "use_dft_loss: true",
-                                 "use_eaft_loss: true", "ignore_pad_token_for_loss: false",
+  for (const std::string line : {"pure_bf16: true", "disable_shuffling: true", "use_asft_loss: true",
+                                 "group_by_length: true", "ignore_pad_token_for_loss: false",
                                  "load_best_model_at_end: true", "early_stopping_steps: 3"}) {
     const auto e = error_of(kMinimal + line + "\n");
     EXPECT_NE(e.find("is refused"), std::string::npos) << line << ": " << e;
@@ -370,4 +370,30 @@ TEST(Config, KnobsAreResolvedIntoThePlanOnce) {
     auto s = scoped(name, value);
     EXPECT_NE(error_of(kMinimal).find(says), std::string::npos) << name << "=" << value << ": " << error_of(kMinimal);
   }
+}
+
+// Issue 34: what LLaMA-Factory's examples need offline, its key list over transformers 4.55-5.6, and the
+// rules around its methods and losses.
+TEST(Config, LlamaFactoryExamplesRulesIssue34) {
+  auto e = error_of(kMinimal + "dataset_dir: REMOTE:llamafactory/demo_data\n");
+  EXPECT_NE(e.find("llamafactory/demo_data"), std::string::npos) << e;
+  EXPECT_NE(e.find("offline"), std::string::npos) << e;
+  e = error_of(kMinimal + "dataset_dir: ONLINE\n");
+  EXPECT_NE(e.find("Hugging Face Hub"), std::string::npos) << e;
+  // transformers 4.x's keys: known (no did-you-mean error), the wrap key without effect, the order one refused.
+  EXPECT_EQ(error_of(kMinimal + "fsdp_transformer_layer_cls_to_wrap: LlamaDecoderLayer\n"), "");
+  EXPECT_NE(error_of(kMinimal + "group_by_length: true\n").find("is refused"), std::string::npos);
+  e = error_of(kMinimal + "stage: pt\nuse_dft_loss: true\n");
+  EXPECT_NE(e.find("sft"), std::string::npos) << e;
+  e = error_of(kMinimal + "use_dft_loss: true\nuse_eaft_loss: true\n");
+  EXPECT_NE(e.find("keep one"), std::string::npos) << e;
+  EXPECT_EQ(error_of(kMinimal + "use_eaft_loss: true\neaft_alpha: 0.5\n"), "");
+  e = error_of(kMinimal + "finetuning_type: lora\nuse_llama_pro: true\n");
+  EXPECT_NE(e.find("use_llama_pro"), std::string::npos) << e;
+  EXPECT_EQ(error_of(kMinimal + "finetuning_type: freeze\nuse_llama_pro: true\nfreeze_trainable_layers: 2\n"), "");
+  e = error_of(kMinimal + "finetuning_type: full\npissa_init: true\n");
+  EXPECT_NE(e.find("only valid for LoRA"), std::string::npos) << e;
+  EXPECT_EQ(error_of(kMinimal + "finetuning_type: lora\npissa_init: true\npissa_iter: -1\npissa_convert: true\n"), "");
+  e = error_of(kMinimal + "mixture_of_depths: convert\n");
+  EXPECT_NE(e.find("mixture-of-depth"), std::string::npos) << e;
 }

@@ -297,16 +297,23 @@ TEST(DataPipeline, ConcurrentLoadersTokenizeOnceAndShareTheCache) {
   EXPECT_EQ(r2.eos_id, 151645);
 }
 
-TEST(DataPipeline, UnsetTemplateWithChatTemplateTokenizerAsksForAName) {
+// `template:` unset (issue 34): the tokenizer's Jinja chat template is parsed as LLaMA-Factory's parse_template does
+// (the slots themselves: tests/data/jinja_test.cpp against LLaMA-Factory). Qwen3's chat template parses into a reasoning
+// template that encodes a conversation as LLaMA-Factory's own `qwen3` template does; pt needs no template.
+TEST(DataPipeline, UnsetTemplateParsesTheTokenizersChatTemplate) {
   LF_REQUIRE_ASSETS();
   DataArgs a = fixture_args("alpaca_samples");
   a.template_name.clear();
-  try {
-    resolve_template(a, load_tokenizer_for(a));
-    FAIL();
-  } catch (const ConfigError& e) {
-    EXPECT_NE(std::string(e.what()).find("`template:` is not set"), std::string::npos) << e.what();
-  }
+  const auto tok = load_tokenizer_for(a);
+  ASSERT_TRUE(tok.chat_template().has_value());
+  const ChatTemplate parsed = resolve_template(a, tok);
+  EXPECT_EQ(parsed.spec().kind, TemplateKind::kReasoning);
+  const ChatTemplate named("qwen3", tok, template_options(a));
+  const std::vector<Message> turns = {{Role::kUser, "Hi, what is 2+2?"}, {Role::kAssistant, "4."},
+                                      {Role::kUser, "And 3+3?"}, {Role::kAssistant, "6."}};
+  EXPECT_EQ(parsed.encode_multiturn(turns, "Be brief."), named.encode_multiturn(turns, "Be brief."));
+  a.stage = "pt";
+  EXPECT_EQ(resolve_template(a, tok).spec().name, "empty");
 }
 
 }  // namespace

@@ -152,7 +152,7 @@ SETUP = {
 }
 # The sample context that makes a LoRA key act: a trained model (a random one has nothing to adapt).
 LORA_KEYS = {"lora_rank", "lora_alpha", "lora_dropout", "use_rslora", "use_dora", "loraplus_lr_ratio",
-             "additional_target"}
+             "additional_target", "pissa_init", "pissa_iter", "pissa_convert"}
 FREEZE_KEYS = {"freeze_trainable_layers", "freeze_extra_modules"}
 PREFERENCE_DATA = {"dpo": "dpo_en_demo", "rm": "dpo_en_demo", "kto": "kto_en_demo"}
 

@@ -52,6 +52,12 @@ struct AdapterSection {
   int64_t freeze_trainable_layers = 2;  // the last N layers (N < 0: the first -N)
   std::vector<std::string> freeze_trainable_modules = {"all"};
   std::vector<std::string> freeze_extra_modules;
+  bool use_llama_pro = false;
+  // LoRA: PiSSA's initialisation (model/pissa.h), pissa_iter < 0 the full SVD; pissa_convert writes
+  // pissa_init/, pissa_backup/ and pissa_converted/ beside the adapter (train/pissa_outputs.h).
+  bool pissa_init = false;
+  int64_t pissa_iter = 16;
+  bool pissa_convert = false;  // freeze: the blocks LLaMA Pro's expansion inserted train (model/freeze.h)
   // LoRA: adapters merged into the base in turn, the last one trained on unless
   // create_new_adapter (then a new adapter on top of them all), as LLaMA-Factory does.
   std::vector<std::string> adapter_name_or_path;
@@ -80,6 +86,11 @@ struct ObjectiveSection {
   double simpo_gamma = 0.5;           // dpo simpo: the target reward margin
   double kto_chosen_weight = 1;       // kto: the desirable examples' loss weight
   double kto_rejected_weight = 1;     // kto: the undesirable examples' loss weight
+  // sft's token-weighted cross-entropies (LLaMA-Factory's, token_weighted_objective.cpp): DFT weighs each
+  // target token by its probability, EAFT by (its top-20 entropy / 3) ^ eaft_alpha.
+  bool use_dft_loss = false;
+  bool use_eaft_loss = false;
+  double eaft_alpha = 1.0;
   // Whether the loss compares with a reference model (LLaMA-Factory's use_ref_model).
   bool uses_reference() const {
     return stage == "kto" || (stage == "dpo" && pref_loss != "orpo" && pref_loss != "simpo");

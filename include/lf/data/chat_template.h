@@ -61,6 +61,8 @@ class ChatTemplate {
   // get_template_and_fix_tokenizer does (replace_eos, eos/pad fallbacks).
   // Throws ConfigError for an unknown name (listing the known ones).
   ChatTemplate(const std::string& name, const Tokenizer& tokenizer, const TemplateOptions& options = {});
+  // A template made elsewhere (parse_template: from the tokenizer's Jinja chat template).
+  ChatTemplate(TemplateSpec spec, const Tokenizer& tokenizer, const TemplateOptions& options);
 
   // (source_ids, target_ids) per turn, like Template.encode_multiturn. `tools`
   // is the dataset's tools JSON ("" for none); `origin` names the record in errors.
@@ -87,6 +89,7 @@ class ChatTemplate {
   static std::vector<std::string> names();
 
  private:
+  void init(TemplateSpec spec);
   std::vector<int32_t> to_ids(const Slots& slots) const;
 
   std::vector<std::vector<int32_t>> encode_messages(const std::vector<Message>& messages,
@@ -106,5 +109,12 @@ class ChatTemplate {
 // special tokens. nullopt where LLaMA-Factory cannot build one (a slot holding a token id: it
 // then keeps the tokenizer's own). jinja_template.cpp.
 std::optional<std::string> llamafactory_jinja_template(const ChatTemplate& tmpl);
+
+// LLaMA-Factory's parse_template (`template:` unset and the tokenizer has one Jinja chat template): the
+// template is read off the chat template's renderings of a system, a user and an assistant turn
+// ("{{content}}" in each), the prefix off decode(encode("")); "<think>" in the assistant turn makes it a
+// reasoning template. Renders with lf/data/jinja.h (a chat template outside its subset: ConfigError
+// naming the construct and asking for a `template:` name). parse_template.cpp.
+TemplateSpec parse_template(const Tokenizer& tokenizer, const std::string& chat_template);
 
 }  // namespace lf

@@ -17,6 +17,9 @@ struct FreezeConfig {
   int64_t trainable_layers = 2;
   std::vector<std::string> trainable_modules = {"all"};
   std::vector<std::string> extra_modules;
+  // LLaMA Pro (use_llama_pro): the trainable layers are the blocks its expansion inserted, every
+  // (num_layers / trainable_layers)-th one, the last of each group (LLaMA-Factory's stride rule).
+  bool llama_pro = false;
 };
 
 // Sets requires_grad on the trainable parameters only, marks the model partly frozen (so

@@ -34,6 +34,15 @@ struct LoraConfig {
   // beside the adapters; a module matches when its name ends with one of these.
   std::vector<std::string> modules_to_save;
   uint64_t seed = 0;  // the run's `seed`: A is drawn as peft draws it after transformers.set_seed(seed)
+  // PiSSA (pissa.h): A and B from the base weight's principal singular triplets, the base keeping the residual;
+  // pissa_iter < 0: the full SVD ("pissa"), else torch.svd_lowrank with that many iterations ("pissa_niter_N").
+  bool pissa = false;
+  int64_t pissa_iter = 16;
+
+  // peft's init_lora_weights as adapter_config.json says it.
+  std::string init_lora_weights() const {
+    return !pissa ? "true" : pissa_iter < 0 ? "pissa" : "pissa_niter_" + std::to_string(pissa_iter);
+  }
 
   double effective_alpha() const { return alpha > 0 ? alpha : 2.0 * static_cast<double>(rank); }
 };

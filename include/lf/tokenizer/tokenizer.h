@@ -57,6 +57,9 @@ class Tokenizer {
   // tokenizer_config.json carries a Jinja chat_template (LLaMA-Factory would
   // derive a template from it when `template:` is unset).
   bool has_chat_template() const;
+  // That Jinja text (chat_template.jinja beside tokenizer_config.json wins, as in transformers), when it
+  // is one string; nullopt for none and for a list of named templates.
+  const std::optional<std::string>& chat_template() const;
 
   // Stable hash of the files that define the ids (for cache keys).
   uint64_t fingerprint() const;

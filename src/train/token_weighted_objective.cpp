@@ -1,0 +1,105 @@
+// stage sft with `use_dft_loss` or `use_eaft_loss`: LLaMA-Factory's token-weighted cross-entropies
+// (trainer_utils.py dft_loss_func / eaft_loss_func). Each target token's cross-entropy is weighted by a
+// detached factor, the step's sum divided by its target tokens as HF divides compute_loss_func's
+// result by num_items_in_batch (so the step divisor is the LM objective's):
+//   DFT   w = p(target) = exp(-ce)
+//   EAFT  w = (H_top20 / 3) ^ eaft_alpha, H_top20 the entropy of the softmax over the 20 largest logits
+// The head runs through chunked_lm_head_logps ([M] log-probabilities whose backward scales each row by its
+// own upstream gradient, -w here); EAFT's weights take one more no-grad GEMM over the vocabulary per chunk.
+#include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
+#include <torch/csrc/autograd/autograd.h>
+
+#include <algorithm>
+
+#include "lf/model/causal_lm.h"
+#include "lf/model/lm_head_logps.h"
+#include "lf/model/loss.h"
+#include "lf/parallel/strategy.h"
+#include "lf/train/batch.h"
+#include "objective.h"
+#include "phase_profile.h"
+
+namespace lf::train {
+namespace {
+
+// EAFT's weight of each row: [M] fp32, no grad. rows [M,C], weight [V,C].
+at::Tensor eaft_weights(const at::Tensor& rows, const at::Tensor& weight, int64_t chunk, double alpha) {
+  c10::NoGradGuard no_grad;
+  std::vector<at::Tensor> parts;
+  const int64_t k = std::min<int64_t>(20, weight.size(0));
+  const auto w = weight.to(rows.scalar_type());  // the head in the activations' dtype, as HF's lm_head computes
+  for (int64_t b = 0; b < rows.size(0); b += chunk) {
+    const auto logits = at::matmul(rows.narrow(0, b, std::min(chunk, rows.size(0) - b)), w.t()).to(at::kFloat);
+    const auto top = std::get<0>(at::topk(logits, k, -1));                   // [m,20]
+    const auto logp = top - at::logsumexp(top, {-1}, /*keepdim=*/true);     // log-softmax over the top 20
+    const auto entropy = -(logp.exp() * logp).sum(-1);                     // [m]
+    parts.push_back(at::pow(entropy / 3.0, alpha));
+  }
+  return parts.empty() ? at::zeros({0}, rows.options().dtype(at::kFloat)) : at::cat(parts);
+}
+
+class TokenWeightedObjective : public Objective {
+ public:
+  explicit TokenWeightedObjective(const ObjectiveContext& ctx) : ctx_(ctx) {}
+
+  double step_divisor(const std::vector<std::vector<int64_t>>& micro_batches) const override {
+    int64_t items = 0;
+    for (const auto& mb : micro_batches)
+      for (auto i : mb) items += hf_num_items(*ctx_.train, i);
+    return static_cast<double>(std::max<int64_t>(1, items));
+  }
+
+  MicroStep micro_step(const std::vector<int64_t>& examples, double factor, PhaseClock& phases) override {
+    const auto b = collate(*ctx_.train, examples, ctx_.pad_id);
+    MicroStep out;
+    out.add_rows(b.num_tokens, b.input_ids.size(0), b.input_ids.size(1));
+    const auto loss = weighted_sum(b);
+    phases.lap(Phase::kForward);
+    torch::autograd::backward({loss * factor});
+    phases.lap(Phase::kBackward);
+    out.loss = loss.detach();
+    return out;
+  }
+
+  void idle_micro_step() override {
+    const auto loss = weighted_sum(no_target_batch(ctx_.pad_id));
+    if (loss.requires_grad()) torch::autograd::backward({loss});
+  }
+
+ private:
+  // The sum over the batch's target tokens of w * ce: 0-dim fp32.
+  at::Tensor weighted_sum(const Batch& b) {
+    auto& m = *ctx_.model;
+    auto* hooks = ctx_.strategy->unit_hooks();
+    const auto device = m.lm_head_weight().device();
+    const int64_t n = b.input_ids.size(0), t = b.input_ids.size(1);
+    const auto shifted = b.labels.narrow(1, 1, t - 1).reshape({-1});             // [N*(T-1)]
+    const auto flat = at::nonzero(shifted != model::kIgnoreIndex).squeeze(1);    // [M]
+    const auto targets = shifted.index_select(0, flat).to(device);
+    const auto position_ids = b.position_ids.defined() ? b.position_ids.to(device) : at::Tensor();
+    const auto x = m.hidden_states(b.input_ids.to(device), position_ids, hooks, b.segment_ids);  // [N,T,C]
+    return model::run_unit(hooks, m.head_unit(), x, [&](const at::Tensor& h) {
+      const auto normed = m.final_norm(h);
+      if (flat.numel() == 0) return (normed.sum() * 0).to(at::kFloat);
+      const auto& w = m.lm_head_weight();  // [V,C]
+      const int64_t c = normed.size(2);
+      const auto rows = normed.narrow(1, 0, t - 1).reshape({n * (t - 1), c}).index_select(0, flat.to(device));
+      const int64_t chunk = ctx_.chunk_rows > 0 ? ctx_.chunk_rows : std::max<int64_t>(1, (int64_t{1} << 30) / (4 * w.size(0)));
+      const auto logps = model::chunked_lm_head_logps(rows, w, targets, chunk, m.lm_head_grad_sink());  // [M]
+      const auto& o = ctx_.plan->objective;
+      const auto weights = o.use_dft_loss ? logps.detach().exp() : eaft_weights(rows.detach(), w.detach(), chunk, o.eaft_alpha);
+      return -(logps * weights).sum();
+    });
+  }
+
+  ObjectiveContext ctx_;
+};
+
+}  // namespace
+
+std::unique_ptr<Objective> make_token_weighted_objective(const ObjectiveContext& ctx) {
+  return std::make_unique<TokenWeightedObjective>(ctx);
+}
+
+}  // namespace lf::train
