@@ -81,6 +81,17 @@ std::vector<KeyDecl> model_and_method_keys() {
           .own()
           .choices({"auto", "pretrained", "random"})
           .observe("losses"),
+      implemented("moe_aux_loss_coef", LF_FIELD(model, moe_aux_loss_coef),
+                  "mixture-of-experts models: router_aux_loss_coef x the load-balancing loss joins each "
+                  "micro-batch's loss (transformers' load_balancing_loss_func over every sparse layer, padding "
+                  "masked), as LLaMA-Factory sets output_router_logits; unset: the config.json's, when it says "
+                  "output_router_logits. No effect on a dense model (a warning), as in LLaMA-Factory")
+          .check([](const Reader& r, const std::string& key, const std::optional<double>& v) {
+            LF_CHECK(!v || (*v >= 0 && std::isfinite(*v)), ConfigError, "{}: `{}` must be >= 0, got {}",
+                     r.where(key), key, v ? *v : 0.0);
+          })
+          .sample("0.5")
+          .observe("losses"),
       implemented("stage", LF_FIELD(objective, stage),
                   "sft (supervised fine-tuning) or pt (continued pre-training on plain text: the `text` column, "
                   "eos per text, packed into cutoff_len blocks, labels = inputs, as LLaMA-Factory)")

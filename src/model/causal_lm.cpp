@@ -42,8 +42,9 @@ CausalLM::CausalLM(ModelConfig config, const at::TensorOptions& o)
   const auto& c = config_;
   const int64_t h = c.hidden_size;
   embed_tokens_ = at::empty({c.vocab_size, h}, o);
+  router_aux_ = std::make_unique<RouterAuxLoss>(layout_.moe_layers);
   layers_.reserve(layout_.layers.size());
-  for (const auto& spec : layout_.layers) layers_.push_back(build_decoder_layer(spec, o));
+  for (const auto& spec : layout_.layers) layers_.push_back(build_decoder_layer(spec, o, router_aux_.get()));
   norm_ = build_norm(layout_.final_norm, h, c.rms_norm_eps, o);
   if (!c.tie_word_embeddings) lm_head_ = at::empty({c.vocab_size, h}, o);
   inv_freq_ = rope_inv_freq(c).to(o.device());

@@ -64,6 +64,11 @@ ModelConfig parse_model_config(const std::string& json_text, const std::string& 
       arch = j["architectures"][0].get<std::string>();
     c.model_type = get_or<std::string>(j, "model_type", "");
     family = find_model_spec(arch, c.model_type);
+    if (!family) {
+      const auto why = refused_architecture_reason(arch, c.model_type);
+      LF_CHECK(why.empty(), ConfigError, "{}: architecture '{}' (model_type '{}') is not supported: {}; supported: {}",
+               source, arch, c.model_type, why, supported_architectures());
+    }
     LF_CHECK(family, ConfigError, "{}: unknown architecture '{}' (model_type '{}'); supported: {}", source, arch,
              c.model_type, supported_architectures());
     c.spec = family;

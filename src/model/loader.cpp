@@ -49,12 +49,30 @@ std::string shape_str(const std::vector<int64_t>& s) { return fmt::format("[{}]"
 
 }  // namespace
 
+namespace {
+
+// The parameter as [n, piece...] for its n HF pieces (experts held fused): a view of `t`.
+at::Tensor as_pieces(const ParamSpec& p, const at::Tensor& t) {
+  std::vector<int64_t> shape{static_cast<int64_t>(p.hf.size())};
+  shape.insert(shape.end(), p.hf[0].shape.begin(), p.hf[0].shape.end());
+  return t.view(shape);
+}
+
+}  // namespace
+
+bool reads_whole_from(const ParamSpec& p, const SafetensorsCheckpoint& ckpt) {
+  if (!p.reads_whole || p.hf.size() == 1 || !ckpt.contains(p.name)) return false;
+  return std::none_of(p.hf.begin(), p.hf.end(), [&](const HfTensor& t) { return ckpt.contains(t.name); });
+}
+
 void read_hf_tensors(const ParamSpec& p, const SafetensorsCheckpoint& ckpt, at::Tensor& dst) {
-  const auto read = [&](const HfTensor& t, at::Tensor to) {
-    to.copy_(read_tensor(ckpt.info(t.name), ckpt.data(t.name)).to(to.scalar_type()));
+  const auto read = [&](const std::string& name, at::Tensor to) {
+    to.copy_(read_tensor(ckpt.info(name), ckpt.data(name)).to(to.scalar_type()));
   };
-  if (p.hf.size() == 1) return read(p.hf[0], dst);
-  for (size_t k = 0; k < p.hf.size(); ++k) read(p.hf[k], dst.select(0, static_cast<int64_t>(k)));
+  if (p.hf.size() == 1) return read(p.hf[0].name, dst);
+  if (reads_whole_from(p, ckpt)) return read(p.name, dst);
+  auto pieces = as_pieces(p, dst);  // dst is contiguous: allocated by the model or a gather
+  for (size_t k = 0; k < p.hf.size(); ++k) read(p.hf[k].name, pieces.select(0, static_cast<int64_t>(k)));
 }
 
 std::vector<LazyTensor> hf_lazy_tensors(const ParamSpec& p, c10::ScalarType dtype, std::function<at::Tensor()> fetch) {
@@ -64,8 +82,8 @@ std::vector<LazyTensor> hf_lazy_tensors(const ParamSpec& p, c10::ScalarType dtyp
   auto left = std::make_shared<size_t>(p.hf.size());
   std::vector<LazyTensor> out;
   for (size_t k = 0; k < p.hf.size(); ++k)
-    out.push_back({p.hf[k].name, p.hf[k].shape, dtype, [value, left, fetch, k] {
-                     if (!value->defined()) *value = fetch();
+    out.push_back({p.hf[k].name, p.hf[k].shape, dtype, [value, left, fetch, k, p] {
+                     if (!value->defined()) *value = as_pieces(p, fetch().contiguous());
                      auto piece = value->select(0, static_cast<int64_t>(k));
                      if (--*left == 0) value->reset();
                      return piece;
@@ -78,7 +96,14 @@ void load_weights(CausalLM& model, const SafetensorsCheckpoint& ckpt) {
   auto params = model.named_parameters();
   std::set<std::string> expected;
   std::vector<std::string> missing, misshaped, unexpected;
-  for (const auto& p : layout.params)
+  for (const auto& p : layout.params) {
+    if (reads_whole_from(p, ckpt)) {  // transformers 5's fused experts
+      expected.insert(p.name);
+      const auto& info = ckpt.info(p.name);
+      if (info.shape != p.shape)
+        misshaped.push_back(fmt::format("{} (file {}, model {})", p.name, shape_str(info.shape), shape_str(p.shape)));
+      continue;
+    }
     for (const auto& t : p.hf) {
       expected.insert(t.name);
       if (!ckpt.contains(t.name)) {
@@ -89,6 +114,7 @@ void load_weights(CausalLM& model, const SafetensorsCheckpoint& ckpt) {
       if (info.shape != t.shape)
         misshaped.push_back(fmt::format("{} (file {}, model {})", t.name, shape_str(info.shape), shape_str(t.shape)));
     }
+  }
   const auto& ignored = layout.hf_ignored;
   for (const auto& n : ckpt.names()) {
     if (expected.count(n) || std::find(ignored.begin(), ignored.end(), n) != ignored.end()) continue;

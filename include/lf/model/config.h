@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 namespace lf::model {
 
@@ -24,6 +25,21 @@ struct RopeConfig {
   double low_freq_factor = 1.0;
   double high_freq_factor = 4.0;
   int64_t original_max_position_embeddings = 8192;
+};
+
+// Mixture of experts (Qwen3-MoE, Qwen2-MoE, Mixtral; family_*.cpp read it). num_experts 0: dense.
+struct MoeConfig {
+  int64_t num_experts = 0;
+  int64_t top_k = 0;                  // num_experts_per_tok
+  int64_t intermediate_size = 0;      // each expert's (moe_intermediate_size; Mixtral: intermediate_size)
+  bool norm_topk_prob = false;
+  int64_t shared_expert_intermediate_size = 0;  // Qwen2-MoE
+  int64_t decoder_sparse_step = 1;    // layer i is sparse when (i + 1) % step == 0 ...
+  std::vector<int64_t> mlp_only_layers;  // ... and i is not listed here (those keep a dense MLP)
+  // transformers adds router_aux_loss_coef x the load-balancing loss to the training loss when the
+  // config says output_router_logits (LLaMA-Factory's moe_aux_loss_coef sets both).
+  bool output_router_logits = false;
+  double router_aux_loss_coef = 0.001;
 };
 
 struct ModelConfig {
@@ -49,6 +65,7 @@ struct ModelConfig {
   // Mistral: attention sees the last sliding_window tokens only; lf-train's attention is full
   // causal, so it trains only rows no longer than the window (the trainer refuses a longer cutoff_len).
   int64_t sliding_window = 0;  // 0: none
+  MoeConfig moe;
   RopeConfig rope;
   std::string torch_dtype = "float32";  // as written in the file ("dtype" in transformers 5)
   std::string raw_json;                 // the file as read, rewritten on save

@@ -1,0 +1,131 @@
+#include "lf/model/moe_experts.h"
+
+#include <ATen/ATen.h>
+#include <torch/csrc/autograd/custom_function.h>
+
+#include "lf/common/error.h"
+#include "lf/model/kernel_paths.h"
+
+namespace lf::model {
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+// a [S, K] times, per expert e, b[e] [K, N] over e's rows: [S, N].
+at::Tensor grouped_mm(const at::Tensor& a, const at::Tensor& b, const ExpertRouting& r) {
+  if (r.host_ends.empty()) return at::_grouped_mm(a, b, r.ends);
+  auto out = at::empty({a.size(0), b.size(2)}, a.options());
+  int64_t start = 0;
+  for (size_t e = 0; e < r.host_ends.size(); ++e) {
+    const int64_t end = r.host_ends[e];
+    if (end > start) at::mm_out(out.narrow(0, start, end - start), a.narrow(0, start, end - start), b[static_cast<int64_t>(e)]);
+    start = end;
+  }
+  return out;
+}
+
+// Per expert e, a[rows of e]^T · g[rows of e]: [E, K, N] for a [S, K], g [S, N] (a weight's gradient;
+// zero for an expert no token chose).
+at::Tensor grouped_weight_grad(const at::Tensor& a, const at::Tensor& g, const ExpertRouting& r, int64_t experts) {
+  if (r.host_ends.empty()) return at::_grouped_mm(a.t(), g, r.ends);
+  auto out = at::zeros({experts, a.size(1), g.size(1)}, a.options());
+  int64_t start = 0;
+  for (int64_t e = 0; e < experts; ++e) {
+    const int64_t end = r.host_ends[static_cast<size_t>(e)];
+    if (end > start) at::mm_out(out[e], a.narrow(0, start, end - start).t(), g.narrow(0, start, end - start));
+    start = end;
+  }
+  return out;
+}
+
+// silu(gate) · up of h [S, 2I] = [gate | up], rounded where autograd's ATen ops round.
+at::Tensor swiglu_halves(const at::Tensor& h) {
+  const int64_t i = h.size(1) / 2;
+  return at::silu(h.narrow(1, 0, i)) * h.narrow(1, i, i);
+}
+
+// d[gate | up] from d(silu(gate) · up).
+at::Tensor swiglu_halves_backward(const at::Tensor& h, const at::Tensor& da) {
+  const int64_t i = h.size(1) / 2;
+  const auto gate = h.narrow(1, 0, i), up = h.narrow(1, i, i);
+  auto dh = at::empty_like(h);
+  at::silu_backward_out(dh.narrow(1, 0, i), da * up, gate);
+  at::mul_out(dh.narrow(1, i, i), da, at::silu(gate));
+  return dh;
+}
+
+struct RoutedExperts : public torch::autograd::Function<RoutedExperts> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& gate_up, const at::Tensor& down,
+                            const at::Tensor& weights, const ExpertRouting* r) {
+    const int64_t n = x.size(0), c = x.size(1), k = r->top_k;
+    const auto xs = x.index_select(0, r->token);                 // [S, C]
+    const auto h = grouped_mm(xs, gate_up.transpose(1, 2), *r);   // [S, 2I]
+    const auto y = grouped_mm(swiglu_halves(h), down.transpose(1, 2), *r);  // [S, C]
+    // Un-permute and weight: out[n] = Σ_j w[n, j] · y[slot of (n, j)].
+    auto out = (y.index_select(0, r->slot_of).view({n, k, c}) * weights.to(y.scalar_type()).unsqueeze(2)).sum(1);
+    ctx->save_for_backward({x, gate_up, down, weights, h, y, r->order, r->token, r->slot_of, r->ends});
+    ctx->saved_data["host_ends"] = r->host_ends;
+    ctx->saved_data["k"] = k;
+    return out;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grad_out) {
+    const auto s = ctx->get_saved_variables();
+    const auto &x = s[0], &gate_up = s[1], &down = s[2], &weights = s[3], &h = s[4], &y = s[5];
+    ExpertRouting r{s[6], s[7], s[8], s[9], ctx->saved_data["host_ends"].toIntVector(), ctx->saved_data["k"].toInt()};
+    const int64_t n = x.size(0), c = x.size(1), k = r.top_k, experts = gate_up.size(0);
+    const auto g = grad_out[0].contiguous();  // [N, C]
+    at::Tensor dx, dgate_up, ddown, dweights;
+    if (ctx->needs_input_grad(3))  // dw[n, j] = <g[n], y[slot of (n, j)]>
+      dweights = (y.index_select(0, r.slot_of).view({n, k, c}).to(at::kFloat) * g.to(at::kFloat).unsqueeze(1))
+                     .sum(2)
+                     .to(weights.scalar_type());
+    // dy[slot] = w of its choice · g[its token]
+    const auto w_sorted = weights.reshape({-1}).index_select(0, r.order).to(g.scalar_type());
+    const auto dy = g.index_select(0, r.token) * w_sorted.unsqueeze(1);  // [S, C]
+    const auto da = grouped_mm(dy, down, r);                              // [S, I]
+    if (ctx->needs_input_grad(2)) ddown = grouped_weight_grad(dy, swiglu_halves(h), r, experts);  // [E, C, I]
+    const auto dh = swiglu_halves_backward(h, da);                                              // [S, 2I]
+    if (ctx->needs_input_grad(1))
+      dgate_up = grouped_weight_grad(dh, x.index_select(0, r.token), r, experts);  // [E, 2I, C]
+    if (ctx->needs_input_grad(0)) {
+      const auto dxs = grouped_mm(dh, gate_up, r);  // [S, C]
+      dx = dxs.index_select(0, r.slot_of).view({n, k, c}).sum(1);
+    }
+    return {dx, dgate_up, ddown, dweights, at::Tensor()};
+  }
+};
+
+}  // namespace
+
+bool grouped_experts_for(const at::Tensor& x) {
+  return x.is_cuda() && x.scalar_type() == at::kBFloat16 && kernel_paths().grouped_mm;
+}
+
+ExpertRouting route_tokens(const at::Tensor& chosen, int64_t experts, bool grouped) {
+  LF_CHECK(chosen.dim() == 2, BackendError, "route_tokens: chosen must be [N, k], got {} dims", chosen.dim());
+  ExpertRouting r;
+  r.top_k = chosen.size(1);
+  const auto flat = chosen.reshape({-1});  // [S]
+  auto [sorted, order] = at::sort(flat, /*stable=*/true, /*dim=*/0, /*descending=*/false);
+  r.order = order;
+  r.token = at::div(order, r.top_k, "floor");
+  r.slot_of = at::empty_like(order).scatter_(0, order, at::arange(order.numel(), order.options()));
+  // ends[e]: how many sorted choices are <= e (a search, no host sync).
+  r.ends = at::searchsorted(sorted, at::arange(experts, sorted.options()), /*out_int32=*/true, /*right=*/true);
+  if (!grouped) {
+    const auto host = r.ends.to(at::kCPU).to(at::kLong);
+    r.host_ends.assign(host.data_ptr<int64_t>(), host.data_ptr<int64_t>() + experts);
+  }
+  return r;
+}
+
+at::Tensor routed_experts(const at::Tensor& x, const at::Tensor& gate_up, const at::Tensor& down,
+                          const at::Tensor& weights, const ExpertRouting& routing) {
+  LF_CHECK(x.dim() == 2 && gate_up.dim() == 3 && down.dim() == 3 && weights.dim() == 2, BackendError,
+           "routed_experts: expected x [N, C], gate_up [E, 2I, C], down [E, C, I], weights [N, k]");
+  return RoutedExperts::apply(x, gate_up, down, weights, &routing);
+}
+
+}  // namespace lf::model
