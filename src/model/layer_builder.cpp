@@ -18,8 +18,8 @@ Linear make_linear(int64_t in, int64_t out, bool bias, const at::TensorOptions& 
 }
 
 Attention make_attention(const AttentionSpec& a, NormKind norm, double eps, const at::TensorOptions& o) {
-  LF_CHECK(a.kind == AttentionKind::kFullCausal, ConfigError, "attention kind {} has no module",
-           static_cast<int>(a.kind));
+  LF_CHECK(a.kind == AttentionKind::kFullCausal || (a.kind == AttentionKind::kSlidingWindow && a.window > 0),
+           ConfigError, "attention kind {} (window {}) has no module", static_cast<int>(a.kind), a.window);
   const int64_t q = a.heads * a.head_dim, kv = a.kv_heads * a.head_dim;
   Attention out;
   out.q_proj_ = make_linear(a.hidden, q, a.qkv_bias, o);
@@ -31,6 +31,9 @@ Attention make_attention(const AttentionSpec& a, NormKind norm, double eps, cons
   out.num_heads_ = a.heads;
   out.num_kv_heads_ = a.kv_heads;
   out.head_dim_ = a.head_dim;
+  out.scale_ = a.scale;
+  out.window_ = a.kind == AttentionKind::kSlidingWindow ? a.window : 0;
+  out.local_rope_ = a.local_rope;
   return out;
 }
 
@@ -57,7 +60,11 @@ std::unique_ptr<FeedForward> make_moe(const MlpSpec& m, RouterAuxLoss* aux, cons
 
 std::unique_ptr<FeedForward> make_mlp(const MlpSpec& m, RouterAuxLoss* aux, const at::TensorOptions& o) {
   switch (m.kind) {
-    case MlpKind::kSwiGlu: return make_swiglu(m.hidden, m.intermediate, m.bias, o);
+    case MlpKind::kSwiGlu: {
+      auto mlp = make_swiglu(m.hidden, m.intermediate, m.bias, o);
+      mlp->gelu_tanh_ = m.activation == MlpActivation::kGeluTanh;
+      return mlp;
+    }
     case MlpKind::kMoe: return make_moe(m, aux, o);
   }
   LF_THROW(ConfigError, "MLP kind {} has no module", static_cast<int>(m.kind));
@@ -68,6 +75,7 @@ std::unique_ptr<FeedForward> make_mlp(const MlpSpec& m, RouterAuxLoss* aux, cons
 RmsNorm build_norm(NormKind kind, int64_t size, double eps, const at::TensorOptions& o) {
   switch (kind) {
     case NormKind::kRms: return {at::empty({size}, o), eps};
+    case NormKind::kRmsOnePlus: return {at::empty({size}, o), eps, /*one_plus=*/true};
   }
   LF_THROW(ConfigError, "norm kind {} has no module", static_cast<int>(kind));
 }
@@ -78,6 +86,10 @@ DecoderLayer build_decoder_layer(const LayerSpec& l, const at::TensorOptions& o,
   out.self_attn_ = make_attention(l.attention, l.norm, l.norm_eps, o);
   out.post_attention_layernorm_ = build_norm(l.norm, l.mlp.hidden, l.norm_eps, o);
   out.mlp_ = make_mlp(l.mlp, aux, o);
+  if (l.sandwich_norms) {
+    out.attn_out_norm_ = std::make_unique<RmsNorm>(build_norm(l.norm, l.attention.hidden, l.norm_eps, o));
+    out.mlp_out_norm_ = std::make_unique<RmsNorm>(build_norm(l.norm, l.mlp.hidden, l.norm_eps, o));
+  }
   return out;
 }
 

@@ -37,6 +37,7 @@ struct UnitBuilder {
   void norm(const std::string& path, NormKind kind, int64_t size) {
     switch (kind) {
       case NormKind::kRms: tensor(path + ".weight", {size}, ParamInit::kOnes); return;
+      case NormKind::kRmsOnePlus: tensor(path + ".weight", {size}, ParamInit::kZeros); return;  // 1 + 0
     }
   }
 };
@@ -100,7 +101,8 @@ void mlp_tensors(UnitBuilder& u, const MlpSpec& m) {
 // 12·L·C, counted with the hidden size).
 double attention_flops_per_position(const AttentionSpec& a) {
   switch (a.kind) {
-    case AttentionKind::kFullCausal: return 12.0 * static_cast<double>(a.hidden);
+    case AttentionKind::kFullCausal:
+    case AttentionKind::kSlidingWindow: return 12.0 * static_cast<double>(a.hidden);  // no window discount (PaLM)
   }
   return 0;
 }
@@ -110,7 +112,13 @@ void layer_tensors(ModelLayout& out, int64_t index, const LayerSpec& l) {
   u.norm("input_layernorm", l.norm, l.attention.hidden);
   attention_tensors(u, l.attention, l.norm);
   mlp_tensors(u, l.mlp);
-  u.norm("post_attention_layernorm", l.norm, l.mlp.hidden);
+  if (l.sandwich_norms) {  // Gemma: post_attention_layernorm norms the attention's output
+    u.norm("post_attention_layernorm", l.norm, l.attention.hidden);
+    u.norm("pre_feedforward_layernorm", l.norm, l.mlp.hidden);
+    u.norm("post_feedforward_layernorm", l.norm, l.mlp.hidden);
+  } else {
+    u.norm("post_attention_layernorm", l.norm, l.mlp.hidden);
+  }
   out.attention_flops_per_token_position += attention_flops_per_position(l.attention);
   out.moe_layers += l.mlp.kind == MlpKind::kMoe;
 }

@@ -5,7 +5,7 @@ namespace {
 
 // Every family lf-train runs: one line each, its spec defined in its own file.
 const ModelSpec* const kFamilies[] = {&kLlamaSpec, &kQwen2Spec, &kQwen3Spec, &kMistralSpec,
-                                      &kQwen3MoeSpec, &kQwen2MoeSpec, &kMixtralSpec};
+                                      &kQwen3MoeSpec, &kQwen2MoeSpec, &kMixtralSpec, &kGemma3Spec};
 
 // Families users ask for that lf-train refuses, with what it lacks (the README lists them).
 struct Refused {
@@ -27,6 +27,9 @@ const Refused kRefused[] = {
     {"SwitchTransformersForConditionalGeneration", "switch_transformers",
      "expert capacity with token dropping (and encoder-decoder models) are not implemented"},
     {"JambaForCausalLM", "jamba", "Jamba's Mamba layers are not implemented"},
+    {"Gemma2ForCausalLM", "gemma2", "Gemma 2's attention and final logit soft-capping are not implemented"},
+    {"Gemma3ForConditionalGeneration", "gemma3",
+     "Gemma 3's vision tower is not implemented (a text-only Gemma3ForCausalLM checkpoint trains)"},
     {"PhimoeForCausalLM", "phimoe", "PhiMoE's sparsemixer routing is not implemented"},
     {"DbrxForCausalLM", "dbrx", "DBRX's fused Wqkv attention with clipping is not implemented"},
 };

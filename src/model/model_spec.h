@@ -28,7 +28,8 @@ struct ModelSpec {
 };
 
 // The families, one file each (model_spec.cpp registers them).
-extern const ModelSpec kLlamaSpec, kQwen2Spec, kQwen3Spec, kMistralSpec, kQwen3MoeSpec, kQwen2MoeSpec, kMixtralSpec;
+extern const ModelSpec kLlamaSpec, kQwen2Spec, kQwen3Spec, kMistralSpec, kQwen3MoeSpec, kQwen2MoeSpec, kMixtralSpec,
+    kGemma3Spec;
 
 // By `architectures[0]`, else by model_type; nullptr when unknown.
 const ModelSpec* find_model_spec(const std::string& architecture, const std::string& model_type);
@@ -62,6 +63,12 @@ T json_or(const nlohmann::json& j, const char* key, T fallback) {
   auto it = j.find(key);
   return it == j.end() || it->is_null() ? fallback : it->get<T>();
 }
+
+// RoPE from `params` (rope_parameters / rope_scaling, or one layer type's entry of them) with the
+// config's `j` for keys transformers reads at the top level: type, theta (default_theta when absent),
+// and each type's own keys. ConfigError for a type lf-train does not implement (config.cpp).
+RopeConfig read_rope(const nlohmann::json& j, const nlohmann::json& params, const ModelConfig& c, double default_theta,
+                     const std::string& source);
 
 // transformers 5 writes layer_types; a sliding-window layer changes attention.
 inline void refuse_sliding_layers(const nlohmann::json& j, const std::string& source) {

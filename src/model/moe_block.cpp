@@ -1,6 +1,9 @@
 #include "lf/model/moe_block.h"
 
 #include <ATen/ATen.h>
+#include <ATen/record_function.h>
+
+#include <tuple>
 
 #include "lf/model/grad_sink.h"
 #include "lf/model/moe_experts.h"
@@ -11,13 +14,19 @@ at::Tensor MoeBlock::forward(const at::Tensor& x, bool training) const {
   const int64_t c = x.size(-1);
   const auto dtype = x.scalar_type();
   const auto flat = x.reshape({-1, c});  // [N, C]
-  const auto logits = at::linear(flat, cast_for_compute(gate_, dtype));  // [N, E]
-  auto probs = at::softmax(logits, -1, at::kFloat);
-  if (aux_) probs = aux_->attach(spec.index, probs);
-  auto [top, chosen] = at::topk(probs, spec.top_k, -1);  // [N, k]
-  if (aux_) aux_->record(spec.index, chosen, probs);
-  if (spec.norm_topk_prob) top = top / top.sum(-1, /*keepdim=*/true);
-  const auto routing = route_tokens(chosen, spec.experts, grouped_experts_for(flat));
+  at::Tensor top;
+  ExpertRouting routing;
+  {
+    RECORD_USER_SCOPE("lf::moe_router");  // LF_PROFILE_TRACE's span (moe_trace_split.py)
+    const auto logits = at::linear(flat, cast_for_compute(gate_, dtype));  // [N, E]
+    auto probs = at::softmax(logits, -1, at::kFloat);
+    if (aux_) probs = aux_->attach(spec.index, probs);
+    at::Tensor chosen;
+    std::tie(top, chosen) = at::topk(probs, spec.top_k, -1);  // [N, k]
+    if (aux_) aux_->record(spec.index, chosen, probs);
+    if (spec.norm_topk_prob) top = top / top.sum(-1, /*keepdim=*/true);
+    routing = route_tokens(chosen, spec.experts, grouped_experts_for(flat));
+  }
   auto out = routed_experts(flat, cast_for_compute(gate_up_, dtype), cast_for_compute(down_, dtype), top.to(dtype),
                             routing);
   if (shared_expert_) {

@@ -1,6 +1,7 @@
 #include "lf/model/moe_experts.h"
 
 #include <ATen/ATen.h>
+#include <ATen/record_function.h>
 #include <torch/csrc/autograd/custom_function.h>
 
 #include "lf/common/error.h"
@@ -59,11 +60,30 @@ struct RoutedExperts : public torch::autograd::Function<RoutedExperts> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& gate_up, const at::Tensor& down,
                             const at::Tensor& weights, const ExpertRouting* r) {
     const int64_t n = x.size(0), c = x.size(1), k = r->top_k;
-    const auto xs = x.index_select(0, r->token);                 // [S, C]
-    const auto h = grouped_mm(xs, gate_up.transpose(1, 2), *r);   // [S, 2I]
-    const auto y = grouped_mm(swiglu_halves(h), down.transpose(1, 2), *r);  // [S, C]
-    // Un-permute and weight: out[n] = Σ_j w[n, j] · y[slot of (n, j)].
-    auto out = (y.index_select(0, r->slot_of).view({n, k, c}) * weights.to(y.scalar_type()).unsqueeze(2)).sum(1);
+    // Named spans for LF_PROFILE_TRACE (scripts/bench/moe_trace_split.py splits the GPU time by them).
+    at::Tensor xs, h, y, out;
+    {
+      RECORD_USER_SCOPE("lf::moe_permute");
+      xs = x.index_select(0, r->token);  // [S, C]
+    }
+    {
+      RECORD_USER_SCOPE("lf::moe_expert_gemm");
+      h = grouped_mm(xs, gate_up.transpose(1, 2), *r);  // [S, 2I]
+    }
+    at::Tensor a;
+    {
+      RECORD_USER_SCOPE("lf::moe_expert_act");
+      a = swiglu_halves(h);
+    }
+    {
+      RECORD_USER_SCOPE("lf::moe_expert_gemm");
+      y = grouped_mm(a, down.transpose(1, 2), *r);  // [S, C]
+    }
+    {
+      // Un-permute and weight: out[n] = Σ_j w[n, j] · y[slot of (n, j)].
+      RECORD_USER_SCOPE("lf::moe_unpermute");
+      out = (y.index_select(0, r->slot_of).view({n, k, c}) * weights.to(y.scalar_type()).unsqueeze(2)).sum(1);
+    }
     ctx->save_for_backward({x, gate_up, down, weights, h, y, r->order, r->token, r->slot_of, r->ends});
     ctx->saved_data["host_ends"] = r->host_ends;
     ctx->saved_data["k"] = k;
@@ -76,21 +96,39 @@ struct RoutedExperts : public torch::autograd::Function<RoutedExperts> {
     ExpertRouting r{s[6], s[7], s[8], s[9], ctx->saved_data["host_ends"].toIntVector(), ctx->saved_data["k"].toInt()};
     const int64_t n = x.size(0), c = x.size(1), k = r.top_k, experts = gate_up.size(0);
     const auto g = grad_out[0].contiguous();  // [N, C]
-    at::Tensor dx, dgate_up, ddown, dweights;
-    if (ctx->needs_input_grad(3))  // dw[n, j] = <g[n], y[slot of (n, j)]>
-      dweights = (y.index_select(0, r.slot_of).view({n, k, c}).to(at::kFloat) * g.to(at::kFloat).unsqueeze(1))
-                     .sum(2)
-                     .to(weights.scalar_type());
-    // dy[slot] = w of its choice · g[its token]
-    const auto w_sorted = weights.reshape({-1}).index_select(0, r.order).to(g.scalar_type());
-    const auto dy = g.index_select(0, r.token) * w_sorted.unsqueeze(1);  // [S, C]
-    const auto da = grouped_mm(dy, down, r);                              // [S, I]
-    if (ctx->needs_input_grad(2)) ddown = grouped_weight_grad(dy, swiglu_halves(h), r, experts);  // [E, C, I]
-    const auto dh = swiglu_halves_backward(h, da);                                              // [S, 2I]
-    if (ctx->needs_input_grad(1))
-      dgate_up = grouped_weight_grad(dh, x.index_select(0, r.token), r, experts);  // [E, 2I, C]
+    at::Tensor dx, dgate_up, ddown, dweights, dy;
+    {
+      RECORD_USER_SCOPE("lf::moe_unpermute");
+      if (ctx->needs_input_grad(3))  // dw[n, j] = <g[n], y[slot of (n, j)]>
+        dweights = (y.index_select(0, r.slot_of).view({n, k, c}).to(at::kFloat) * g.to(at::kFloat).unsqueeze(1))
+                       .sum(2)
+                       .to(weights.scalar_type());
+      // dy[slot] = w of its choice · g[its token]
+      const auto w_sorted = weights.reshape({-1}).index_select(0, r.order).to(g.scalar_type());
+      dy = g.index_select(0, r.token) * w_sorted.unsqueeze(1);  // [S, C]
+    }
+    at::Tensor da, dh;
+    {
+      RECORD_USER_SCOPE("lf::moe_expert_gemm");
+      da = grouped_mm(dy, down, r);  // [S, I]
+      if (ctx->needs_input_grad(2)) ddown = grouped_weight_grad(dy, swiglu_halves(h), r, experts);  // [E, C, I]
+    }
+    {
+      RECORD_USER_SCOPE("lf::moe_expert_act");
+      dh = swiglu_halves_backward(h, da);  // [S, 2I]
+    }
+    {
+      RECORD_USER_SCOPE("lf::moe_expert_gemm");
+      if (ctx->needs_input_grad(1))
+        dgate_up = grouped_weight_grad(dh, x.index_select(0, r.token), r, experts);  // [E, 2I, C]
+    }
     if (ctx->needs_input_grad(0)) {
-      const auto dxs = grouped_mm(dh, gate_up, r);  // [S, C]
+      at::Tensor dxs;
+      {
+        RECORD_USER_SCOPE("lf::moe_expert_gemm");
+        dxs = grouped_mm(dh, gate_up, r);  // [S, C]
+      }
+      RECORD_USER_SCOPE("lf::moe_permute");
       dx = dxs.index_select(0, r.slot_of).view({n, k, c}).sum(1);
     }
     return {dx, dgate_up, ddown, dweights, at::Tensor()};

@@ -53,6 +53,7 @@ std::unique_ptr<MicroStepGraph> Trainer::State::make_graph() {
   g.single_process = world == 1 && strategy->unit_hooks() == nullptr && !routed;
   g.dropout = s.lora.has_value() && c.adapter.lora_dropout > 0;
   g.neat_packing = c.data.neat_packing;
+  g.experts = m.layout().moe_layers > 0;
   g.requested = c.model.kernels.cuda_graphs;
   g.step = [this](const DeviceBatch& d, const at::Tensor& factor) {
     auto loss = forward_loss_sum(d, /*target_rows=*/{});  // every row: shapes fixed by [B,T] alone
@@ -69,17 +70,24 @@ std::unique_ptr<MicroStepGraph> Trainer::State::make_graph() {
   return graph;
 }
 
-at::Tensor Trainer::State::eager_micro_step(const Batch& b, double factor, PhaseClock& phases) {
+at::Tensor Trainer::State::eager_micro_step(const Batch& b, double factor, double scale, at::Tensor& aux,
+                                            PhaseClock& phases) {
+  auto& router = m.router_aux_loss();
+  // The load-balancing loss counts this batch's real tokens; its nodes stay live through backward
+  // (a checkpointed layer attaches its gradient when recomputed).
+  if (aux_coef > 0) router.begin(b.attention_mask.to(device), aux_coef * scale);
   at::Tensor loss_sum;
   {
     RECORD_USER_SCOPE("lf::forward");  // named spans for LF_PROFILE_TRACE
     loss_sum = forward_loss_sum(b);
   }
+  if (aux_coef > 0) aux += router.value().detach().to(at::kDouble);
   phases.lap(Phase::kForward);
   {
     RECORD_USER_SCOPE("lf::backward");
     torch::autograd::backward({loss_sum * factor});
   }
+  router.end();
   phases.lap(Phase::kBackward);
   return loss_sum;
 }
@@ -121,6 +129,8 @@ StepRecord Trainer::State::run_step(const std::vector<int64_t>& perm, int64_t st
   const double lr = c.optim.learning_rate * stepper.sched.factor(stepper.sched_step);
   const double scale = stepper.fp16 ? stepper.scaler.scale() : 1.0;
   at::Tensor loss_acc = at::zeros({}, at::TensorOptions().dtype(at::kDouble).device(device));
+  at::Tensor aux_acc = at::zeros_like(loss_acc);  // the load-balancing losses of this rank's micro-batches
+  int64_t aux_batches = 0;
   StepRecord rec;
   // Micro-steps of the whole step (equal on every rank; this rank's may run out first).
   const int64_t per_micro = layout.micro_batch * layout.world;
@@ -138,7 +148,8 @@ StepRecord Trainer::State::run_step(const std::vector<int64_t>& perm, int64_t st
       graphed = stepper.graph->run(b, scale / denom);
       if (graphed) phases.lap(Phase::kForward);  // forward and backward in one replay
     }
-    const at::Tensor loss_sum = graphed ? *graphed : eager_micro_step(b, scale / denom, phases);
+    const at::Tensor loss_sum = graphed ? *graphed : eager_micro_step(b, scale / denom, scale, aux_acc, phases);
+    aux_batches += aux_coef > 0;
     loss_acc += loss_sum.detach().to(at::kDouble);
     rec.num_tokens += b.num_tokens;
     rec.padded_tokens += b.input_ids.numel();
@@ -156,8 +167,11 @@ StepRecord Trainer::State::run_step(const std::vector<int64_t>& perm, int64_t st
   // The step's one host sync: the loss and the counters of every rank, in one reduction.
   std::vector<double> sums = {loss_acc.item<double>() / denom, static_cast<double>(rec.num_tokens),
                               static_cast<double>(rec.padded_tokens)};
+  if (aux_coef > 0) sums.insert(sums.end(), {aux_acc.item<double>(), static_cast<double>(aux_batches)});
   if (world > 1) sums = strategy->all_reduce_sums(std::move(sums));
-  const double step_loss = sums[0];
+  // HF's Trainer: each micro-batch's loss is its CE share plus coef x its own aux loss, summed.
+  const double step_loss = sums[0] + (aux_coef > 0 ? aux_coef * sums[3] : 0.0);
+  if (aux_coef > 0) rec.has_aux_loss = true, rec.aux_loss = sums[3] / std::max(1.0, sums[4]);
   rec.step_tokens = static_cast<int64_t>(sums[1]);
   rec.step_padded_tokens = static_cast<int64_t>(sums[2]);
   LF_CHECK(std::isfinite(step_loss), NonFiniteLossError,

@@ -145,6 +145,9 @@ struct Trainer::State {
   int64_t rank = 0, world = 1;
   int64_t non_embedding_params = 0;
   ModelFlops model_flops;  // for lf_train_mfu
+  // Mixture of experts: router_aux_loss_coef of the load-balancing loss in training (moe_aux_loss_coef,
+  // else the config.json's under output_router_logits); 0: the loss is not computed.
+  double aux_coef = 0;
   double peak_flops = 0;   // the device's peak FLOP/s (peak_flops.h); 0: MFU not reported
 
   StepState stepper;    // train_step.cpp
@@ -167,8 +170,9 @@ struct Trainer::State {
   void report_progress(const StepRecord& r);  // the step's numbers to the agent (heartbeats)
   // ---- step_graph use (train_step.cpp): the graph of this run's micro-step, or nullptr.
   std::unique_ptr<MicroStepGraph> make_graph();
-  // One micro-step's forward and backward of loss x factor, eagerly; returns the loss sum.
-  at::Tensor eager_micro_step(const Batch& b, double factor, PhaseClock& phases);
+  // One micro-step's forward and backward of loss x factor, eagerly; returns the loss sum. With the
+  // load-balancing loss on, its gradient weighs aux_coef x scale and its value is added to *aux.
+  at::Tensor eager_micro_step(const Batch& b, double factor, double scale, at::Tensor& aux, PhaseClock& phases);
   // A micro-step of a rank with no examples under a strategy that needs every forward.
   void forward_backward_without_targets();
   void run_epoch(int64_t epoch, const TrainPlan& plan, LoopState& loop, TrainSummary& sum, class PhaseClock& phases,

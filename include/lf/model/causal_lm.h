@@ -109,10 +109,15 @@ class CausalLM {
   RmsNorm norm_;
   at::Tensor lm_head_;  // [V,C]; undefined when tied
   at::Tensor inv_freq_;  // [D/2] fp32, on the parameters' device
+  at::Tensor local_inv_freq_;  // the sliding layers' (config.local_rope), or undefined
   std::unique_ptr<RouterAuxLoss> router_aux_;  // the MoE layers hold its address
 };
 
-// The RoPE inverse frequencies, [head_dim/2] fp32, with llama3 scaling applied.
+// The RoPE inverse frequencies, [head_dim/2] fp32, with the scaling of `rope` (the config's, or its
+// sliding layers' local_rope: linear, yarn, llama3; dynamic: the default ones within
+// max_position_embeddings) applied, and the factor yarn scales cos and sin by (1 for the others).
 at::Tensor rope_inv_freq(const ModelConfig& config);
+at::Tensor rope_inv_freq(const ModelConfig& config, const RopeConfig& rope);
+double rope_attention_scaling(const RopeConfig& rope);
 
 }  // namespace lf::model

@@ -16,12 +16,15 @@
 
 namespace lf::model {
 
-// The norms of a decoder layer: RMSNorm over C in fp32, scaled by its weight (Llama).
-// Gemma's x̂ · (1 + w) is another kind (its init: zeros).
-enum class NormKind { kRms };
+// The norms of a decoder layer: RMSNorm over C in fp32, scaled by its weight (Llama: the normed
+// value rounded to the activation dtype, then times w); Gemma's x̂ · (1 + w), all in fp32 and
+// rounded once (its weights start at zero).
+enum class NormKind { kRms, kRmsOnePlus };
 // What a layer's queries attend over: every earlier position of their row (or of their packed
-// sequence). Sliding-window layers are another kind.
-enum class AttentionKind { kFullCausal };
+// sequence); or only the last `window` of those (Gemma 3's sliding layers).
+enum class AttentionKind { kFullCausal, kSlidingWindow };
+// A gated MLP's gate activation: SiLU (SwiGLU) or GELU's tanh approximation (Gemma's GeGLU).
+enum class MlpActivation { kSilu, kGeluTanh };
 // A layer's feed-forward block: SwiGLU, down(silu(gate(x)) * up(x)); or a router over experts
 // (MoeSpec: top-k of softmax(gate(x)), each chosen expert a SwiGLU, their outputs weighted and
 // summed, no token dropped), with an optional shared expert (Qwen2-MoE).
@@ -53,19 +56,26 @@ struct AttentionSpec {
   bool qkv_bias = false;  // q_proj, k_proj, v_proj
   bool o_bias = false;
   bool qk_norm = false;   // an RMSNorm over head_dim of every query and key head before RoPE (Qwen3)
+  int64_t window = 0;     // kSlidingWindow: a query sees keys i - window < j <= i
+  double scale = 0;       // the scores' scale; 0: 1 / sqrt(head_dim) (Gemma: query_pre_attn_scalar^-0.5)
+  bool local_rope = false;  // RoPE from the config's local_rope (Gemma 3's sliding layers)
 };
 
 struct MlpSpec {
   MlpKind kind = MlpKind::kSwiGlu;
   int64_t hidden = 0, intermediate = 0;
   bool bias = false;
+  MlpActivation activation = MlpActivation::kSilu;
   MoeSpec moe;  // kMoe only
 };
 
-// One pre-norm decoder layer: x + attention(norm(x)), then h + mlp(norm(h)).
+// One pre-norm decoder layer: x + attention(norm(x)), then h + mlp(norm(h)). With sandwich norms
+// (Gemma 2/3) the attention's and the MLP's outputs are normed too before their residual add:
+// h = x + norm(attention(norm(x))), y = h + norm(mlp(norm(h))).
 struct LayerSpec {
   NormKind norm = NormKind::kRms;
   double norm_eps = 1e-6;
+  bool sandwich_norms = false;
   AttentionSpec attention;
   MlpSpec mlp;
 };
