@@ -51,11 +51,11 @@ std::string shape_str(const std::vector<int64_t>& s) { return fmt::format("[{}]"
 
 namespace {
 
-// The parameter as [n, piece...] for its n HF pieces (experts held fused): a view of `t`.
-at::Tensor as_pieces(const ParamSpec& p, const at::Tensor& t) {
+// [n, piece...] for a parameter's n HF pieces (experts held fused): the view of it they fill.
+std::vector<int64_t> pieces_shape(const ParamSpec& p) {
   std::vector<int64_t> shape{static_cast<int64_t>(p.hf.size())};
   shape.insert(shape.end(), p.hf[0].shape.begin(), p.hf[0].shape.end());
-  return t.view(shape);
+  return shape;
 }
 
 }  // namespace
@@ -71,7 +71,7 @@ void read_hf_tensors(const ParamSpec& p, const SafetensorsCheckpoint& ckpt, at::
   };
   if (p.hf.size() == 1) return read(p.hf[0].name, dst);
   if (reads_whole_from(p, ckpt)) return read(p.name, dst);
-  auto pieces = as_pieces(p, dst);  // dst is contiguous: allocated by the model or a gather
+  auto pieces = dst.view(pieces_shape(p));  // dst is contiguous: allocated by the model or a gather
   for (size_t k = 0; k < p.hf.size(); ++k) read(p.hf[k].name, pieces.select(0, static_cast<int64_t>(k)));
 }
 
@@ -82,8 +82,8 @@ std::vector<LazyTensor> hf_lazy_tensors(const ParamSpec& p, c10::ScalarType dtyp
   auto left = std::make_shared<size_t>(p.hf.size());
   std::vector<LazyTensor> out;
   for (size_t k = 0; k < p.hf.size(); ++k)
-    out.push_back({p.hf[k].name, p.hf[k].shape, dtype, [value, left, fetch, k, p] {
-                     if (!value->defined()) *value = as_pieces(p, fetch().contiguous());
+    out.push_back({p.hf[k].name, p.hf[k].shape, dtype, [value, left, fetch, k, shape = pieces_shape(p)] {
+                     if (!value->defined()) *value = fetch().contiguous().view(shape);
                      auto piece = value->select(0, static_cast<int64_t>(k));
                      if (--*left == 0) value->reset();
                      return piece;

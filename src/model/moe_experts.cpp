@@ -4,7 +4,11 @@
 #include <ATen/record_function.h>
 #include <torch/csrc/autograd/custom_function.h>
 
+#include <tuple>
+
 #include "lf/common/error.h"
+#include "lf/kernels/fused_ops.h"
+#include "lf/model/fused_dispatch.h"
 #include "lf/model/kernel_paths.h"
 
 namespace lf::model {
@@ -20,7 +24,10 @@ at::Tensor grouped_mm(const at::Tensor& a, const at::Tensor& b, const ExpertRout
   int64_t start = 0;
   for (size_t e = 0; e < r.host_ends.size(); ++e) {
     const int64_t end = r.host_ends[e];
-    if (end > start) at::mm_out(out.narrow(0, start, end - start), a.narrow(0, start, end - start), b[static_cast<int64_t>(e)]);
+    if (end > start) {
+      auto rows = out.narrow(0, start, end - start);
+      at::mm_out(rows, a.narrow(0, start, end - start), b[static_cast<int64_t>(e)]);
+    }
     start = end;
   }
   return out;
@@ -29,30 +36,43 @@ at::Tensor grouped_mm(const at::Tensor& a, const at::Tensor& b, const ExpertRout
 // Per expert e, a[rows of e]^T · g[rows of e]: [E, K, N] for a [S, K], g [S, N] (a weight's gradient;
 // zero for an expert no token chose).
 at::Tensor grouped_weight_grad(const at::Tensor& a, const at::Tensor& g, const ExpertRouting& r, int64_t experts) {
-  if (r.host_ends.empty()) return at::_grouped_mm(a.t(), g, r.ends);
+  if (r.host_ends.empty()) {
+    // An expert no token chose is an empty group: its block is not written by every kernel; zero it
+    // (found on the device, no sync).
+    auto out = at::_grouped_mm(a.t(), g, r.ends);
+    const auto starts = at::cat({at::zeros({1}, r.ends.options()), r.ends.narrow(0, 0, experts - 1)});
+    return out.masked_fill_((r.ends == starts).view({experts, 1, 1}), 0);
+  }
   auto out = at::zeros({experts, a.size(1), g.size(1)}, a.options());
   int64_t start = 0;
   for (int64_t e = 0; e < experts; ++e) {
     const int64_t end = r.host_ends[static_cast<size_t>(e)];
-    if (end > start) at::mm_out(out[e], a.narrow(0, start, end - start).t(), g.narrow(0, start, end - start));
+    if (end > start) {
+      auto slice = out[e];
+      at::mm_out(slice, a.narrow(0, start, end - start).t(), g.narrow(0, start, end - start));
+    }
     start = end;
   }
   return out;
 }
 
-// silu(gate) · up of h [S, 2I] = [gate | up], rounded where autograd's ATen ops round.
-at::Tensor swiglu_halves(const at::Tensor& h) {
+// silu(gate) · up of h [S, 2I] = [gate | up], rounded where autograd's ATen ops round; the fused
+// kernel (lf/kernels/moe.h) where the fused ops take these activations.
+at::Tensor swiglu_halves(const at::Tensor& h, const kernels::FusedOps* fused) {
+  if (fused) return fused->moe_swiglu_halves(h);
   const int64_t i = h.size(1) / 2;
   return at::silu(h.narrow(1, 0, i)) * h.narrow(1, i, i);
 }
 
 // d[gate | up] from d(silu(gate) · up).
-at::Tensor swiglu_halves_backward(const at::Tensor& h, const at::Tensor& da) {
+at::Tensor swiglu_halves_backward(const at::Tensor& h, const at::Tensor& da, const kernels::FusedOps* fused) {
+  if (fused) return fused->moe_swiglu_halves_backward(h, da);
   const int64_t i = h.size(1) / 2;
   const auto gate = h.narrow(1, 0, i), up = h.narrow(1, i, i);
   auto dh = at::empty_like(h);
-  at::silu_backward_out(dh.narrow(1, 0, i), da * up, gate);
-  at::mul_out(dh.narrow(1, i, i), da, at::silu(gate));
+  auto dgate = dh.narrow(1, 0, i), dup = dh.narrow(1, i, i);
+  at::silu_backward_out(dgate, da * up, gate);
+  at::mul_out(dup, da, at::silu(gate));
   return dh;
 }
 
@@ -60,6 +80,7 @@ struct RoutedExperts : public torch::autograd::Function<RoutedExperts> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& gate_up, const at::Tensor& down,
                             const at::Tensor& weights, const ExpertRouting* r) {
     const int64_t n = x.size(0), c = x.size(1), k = r->top_k;
+    const auto* fused = fused_ops_for(x);
     // Named spans for LF_PROFILE_TRACE (scripts/bench/moe_trace_split.py splits the GPU time by them).
     at::Tensor xs, h, y, out;
     {
@@ -73,7 +94,7 @@ struct RoutedExperts : public torch::autograd::Function<RoutedExperts> {
     at::Tensor a;
     {
       RECORD_USER_SCOPE("lf::moe_expert_act");
-      a = swiglu_halves(h);
+      a = swiglu_halves(h, fused);
     }
     {
       RECORD_USER_SCOPE("lf::moe_expert_gemm");
@@ -82,7 +103,8 @@ struct RoutedExperts : public torch::autograd::Function<RoutedExperts> {
     {
       // Un-permute and weight: out[n] = Σ_j w[n, j] · y[slot of (n, j)].
       RECORD_USER_SCOPE("lf::moe_unpermute");
-      out = (y.index_select(0, r->slot_of).view({n, k, c}) * weights.to(y.scalar_type()).unsqueeze(2)).sum(1);
+      out = fused ? fused->moe_combine(y, r->slot_of, weights, k)
+                  : (y.index_select(0, r->slot_of).view({n, k, c}) * weights.to(y.scalar_type()).unsqueeze(2)).sum(1);
     }
     ctx->save_for_backward({x, gate_up, down, weights, h, y, r->order, r->token, r->slot_of, r->ends});
     ctx->saved_data["host_ends"] = r->host_ends;
@@ -96,8 +118,12 @@ struct RoutedExperts : public torch::autograd::Function<RoutedExperts> {
     ExpertRouting r{s[6], s[7], s[8], s[9], ctx->saved_data["host_ends"].toIntVector(), ctx->saved_data["k"].toInt()};
     const int64_t n = x.size(0), c = x.size(1), k = r.top_k, experts = gate_up.size(0);
     const auto g = grad_out[0].contiguous();  // [N, C]
+    const auto* fused = fused_ops_for(x);
     at::Tensor dx, dgate_up, ddown, dweights, dy;
-    {
+    if (fused) {
+      RECORD_USER_SCOPE("lf::moe_unpermute");
+      std::tie(dy, dweights) = fused->moe_combine_backward(g, y, r.slot_of, weights, ctx->needs_input_grad(3));
+    } else {
       RECORD_USER_SCOPE("lf::moe_unpermute");
       if (ctx->needs_input_grad(3))  // dw[n, j] = <g[n], y[slot of (n, j)]>
         dweights = (y.index_select(0, r.slot_of).view({n, k, c}).to(at::kFloat) * g.to(at::kFloat).unsqueeze(1))
@@ -111,11 +137,11 @@ struct RoutedExperts : public torch::autograd::Function<RoutedExperts> {
     {
       RECORD_USER_SCOPE("lf::moe_expert_gemm");
       da = grouped_mm(dy, down, r);  // [S, I]
-      if (ctx->needs_input_grad(2)) ddown = grouped_weight_grad(dy, swiglu_halves(h), r, experts);  // [E, C, I]
+      if (ctx->needs_input_grad(2)) ddown = grouped_weight_grad(dy, swiglu_halves(h, fused), r, experts);  // [E, C, I]
     }
     {
       RECORD_USER_SCOPE("lf::moe_expert_act");
-      dh = swiglu_halves_backward(h, da);  // [S, 2I]
+      dh = swiglu_halves_backward(h, da, fused);  // [S, 2I]
     }
     {
       RECORD_USER_SCOPE("lf::moe_expert_gemm");
@@ -129,7 +155,7 @@ struct RoutedExperts : public torch::autograd::Function<RoutedExperts> {
         dxs = grouped_mm(dh, gate_up, r);  // [S, C]
       }
       RECORD_USER_SCOPE("lf::moe_permute");
-      dx = dxs.index_select(0, r.slot_of).view({n, k, c}).sum(1);
+      dx = fused ? fused->moe_combine(dxs, r.slot_of, at::Tensor(), k) : dxs.index_select(0, r.slot_of).view({n, k, c}).sum(1);
     }
     return {dx, dgate_up, ddown, dweights, at::Tensor()};
   }

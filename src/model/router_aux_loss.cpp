@@ -42,14 +42,15 @@ struct StateHolder : torch::CustomClassHolder {
 struct AuxGradient : public torch::autograd::Function<AuxGradient> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& probs, std::shared_ptr<RouterAuxLoss::State> s) {
     ctx->saved_data["state"] = c10::IValue::make_capsule(c10::make_intrusive<StateHolder>(std::move(s)));
+    ctx->saved_data["tokens"] = probs.size(0);
     return probs.clone();
   }
   static variable_list backward(AutogradContext* ctx, variable_list grad_out) {
     const auto s = c10::static_intrusive_pointer_cast<StateHolder>(ctx->saved_data["state"].toCapsule())->state;
-    const int64_t experts = grad_out[0].size(1);
-    auto g = s->token_fraction() * (s->grad_weight * static_cast<double>(experts)) /
-             (s->tokens * static_cast<double>(s->layers));  // [E]
-    auto add = s->mask.defined() ? s->mask.unsqueeze(1) * g.unsqueeze(0) : g.unsqueeze(0).expand_as(grad_out[0]);
+    const auto f = s->token_fraction();  // [E]
+    const auto g = f * (s->grad_weight * static_cast<double>(f.size(0))) / (s->tokens * static_cast<double>(s->layers));
+    const auto n = ctx->saved_data["tokens"].toInt();
+    auto add = s->mask.defined() ? s->mask.unsqueeze(1) * g.unsqueeze(0) : g.unsqueeze(0).expand({n, f.size(0)});
     return {grad_out[0].defined() ? grad_out[0] + add : add.contiguous(), at::Tensor()};
   }
 };

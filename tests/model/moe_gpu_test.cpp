@@ -45,11 +45,11 @@ ExpertsRun run_experts(const at::Device& device, at::ScalarType dtype, bool grou
 }
 
 void expect_close(const ExpertsRun& a, const ExpertsRun& ref, double tol, const char* what) {
-  EXPECT_LE(test::rel_l2_err(a.out, ref.out), tol) << what << " out";
-  EXPECT_LE(test::rel_l2_err(a.dx, ref.dx), tol) << what << " dx";
-  EXPECT_LE(test::rel_l2_err(a.dgate_up, ref.dgate_up), tol) << what << " dgate_up";
-  EXPECT_LE(test::rel_l2_err(a.ddown, ref.ddown), tol) << what << " ddown";
-  EXPECT_LE(test::rel_l2_err(a.dweights, ref.dweights), tol) << what << " dweights";
+  EXPECT_LE(lf::test::rel_l2_err(a.out, ref.out), tol) << what << " out";
+  EXPECT_LE(lf::test::rel_l2_err(a.dx, ref.dx), tol) << what << " dx";
+  EXPECT_LE(lf::test::rel_l2_err(a.dgate_up, ref.dgate_up), tol) << what << " dgate_up";
+  EXPECT_LE(lf::test::rel_l2_err(a.ddown, ref.ddown), tol) << what << " ddown";
+  EXPECT_LE(lf::test::rel_l2_err(a.dweights, ref.dweights), tol) << what << " dweights";
 }
 
 TEST(MoeGpu, GroupedExpertsEqualPerExpertAndCpu) {
@@ -75,7 +75,7 @@ TEST(MoeGpu, Qwen3MoeLayerOnTheGpuIsTheCpus) {
   auto& aux = model->router_aux_loss();
   aux.begin(ref.at("attention_mask").reshape({-1}).to(gpu.device), 0.0);
   const auto logits = model->forward(ref.at("input_ids").to(gpu.device));
-  EXPECT_LE(test::rel_l2_err(logits, ref.at("logits")), 3e-2);
+  EXPECT_LE(lf::test::rel_l2_err(logits, ref.at("logits")), 3e-2);
   EXPECT_NEAR(aux.value().item<double>(), ref.at("aux.aux_loss").item<double>(), 2e-2);
   aux.end();
 }
