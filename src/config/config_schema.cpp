@@ -92,6 +92,13 @@ std::vector<KeyDecl> model_and_method_keys() {
           })
           .sample("0.5")
           .observe("losses"),
+      implemented("use_reentrant_gc", LF_FIELD(model, use_reentrant_gc),
+                  "with gradient checkpointing and moe_aux_loss_coef: true (LLaMA-Factory's default) is reentrant "
+                  "checkpointing, under which transformers' load-balancing loss is logged but trains nothing (its "
+                  "router logits come from the no-grad forward), and lf-train does the same; false trains the "
+                  "routers with it. The checkpointing itself is lf-train's either way")
+          .sample("false")
+          .observe("losses"),
       implemented("stage", LF_FIELD(objective, stage),
                   "sft (supervised fine-tuning) or pt (continued pre-training on plain text: the `text` column, "
                   "eos per text, packed into cutoff_len blocks, labels = inputs, as LLaMA-Factory)")

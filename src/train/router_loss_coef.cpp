@@ -28,4 +28,13 @@ double router_aux_loss_coef(const config::JobPlan& plan, const model::CausalLM& 
   return coef;
 }
 
+bool router_aux_loss_trains(const config::JobPlan& plan, double coef) {
+  if (coef == 0 || !plan.model.gradient_checkpointing || !plan.model.use_reentrant_gc) return true;
+  spdlog::warn("moe_aux_loss_coef with gradient checkpointing and use_reentrant_gc: true (LLaMA-Factory's default): "
+               "transformers records the routers' logits in the reentrant checkpoint's no-grad forward, so the "
+               "load-balancing loss is logged but adds no gradient; lf-train does the same. Set use_reentrant_gc: "
+               "false (or disable_gradient_checkpointing: true) for it to train the routers");
+  return false;
+}
+
 }  // namespace lf::train

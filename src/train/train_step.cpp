@@ -75,7 +75,7 @@ at::Tensor Trainer::State::eager_micro_step(const Batch& b, double factor, doubl
   auto& router = m.router_aux_loss();
   // The load-balancing loss counts this batch's real tokens; its nodes stay live through backward
   // (a checkpointed layer attaches its gradient when recomputed).
-  if (aux_coef > 0) router.begin(b.attention_mask.to(device), aux_coef * scale);
+  if (aux_coef > 0) router.begin(b.attention_mask.to(device), aux_trains ? aux_coef * scale : 0.0);
   at::Tensor loss_sum;
   {
     RECORD_USER_SCOPE("lf::forward");  // named spans for LF_PROFILE_TRACE

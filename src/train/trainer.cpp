@@ -131,6 +131,7 @@ Trainer::Trainer(TrainerSetup setup) {
   }
   st.model_flops = model_flops(st.m, trainable);
   st.aux_coef = router_aux_loss_coef(c, st.m);
+  st.aux_trains = router_aux_loss_trains(c, st.aux_coef);
   st.peak_flops = peak_flops_per_s(st.device, st.m.compute_dtype(), c.logging.peak_tflops);
   st.stepper.graph = st.make_graph();
 }

@@ -148,6 +148,7 @@ struct Trainer::State {
   // Mixture of experts: router_aux_loss_coef of the load-balancing loss in training (moe_aux_loss_coef,
   // else the config.json's under output_router_logits); 0: the loss is not computed.
   double aux_coef = 0;
+  bool aux_trains = true;  // false: only logged (router_loss_coef.h's router_aux_loss_trains)
   double peak_flops = 0;   // the device's peak FLOP/s (peak_flops.h); 0: MFU not reported
 
   StepState stepper;    // train_step.cpp

@@ -1,8 +1,9 @@
 """Mixture-of-experts training end to end (issue 30), through the real lf-train on fp32 CPU:
 
 - each family's full and LoRA runs, with moe_aux_loss_coef unset and set (the load-balancing loss in
-  every micro-batch's loss, activation checkpointing recomputing the routers), equal LLaMA-Factory
-  0.9.5's own runs on the same YAML and weights (tests/fixtures/train/lf_moe/, made by
+  every micro-batch's loss; with non-reentrant activation checkpointing its gradient through recomputed
+  routers; with LLaMA-Factory's default reentrant checkpointing only logged, as transformers does), equal
+  LLaMA-Factory 0.9.5's own runs on the same YAML and weights (tests/fixtures/train/lf_moe/, made by
   scripts/fixtures/lf_moe_reference.py): loss, grad_norm, learning rate and epoch at every step;
 - ZeRO-3 on 2 ranks (and ZeRO-2, DDP) equals one process replaying the same micro-batches, the aux loss
   being each micro-batch's own statistic: per-step and eval losses and final weights within 1e-5;
@@ -25,7 +26,7 @@ def overrides(run):
 
 
 @pytest.mark.parametrize("family", ["qwen3_moe", "qwen2_moe", "mixtral"])
-@pytest.mark.parametrize("run", ["full", "full_aux", "lora", "lora_aux"])
+@pytest.mark.parametrize("run", ["full", "full_aux", "full_aux_ckpt", "lora", "lora_aux"])
 def test_moe_run_is_llamafactorys(tmp_path, family, run):
     fixture = os.path.join("lf_moe", family)
     got = run_fixture_yaml(tmp_path, fixture, os.path.join("..", "sft.yaml"), *overrides(run))
@@ -55,11 +56,13 @@ def moe_model(tmp_path):
 
 @pytest.mark.parametrize("mode", ["full", "lora"])
 def test_sharded_moe_equals_one_process(tmp_path, mode):
-    """The global batch 4 as one process x 4 rows x 2 micro-steps, and as 2 ranks x 2 rows x 2 at ZeRO-3, at
-    ZeRO-2 and under DDP; activation checkpointing on, the load-balancing loss on."""
+    """The aux loss is each micro-batch's own statistic (transformers), so the reference replays the same
+    micro-batches: one process x 2 rows x 4 micro-steps, against 2 ranks x 2 rows x 2 micro-steps at ZeRO-3,
+    at ZeRO-2 and under DDP (rank r's micro-step k holds the global batch's rows 4k + 2r, 4k + 2r + 1);
+    activation checkpointing on, the load-balancing loss training the routers (use_reentrant_gc false)."""
     extra = [f"model_name_or_path={moe_model(tmp_path)}", "moe_aux_loss_coef=0.1", "max_steps=6", "eval_steps=3",
-             "cutoff_len=64", "disable_gradient_checkpointing=false"]
-    ref = train(tmp_path / "one", mode, (1, 1, 4), *extra)
+             "cutoff_len=64", "disable_gradient_checkpointing=false", "use_reentrant_gc=false"]
+    ref = train(tmp_path / "one", mode, (1, 1, 2), *extra, "gradient_accumulation_steps=4")
     for stage in (3, 2):
         got = train(tmp_path / f"z{stage}", mode, (1, 2, 2), *extra, *zero(stage),
                     distributed_line=f"ZeRO-{stage}: rank 0 of 2")

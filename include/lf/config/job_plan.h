@@ -45,6 +45,10 @@ struct ModelSection {
   // sets output_router_logits and router_aux_loss_coef from it). Unset or 0: the config.json's
   // router_aux_loss_coef when it says output_router_logits, else none (transformers).
   std::optional<double> moe_aux_loss_coef;
+  // LLaMA-Factory's use_reentrant_gc (default true): under activation checkpointing transformers then
+  // records the routers' logits in the checkpoint's no-grad forward, and the load-balancing loss adds
+  // to the logged loss but no gradient; false: it trains the routers. No effect on a dense model.
+  bool use_reentrant_gc = true;
   KernelPaths kernels;
 };
 

@@ -16,4 +16,9 @@ namespace lf::train {
 // is refused (LLaMA-Factory's packed attention mask is not one transformers' aux loss reads).
 double router_aux_loss_coef(const config::JobPlan& plan, const model::CausalLM& m);
 
+// Whether the load-balancing loss has a gradient (weight coef) or is only logged: LLaMA-Factory's
+// reentrant activation checkpointing (use_reentrant_gc, its default) records transformers' router
+// logits in the no-grad forward, so there the loss trains nothing; said in one warning.
+bool router_aux_loss_trains(const config::JobPlan& plan, double coef);
+
 }  // namespace lf::train
