@@ -86,9 +86,9 @@ def fx(tmp_path_factory):
     info["think"] = {"file_name": "think.jsonl", "formatting": "sharegpt", "columns": {"messages": "conversations"}}
     (data / "dataset_info.json").write_text(json.dumps(info))
     f["data"] = data
-    # A mixture-of-experts model (tests/fixtures/train/lf_moe's Qwen3-MoE) with the tiny tokenizer.
+    # A mixture-of-experts model (tests/fixtures/train/lf_families's Qwen3-MoE) with the tiny tokenizer.
     moe = t / "moe_model"
-    shutil.copytree(os.path.join(ROOT, "tests", "fixtures", "train", "lf_moe", "qwen3_moe", "model"), moe)
+    shutil.copytree(os.path.join(ROOT, "tests", "fixtures", "train", "lf_families", "qwen3_moe", "model"), moe)
     for name in ("tokenizer.json", "tokenizer_config.json"):
         shutil.copy(os.path.join(ROOT, "configs", "models", "tiny", name), moe)
     f["moe_model"] = moe

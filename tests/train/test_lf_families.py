@@ -1,10 +1,11 @@
-"""Mixture-of-experts training end to end (issue 30), through the real lf-train on fp32 CPU:
+"""Issue 30's families in training end to end, through the real lf-train on fp32 CPU:
 
-- each family's full and LoRA runs, with moe_aux_loss_coef unset and set (the load-balancing loss in
+- Gemma 3's full and LoRA runs (sliding layers with a window shorter than the rows), and each
+  mixture-of-experts family's full and LoRA runs, with moe_aux_loss_coef unset and set (the load-balancing loss in
   every micro-batch's loss; with non-reentrant activation checkpointing its gradient through recomputed
   routers; with LLaMA-Factory's default reentrant checkpointing only logged, as transformers does), equal
-  LLaMA-Factory 0.9.5's own runs on the same YAML and weights (tests/fixtures/train/lf_moe/, made by
-  scripts/fixtures/lf_moe_reference.py): loss, grad_norm, learning rate and epoch at every step;
+  LLaMA-Factory 0.9.5's own runs on the same YAML and weights (tests/fixtures/train/lf_families/, made by
+  scripts/fixtures/lf_families_reference.py): loss, grad_norm, learning rate and epoch at every step;
 - ZeRO-3 on 2 ranks (and ZeRO-2, DDP) equals one process replaying the same micro-batches, the aux loss
   being each micro-batch's own statistic: per-step and eval losses and final weights within 1e-5;
 - the full output is the Hub's per-expert layout and loads in transformers with lf-train's logits."""
@@ -17,7 +18,7 @@ from test_lf_outputs import assert_steps_are, load, run_fixture_yaml  # noqa: E4
 from test_zero_equivalence import same, zero  # noqa: E402
 from train_runs import ROOT, train  # noqa: E402
 
-FIX = os.path.join(ROOT, "tests", "fixtures", "train", "lf_moe")
+FIX = os.path.join(ROOT, "tests", "fixtures", "train", "lf_families")
 EXPECTED = load(os.path.join(FIX, "expected.json"))
 
 
@@ -25,10 +26,11 @@ def overrides(run):
     return [f"{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in EXPECTED["runs"][run].items()]
 
 
-@pytest.mark.parametrize("family", ["qwen3_moe", "qwen2_moe", "mixtral"])
-@pytest.mark.parametrize("run", ["full", "full_aux", "full_aux_ckpt", "lora", "lora_aux"])
-def test_moe_run_is_llamafactorys(tmp_path, family, run):
-    fixture = os.path.join("lf_moe", family)
+@pytest.mark.parametrize("family,run", [(f, r) for f in ("qwen3_moe", "qwen2_moe", "mixtral", "gemma3")
+                                        for r in ("full", "full_aux", "full_aux_ckpt", "lora", "lora_aux")
+                                        if f != "gemma3" or r in ("full", "lora")])
+def test_run_is_llamafactorys(tmp_path, family, run):
+    fixture = os.path.join("lf_families", family)
     got = run_fixture_yaml(tmp_path, fixture, os.path.join("..", "sft.yaml"), *overrides(run))
     assert_steps_are(got, EXPECTED[family][run], 1e-5)
 
@@ -38,7 +40,7 @@ def test_aux_loss_changes_the_loss_and_is_logged(tmp_path):
     and lf-train's trainer_log.jsonl carries the aux loss beside the loss."""
     plain, aux = EXPECTED["qwen3_moe"]["full"], EXPECTED["qwen3_moe"]["full_aux"]
     assert min(abs(a["loss"] - p["loss"]) for a, p in zip(aux, plain)) > 1e-3
-    run_fixture_yaml(tmp_path, os.path.join("lf_moe", "qwen3_moe"), os.path.join("..", "sft.yaml"), *overrides("full_aux"))
+    run_fixture_yaml(tmp_path, os.path.join("lf_families", "qwen3_moe"), os.path.join("..", "sft.yaml"), *overrides("full_aux"))
     out = [d for d in os.listdir(tmp_path) if d.startswith("out")][0]
     log = [json.loads(l) for l in open(tmp_path / out / "trainer_log.jsonl")]
     steps = [l for l in log if "loss" in l]
@@ -73,7 +75,7 @@ def test_sharded_moe_equals_one_process(tmp_path, mode):
 
 def test_full_output_loads_in_transformers(tmp_path):
     """The saved model holds the Hub's per-expert tensors and transformers computes lf-train's logits from it."""
-    run_fixture_yaml(tmp_path, os.path.join("lf_moe", "qwen2_moe"), os.path.join("..", "sft.yaml"), "max_steps=1")
+    run_fixture_yaml(tmp_path, os.path.join("lf_families", "qwen2_moe"), os.path.join("..", "sft.yaml"), "max_steps=1")
     out = tmp_path / [d for d in os.listdir(tmp_path) if d.startswith("out")][0]
     from safetensors import safe_open
     with safe_open(out / "model.safetensors", "np") as f:
