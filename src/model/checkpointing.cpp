@@ -43,10 +43,10 @@ struct LayerCheckpoint : public torch::autograd::Function<LayerCheckpoint> {
     const auto* layer = reinterpret_cast<const DecoderLayer*>(ctx->saved_data["layer"].toInt());
     const RopeTables rope{ctx->saved_data["cos"].toTensor(),
                           ctx->saved_data["sin"].toTensor(),
-                          ctx->saved_data["local_cos"].toTensor(),
-                          ctx->saved_data["local_sin"].toTensor(),
                           ctx->saved_data["mask"].toTensor(),
-                          {ctx->saved_data["cu_seqlens"].toTensor(), ctx->saved_data["max_seqlen"].toInt()}};
+                          {ctx->saved_data["cu_seqlens"].toTensor(), ctx->saved_data["max_seqlen"].toInt()},
+                          ctx->saved_data["local_cos"].toTensor(),
+                          ctx->saved_data["local_sin"].toTensor()};
     const bool training = ctx->saved_data["training"].toBool();
     auto gen = at::globalContext().defaultGenerator(x.device());
     const bool rng = ctx->saved_data.count("rng") > 0;

@@ -69,9 +69,9 @@ struct RmsNorm {
 struct RopeTables {
   at::Tensor cos;  // [T, D] or [B, 1, T, D]
   at::Tensor sin;
-  at::Tensor local_cos, local_sin;  // the sliding layers' own RoPE (Gemma 3), or undefined
   at::Tensor attn_mask;  // [B, 1, T, T] bool (true: attend), or undefined: causal over the row
   VarlenSegments varlen;  // neat_packing on a GPU instead of attn_mask (varlen_attention.h)
+  at::Tensor local_cos, local_sin;  // the sliding layers' own RoPE (Gemma 3), or undefined
 };
 
 // Qwen3's per-head RMSNorm of queries and keys ([.., H, D] over D), before RoPE (qwen3_layers.cpp).
