@@ -2,7 +2,7 @@
 configs/tiny_cpu.yaml over the CPU backend; SIGSTOP of node 1's rank 3 mid-step. Reports the
 time from the SIGSTOP to the rendezvous server's failure_detected event (node 0's --event-log)
 and to the exit of both lf-train processes, for:
-  liveness   default knobs: the liveness timeout (30 s) finds the stopped process;
+  liveness   default knobs: the liveness timeout (10 s since issue 29; 30 s before) finds the stopped process;
   progress   liveness off (LF_WORKER_LIVENESS_TIMEOUT_S=0): the step deadline alone (floor
              LF_PROGRESS_STEP_FLOOR_S, --floor, default 120 s as shipped).
 Usage: python3 scripts/bench/worker_hang_detection.py [--reps 1] [--cases liveness,progress] [--floor 120]

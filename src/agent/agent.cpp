@@ -17,12 +17,14 @@
 #include <thread>
 
 #include "lf/agent/address_probe.h"
+#include "lf/agent/hosted_server.h"
 #include "lf/agent/rank_reports.h"
 #include "lf/agent/worker_env.h"
 #include "lf/agent/worker_group.h"
 #include "lf/agent/worker_process.h"
 #include "lf/common/env.h"
 #include "lf/common/error.h"
+#include "lf/common/output_lock.h"
 #include "lf/common/version.h"
 #include "lf/metrics/node_exporter.h"
 #include "lf/rendezvous/connection.h"
@@ -79,38 +81,22 @@ class Agent {
   // ---- rendezvous ---------------------------------------------------------------
 
   void start_server() {
-    rdzv::ServerOptions so;
-    so.port = opt_.master_port;
-    so.job_id = opt_.rdzv_id;
-    so.token = opt_.token;
-    so.version = kVersion;
-    so.min_nodes = opt_.min_nodes;
-    so.max_nodes = opt_.max_nodes;
-    so.max_restarts = opt_.max_restarts;
-    so.join_timeout_s = opt_.join_timeout_s;
-    so.last_call_s = opt_.last_call_s;
-    so.heartbeat_interval_s = opt_.heartbeat_interval_s;
-    so.heartbeat_timeout_s = opt_.heartbeat_timeout_s;
-    so.stop_timeout_s = opt_.stop_grace_s + 2 * opt_.heartbeat_timeout_s + 5;
-    so.event_log_path = opt_.event_log;
-    so.status_interval_s = opt_.status_interval_s;
-    so.advertised_addr = opt_.master_addr;
-    server_ = std::make_unique<rdzv::RendezvousServer>(io_, so);
-    server_->start([this](int code, const std::string& reason) {
+    server_ = start_hosted_server(io_, opt_, [this](int code, const std::string& reason) {
       server_finished_ = true;
       spdlog::debug("rendezvous server finished: {} ({})", code, reason);
       if (state_ == State::kExiting) finish_exit();
     });
     opt_.master_port = server_->port();  // resolves port 0 (single node)
-    spdlog::info("rendezvous server listening on port {} (job '{}', {} node(s))", server_->port(), opt_.rdzv_id,
-                 opt_.max_nodes);
+    if (!opt_.output_lock_dir.empty()) output_lock_ = OutputLock::acquire(opt_.output_lock_dir, opt_.output_lock_job);
   }
 
   // ---- metrics (lf/metrics/node_exporter.h): pulled on this thread at each scrape and tick.
 
   void start_metrics() {
+    auto eo = metrics::ExporterOptions::from_env(static_cast<uint16_t>(opt_.metrics_port));
+    if (!opt_.metrics_addr.empty()) eo.bind_host = opt_.metrics_addr;
     exporter_ = std::make_unique<metrics::NodeExporter>(
-        io_, metrics::ExporterOptions::from_env(static_cast<uint16_t>(opt_.metrics_port)),
+        io_, eo,
         [this] { return group_ ? rank_reports(*group_, layout_) : std::vector<metrics::RankReport>{}; },
         [this] {
           metrics::AgentFacts f;
@@ -279,7 +265,10 @@ class Agent {
         return;
       }
     }
-    exit_with(kExitRendezvous, fmt::format("rendezvous refused: {}", msg.reason));
+    // Named from this side (MASTER_ADDR, --rdzv-id): a node refused for its token learns
+    // nothing from the server about the job it reached.
+    exit_with(kExitRendezvous, fmt::format("rendezvous refused by the server at {}:{} (this node asked for job '{}'): "
+                                           "{}", opt_.master_addr, opt_.master_port, opt_.rdzv_id, msg.reason));
   }
 
   void on_connection_lost(const std::string& why) {
@@ -567,6 +556,7 @@ class Agent {
   asio::signal_set signals_, child_signal_;
   asio::steady_timer connect_timer_, connect_deadline_, heartbeat_timer_, exit_timer_;
   std::unique_ptr<rdzv::RendezvousServer> server_;
+  std::unique_ptr<OutputLock> output_lock_;
   std::shared_ptr<rdzv::Connection> conn_;
   std::unique_ptr<WorkerGroup> group_;
   std::unique_ptr<metrics::NodeExporter> exporter_;

@@ -96,6 +96,61 @@ std::string resolve_executable(const std::string& command, const std::string& pa
   LF_THROW(ConfigError, "worker command '{}' not found in PATH ({})", command, path_env);
 }
 
+namespace {
+
+// What the child of fork() needs, prepared before the fork: after it only syscalls run.
+struct ChildSetup {
+  const char* exe;
+  char* const* argv;
+  char* const* envp;
+  int out_w, err_w, hb_w;  // become 1, 2 and hb_target
+  int hb_target;
+  int status_w;  // above hb_target: exec's errno goes here when execve fails
+  pid_t parent;
+};
+
+// The child: its own process group, killed with the agent, default signals, the pipes in
+// place, every other descriptor closed, then exec. Async-signal-safe calls only.
+[[noreturn]] void exec_in_child(const ChildSetup& c) {
+  ::setpgid(0, 0);
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (::getppid() != c.parent) ::_exit(127);  // the agent died before prctl took effect
+  sigset_t none;
+  sigemptyset(&none);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);
+  struct sigaction dfl {};
+  dfl.sa_handler = SIG_DFL;
+  for (int s = 1; s < NSIG; ++s) ::sigaction(s, &dfl, nullptr);
+  ::dup2(c.out_w, 1);
+  ::dup2(c.err_w, 2);
+  ::dup2(c.hb_w, c.hb_target);  // dup2 clears FD_CLOEXEC on the copy
+  if (c.status_w > c.hb_target + 1) ::syscall(SYS_close_range, c.hb_target + 1, c.status_w - 1, 0);
+  ::syscall(SYS_close_range, c.status_w + 1, ~0U, 0);
+  int null_fd = ::open("/dev/null", O_RDONLY);
+  if (null_fd >= 0) {
+    ::dup2(null_fd, 0);
+    if (null_fd > 2 && null_fd != c.hb_target) ::close(null_fd);
+  }
+  ::execve(c.exe, c.argv, c.envp);
+  int e = errno;
+  ssize_t ignored = ::write(c.status_w, &e, sizeof e);
+  (void)ignored;
+  ::_exit(e == ENOENT ? 127 : 126);
+}
+
+// The errno the child wrote when its exec failed; 0 when the exec succeeded (EOF).
+int read_exec_errno(int status_r) {
+  int exec_errno = 0;
+  ssize_t got;
+  do {
+    got = ::read(status_r, &exec_errno, sizeof exec_errno);
+  } while (got < 0 && errno == EINTR);
+  ::close(status_r);
+  return got == static_cast<ssize_t>(sizeof exec_errno) ? exec_errno : 0;
+}
+
+}  // namespace
+
 SpawnedProcess spawn_worker(const SpawnSpec& spec) {
   auto path_it = spec.env.find("PATH");
   std::string exe = resolve_executable(spec.argv.at(0), path_it == spec.env.end() ? "/usr/bin:/bin" : path_it->second);
@@ -125,33 +180,8 @@ SpawnedProcess spawn_worker(const SpawnSpec& spec) {
   ::close(status[1]);
 
   pid_t pid = ::fork();
-  if (pid == 0) {
-    // Child: async-signal-safe calls only.
-    ::setpgid(0, 0);
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (::getppid() != parent) ::_exit(127);  // the agent died before prctl took effect
-    sigset_t none;
-    sigemptyset(&none);
-    ::sigprocmask(SIG_SETMASK, &none, nullptr);
-    struct sigaction dfl {};
-    dfl.sa_handler = SIG_DFL;
-    for (int s = 1; s < NSIG; ++s) ::sigaction(s, &dfl, nullptr);
-    ::dup2(out[1], 1);
-    ::dup2(err[1], 2);
-    ::dup2(hb[1], hb_target);  // dup2 clears FD_CLOEXEC on the copy
-    if (status_w > hb_target + 1) ::syscall(SYS_close_range, hb_target + 1, status_w - 1, 0);
-    ::syscall(SYS_close_range, status_w + 1, ~0U, 0);
-    int null_fd = ::open("/dev/null", O_RDONLY);
-    if (null_fd >= 0) {
-      ::dup2(null_fd, 0);
-      if (null_fd > 2 && null_fd != hb_target) ::close(null_fd);
-    }
-    ::execve(exe.c_str(), argv.data(), envp.data());
-    int e = errno;
-    ssize_t ignored = ::write(status_w, &e, sizeof e);
-    (void)ignored;
-    ::_exit(e == ENOENT ? 127 : 126);
-  }
+  if (pid == 0)
+    exec_in_child({exe.c_str(), argv.data(), envp.data(), out[1], err[1], hb[1], hb_target, status_w, parent});
   int fork_errno = errno;
   ::close(out[1]);
   ::close(err[1]);
@@ -165,13 +195,7 @@ SpawnedProcess spawn_worker(const SpawnSpec& spec) {
     ::close(status[0]);
     LF_THROW(BackendError, "fork failed: {}", std::strerror(fork_errno));
   }
-  int exec_errno = 0;
-  ssize_t got;
-  do {
-    got = ::read(status[0], &exec_errno, sizeof exec_errno);
-  } while (got < 0 && errno == EINTR);
-  ::close(status[0]);
-  if (got == static_cast<ssize_t>(sizeof exec_errno)) {  // the exec failed: not a worker failure to restart
+  if (const int exec_errno = read_exec_errno(status[0])) {  // the exec failed: not a worker failure to restart
     ::waitpid(pid, nullptr, 0);
     close_read_ends();
     LF_THROW(ConfigError, "worker command '{}' cannot be run: {}{}", exe, std::strerror(exec_errno),

@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <nlohmann/json.hpp>
 #include <thread>
 
 #include "lf/common/env.h"
@@ -88,10 +87,9 @@ double ProgressReporter::deadline_for(WorkerPhase phase) const {
 }
 
 std::string ProgressReporter::payload() const {
-  auto j = nlohmann::json::parse(step_metrics_, nullptr, false);
-  if (!j.is_object()) j = nlohmann::json::object();
-  for (const auto& [k, v] : notes_) j[k] = v;
-  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  ProgressMetrics m = step_metrics_;
+  m.merge(notes_);
+  return m.to_json();
 }
 
 void ProgressReporter::beat(WorkerPhase phase, int64_t step) {
@@ -116,22 +114,20 @@ void ProgressReporter::training_begins(int64_t step) {
   if (sink_) sink_(WorkerPhase::kTraining, step_, deadline_for(WorkerPhase::kTraining), payload());
 }
 
-void ProgressReporter::step_done(int64_t step, double seconds, std::string_view metrics_json) {
+void ProgressReporter::step_done(int64_t step, double seconds, ProgressMetrics metrics) {
   std::lock_guard lock(mu_);
   steps_.add(seconds);
-  auto j = nlohmann::json::parse(metrics_json.empty() ? std::string_view("{}") : metrics_json, nullptr, false);
-  if (!j.is_object()) j = nlohmann::json{{"metrics_error", "step_done was given metrics that are not a JSON object"}};
-  j["step_s"] = seconds;
-  step_metrics_ = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  metrics.step_s = seconds;
+  step_metrics_ = std::move(metrics);
   beat(WorkerPhase::kTraining, step);
 }
 
 void ProgressReporter::evaluating(int64_t step) { beat(WorkerPhase::kEvaluating, step); }
 void ProgressReporter::saving(int64_t step) { beat(WorkerPhase::kSaving, step); }
 void ProgressReporter::done() { beat(WorkerPhase::kDone, step_); }
-void ProgressReporter::note(const std::string& key, double value) {
+void ProgressReporter::note(std::optional<double> ProgressMetrics::*field, double value) {
   std::lock_guard lock(mu_);
-  notes_[key] = value;
+  notes_.*field = value;
 }
 
 ProgressReporter& progress_reporter() {

@@ -47,6 +47,10 @@ void check_between_keys(const Reader& r, const JobPlan& c) {
              "is {}: remove it (pt trains on every token)",
              r.where(c.data.train_on_prompt ? "train_on_prompt" : "mask_history"), c.objective.stage);
   }
+  // LLaMA-Factory's FinetuningArguments.__post_init__.
+  LF_CHECK(c.objective.stage != "dpo" || c.objective.pref_loss == "sigmoid" || c.objective.dpo_label_smoothing <= 1e-6,
+           ConfigError, "{}: `dpo_label_smoothing` is only valid for the sigmoid loss (LLaMA-Factory's rule); pref_loss is "
+           "{}", r.where("dpo_label_smoothing"), c.objective.pref_loss);
   // LLaMA-Factory's DataArguments refuse the pair: which examples would be evaluated?
   LF_CHECK(c.data.eval_dataset.empty() || c.data.val_size <= 1e-6, ConfigError,
            "{}: `val_size: {}` and `eval_dataset` ({}) are both set: choose one, as LLaMA-Factory requires",
@@ -65,6 +69,10 @@ void derive(JobPlan& c) {
 }  // namespace
 
 void check_parallel_rules(const JobPlan& c) {
+  LF_CHECK(c.objective.stage != "rm" || c.parallel.zero_stage == 0, ConfigError,
+           "stage rm under zero_stage {} (from {}) is not supported yet (the value head is not in ZeRO's units); use "
+           "zero_stage 0 (data parallel)",
+           c.parallel.zero_stage, c.parallel.sharding_source);
   LF_CHECK(!c.adapter.freeze() || c.parallel.zero_stage < 3, ConfigError,
            "finetuning_type freeze under zero_stage 3 (from {}) is not supported yet (the frozen part is sharded and "
            "the saved model needs it); use zero_stage 0, 1 or 2",

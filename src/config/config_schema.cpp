@@ -100,10 +100,12 @@ std::vector<KeyDecl> model_and_method_keys() {
           .sample("false")
           .observe("losses"),
       implemented("stage", LF_FIELD(objective, stage),
-                  "sft (supervised fine-tuning) or pt (continued pre-training on plain text: the `text` column, "
-                  "eos per text, packed into cutoff_len blocks, labels = inputs, as LLaMA-Factory)")
-          .choices({"sft", "pt"}, "Other stages (rm, ppo, dpo, kto: reward models and preference training) are not "
-                                  "implemented")
+                  "sft (supervised fine-tuning), pt (continued pre-training on plain text: the `text` column, "
+                  "eos per text, packed into cutoff_len blocks, labels = inputs, as LLaMA-Factory), dpo (pairs of a "
+                  "ranking dataset, pref_loss), kto (examples tagged by a kto_tag column), rm (a value head trained "
+                  "on pairs); docs/preference.md")
+          .choices({"sft", "pt", "dpo", "kto", "rm"},
+                   "ppo (PPO generates responses in the training loop) is not implemented")
           .observe("losses"),
       implemented("finetuning_type", LF_FIELD(adapter, finetuning_type)).choices({"lora", "full", "freeze"})
           .observe("file:adapter_config.json"),
@@ -153,6 +155,46 @@ std::vector<KeyDecl> model_and_method_keys() {
       implemented("additional_target", LF_FIELD(adapter, additional_target),
                   "modules trained fully beside LoRA (embed_tokens, lm_head, norm), saved as peft's modules_to_save")
           .sample("norm")
+          .observe("losses"),
+  };
+}
+
+// The preference stages' keys (LLaMA-Factory's RLHFArguments): each acts only under its stage, which its
+// sample context sets (tests/train/test_key_effects.py gives the stage its demo dataset).
+std::vector<KeyDecl> preference_keys() {
+  const std::string dpo = "stage: dpo", kto = "stage: kto";
+  return {
+      implemented("pref_beta", LF_FIELD(objective, pref_beta), "dpo, kto: the beta of the preference loss")
+          .check(positive)
+          .sample("0.5", dpo)
+          .observe("losses"),
+      implemented("pref_ftx", LF_FIELD(objective, pref_ftx), "dpo, kto: the SFT loss coefficient (on the chosen responses)")
+          .check(non_negative)
+          .sample("1.0", dpo)
+          .observe("losses"),
+      implemented("pref_loss", LF_FIELD(objective, pref_loss),
+                  "dpo: sigmoid (DPO), hinge (SLiC), ipo, orpo and simpo (no reference model)")
+          .choices({"sigmoid", "hinge", "ipo", "orpo", "simpo"},
+                   "kto_pair was dropped by TRL (LLaMA-Factory 0.9.5's TRL stops with \"Unknown loss type\"): use stage: kto "
+                   "on a dataset with a kto_tag column")
+          .sample("ipo", dpo)
+          .observe("losses"),
+      implemented("dpo_label_smoothing", LF_FIELD(objective, dpo_label_smoothing),
+                  "dpo sigmoid: cDPO's label smoothing, in [0, 0.5]")
+          .check(in_range(0, 0.5, true))
+          .sample("0.2", dpo)
+          .observe("losses"),
+      implemented("simpo_gamma", LF_FIELD(objective, simpo_gamma), "dpo simpo: the target reward margin")
+          .sample("2.0", dpo + "\npref_loss: simpo")
+          .observe("losses"),
+      implemented("kto_chosen_weight", LF_FIELD(objective, kto_chosen_weight), "kto: the desirable examples' loss weight")
+          .check(non_negative)
+          .sample("3.0", kto)
+          .observe("losses"),
+      implemented("kto_rejected_weight", LF_FIELD(objective, kto_rejected_weight),
+                  "kto: the undesirable examples' loss weight")
+          .check(non_negative)
+          .sample("3.0", kto)
           .observe("losses"),
   };
 }
@@ -212,6 +254,13 @@ std::vector<KeyDecl> data_keys() {
                   "tokenizer threads (0: all cores); the result does not depend on it")
           .differs("None: all cores (0)")
           .observe("log:tokenizer threads"),
+      implemented("invalid_records", LF_FIELD(data, invalid_records),
+                  "lf-train's own: records no training example can be made of (an alpaca `output` that is null or "
+                  "not a string, a Parquet null cell there) are dropped as LLaMA-Factory drops them, with one warning "
+                  "counting them by cause and file:line (warn), or stop the job (error)")
+          .own()
+          .choices({"warn", "error"})
+          .observe("refused"),
   };
 }
 
@@ -385,6 +434,13 @@ std::vector<KeyDecl> refused_keys() {
   return {
       refused("quantization_bit", "quantized (QLoRA) training is not supported: remove quantization_bit"),
       refused("quantization_method", "quantized training is not supported"),
+      refused("ref_model", "a reference model other than the policy's initial weights is not implemented: dpo and "
+                           "kto compare with the model they start from (LoRA: the adapters off); remove ref_model"),
+      refused("ref_model_adapters", "a reference model other than the policy's initial weights is not implemented"),
+      refused("ref_model_quantization_bit", "a quantized reference model is not implemented"),
+      refused("pref_bco_weight", "the BCO term of DPO (TRL's RunningMoments baseline) is not implemented: remove "
+                                 "pref_bco_weight"),
+      refused("ld_alpha", "LD-DPO's length weighting is not implemented: remove ld_alpha"),
       refused("double_quantization", "quantized training is not supported"),
       refused("pissa_init", "PiSSA initialisation is not supported"),
       refused("pissa_convert", "PiSSA is not supported"),
@@ -454,7 +510,7 @@ std::vector<KeyDecl> no_effect_keys() {
 
 std::vector<KeyDecl> build_schema() {
   std::vector<KeyDecl> all;
-  for (auto part : {model_and_method_keys(), data_keys(), optimisation_keys(), eval_and_output_keys(),
+  for (auto part : {model_and_method_keys(), preference_keys(), data_keys(), optimisation_keys(), eval_and_output_keys(),
                     distribution_keys(), refused_keys(), no_effect_keys()})
     for (auto& d : part) all.push_back(std::move(d));
   return all;

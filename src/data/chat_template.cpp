@@ -230,6 +230,34 @@ std::vector<std::pair<std::vector<int32_t>, std::vector<int32_t>>> ChatTemplate:
   return pairs;
 }
 
+std::pair<std::vector<int32_t>, std::vector<int32_t>> ChatTemplate::encode_oneturn(
+    const std::vector<Message>& messages_in, const std::string& system, const std::string& tools,
+    const std::string& origin) const {
+  std::vector<Message> messages = messages_in;
+  std::vector<int32_t> thought_ids;
+  if (spec_.kind == TemplateKind::kReasoning) {
+    // ReasoningTemplate.encode_oneturn: history thoughts dropped unless preserve_thinking, the
+    // last one too without enable_thinking; an empty thought added to a reply that has none.
+    auto drop = [&](Message& m) { m.content = remove_thought(m.content, spec_.thought_open, spec_.thought_close); };
+    if (!options_.preserve_thinking)
+      for (size_t i = 1; i + 2 < messages.size(); i += 2) drop(messages[i]);
+    if (!options_.enable_thinking && !messages.empty()) drop(messages.back());
+    const std::string& reply = messages.back().content;
+    if (reply.find(strip(spec_.thought_open)) == std::string::npos &&
+        reply.find(strip(spec_.thought_close)) == std::string::npos)
+      thought_ids = tokenizer_.encode(spec_.thought_open + spec_.thought_close, false);
+  }
+  auto encoded = encode_messages(messages, system, tools, origin);
+  std::pair<std::vector<int32_t>, std::vector<int32_t>> out;
+  for (size_t i = 0; i + 1 < encoded.size(); ++i) out.first.insert(out.first.end(), encoded[i].begin(), encoded[i].end());
+  if (!encoded.empty()) out.second = std::move(encoded.back());
+  if (!thought_ids.empty()) {
+    auto& side = options_.enable_thinking ? out.second : out.first;  // trained on, or prompt
+    side.insert(options_.enable_thinking ? side.begin() : side.end(), thought_ids.begin(), thought_ids.end());
+  }
+  return out;
+}
+
 std::vector<std::vector<int32_t>> ChatTemplate::encode_messages(const std::vector<Message>& messages,
                                                                 const std::string& system_in,
                                                                 const std::string& tools,

@@ -1,5 +1,6 @@
 #include "converter.h"
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "lf/common/error.h"
@@ -31,6 +32,44 @@ std::string text_of(const json* v, const std::string& col, const std::string& or
   return v->get<std::string>();
 }
 
+// A ranking record's chosen or rejected column: a string (alpaca) or a message (sharegpt).
+const json& ranked_column(const json& rec, const std::string& col, const char* role, const DatasetAttr& attr,
+                          const std::string& origin) {
+  LF_CHECK(!col.empty(), ConfigError,
+           "dataset '{}' is a ranking dataset (\"ranking\": true) but dataset_info.json maps no '{}' column; add "
+           "\"columns\": {{\"chosen\": ..., \"rejected\": ...}} to its entry",
+           attr.name, role);
+  LF_CHECK(rec.contains(col), ConfigError,
+           "{}: record of ranking dataset '{}' has no '{}' column (its {} response); every record of a ranking dataset "
+           "needs both a chosen and a rejected response",
+           origin, attr.name, col, role);
+  return rec.at(col);
+}
+
+std::string ranked_text(const json& rec, const std::string& col, const char* role, const DatasetAttr& attr,
+                        const std::string& origin) {
+  const json& v = ranked_column(rec, col, role, attr, origin);
+  LF_CHECK(v.is_string(), ConfigError, "{}: column '{}' ({} response) of dataset '{}' must be a string, got {}", origin,
+           col, role, attr.name, v.type_name());
+  return v.get<std::string>();
+}
+
+// A KTO record's tag: true (desirable) or false (undesirable).
+bool kto_tag_of(const json& rec, const DatasetAttr& attr, const std::string& origin) {
+  LF_CHECK(rec.contains(attr.kto_tag) && rec.at(attr.kto_tag).is_boolean(), ConfigError,
+           "{}: record of KTO dataset '{}' has {} in its '{}' column (the kto_tag column in dataset_info.json); "
+           "every record needs true (a desirable response) or false (an undesirable one)",
+           origin, attr.name, rec.contains(attr.kto_tag) ? rec.at(attr.kto_tag).dump() : std::string("nothing"),
+           attr.kto_tag);
+  return rec.at(attr.kto_tag).get<bool>();
+}
+
+// LLaMA-Factory's KTO response: [response, ""] when desirable, ["", response] when not.
+std::vector<Message> feedback_response(Message m, bool desirable) {
+  const Message empty{Role::kAssistant, ""};
+  return desirable ? std::vector<Message>{m, empty} : std::vector<Message>{empty, m};
+}
+
 void convert_alpaca(const json& rec, const DatasetAttr& attr, const std::string& origin, Example& out) {
   require_column(rec, attr.prompt, "prompt", attr, origin);
   require_column(rec, attr.response, "response", attr, origin);
@@ -48,8 +87,23 @@ void convert_alpaca(const json& rec, const DatasetAttr& attr, const std::string&
   if (!query.empty() && !input.empty()) query += "\n";
   query += input;
   out.prompt.push_back({Role::kUser, std::move(query)});
-  if (const json* r = column(rec, attr.response); r != nullptr && r->is_string())
+  if (!attr.kto_tag.empty()) {
+    const json* r = column(rec, attr.response);
+    LF_CHECK(r != nullptr && r->is_string(), ConfigError,
+             "{}: record of KTO dataset '{}' has no string '{}' column (the response column in dataset_info.json)",
+             origin, attr.name, attr.response);
+    out.response = feedback_response({Role::kAssistant, r->get<std::string>()}, kto_tag_of(rec, attr, origin));
+  } else if (attr.ranking) {
+    out.response = {{Role::kAssistant, ranked_text(rec, attr.chosen, "chosen", attr, origin)},
+                    {Role::kAssistant, ranked_text(rec, attr.rejected, "rejected", attr, origin)}};
+  } else if (const json* r = column(rec, attr.response); r != nullptr && r->is_string()) {
+    // LLaMA-Factory keeps a response only when it is a string; the record is then dropped
+    // (drop_report.h counts it, with why).
     out.response.push_back({Role::kAssistant, r->get<std::string>()});
+  } else if (!attr.response.empty()) {
+    out.invalid = r == nullptr || r->is_null() ? fmt::format("'{}' null", attr.response)
+                                               : fmt::format("'{}' a {}, not a string", attr.response, r->type_name());
+  }
   out.system = text_of(column(rec, attr.system), attr.system, origin);
   out.tools = text_of(column(rec, attr.tools), attr.tools, origin);
 }
@@ -100,6 +154,26 @@ void convert_sharegpt(const json& rec, const DatasetAttr& attr, const std::strin
     }
     aligned.push_back({r, content_of(msgs[i], i)});
   }
+  out.tools = text_of(column(rec, attr.tools), attr.tools, origin);
+  if (attr.ranking) {
+    // The conversation is the prompt (it ends with a user turn); the responses are the columns.
+    LF_CHECK(aligned.size() % 2 == 1, ConfigError,
+             "{}: conversation of ranking dataset '{}' has {} turns after the system turn; it must end with a user "
+             "turn (an odd count), the responses being its chosen and rejected columns",
+             origin, attr.name, aligned.size());
+    out.prompt = std::move(aligned);
+    for (auto [col, role] : {std::pair{&attr.chosen, "chosen"}, {&attr.rejected, "rejected"}}) {
+      const json& m = ranked_column(rec, *col, role, attr, origin);
+      LF_CHECK(m.is_object(), ConfigError, "{}: column '{}' ({} response) of dataset '{}' must be a message object, got {}",
+               origin, *col, role, attr.name, m.type_name());
+      const std::string r = role_of(m, 0);
+      LF_CHECK(r == attr.assistant_tag || r == attr.function_tag, ConfigError,
+               "{}: the {} response of dataset '{}' has role '{}'; expected '{}' (or '{}')", origin, role, attr.name, r,
+               attr.assistant_tag, attr.function_tag);
+      out.response.push_back({r == attr.assistant_tag ? Role::kAssistant : Role::kFunction, content_of(m, 0)});
+    }
+    return;
+  }
   LF_CHECK(aligned.size() % 2 == 0 && !aligned.empty(), ConfigError,
            "{}: conversation has {} turns after the system turn; it must end with an assistant "
            "turn (an even, non-zero count)",
@@ -107,7 +181,7 @@ void convert_sharegpt(const json& rec, const DatasetAttr& attr, const std::strin
   out.response.push_back(aligned.back());
   aligned.pop_back();
   out.prompt = std::move(aligned);
-  out.tools = text_of(column(rec, attr.tools), attr.tools, origin);
+  if (!attr.kto_tag.empty()) out.response = feedback_response(out.response[0], kto_tag_of(rec, attr, origin));
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 
 #include "lf/data/chat_template.h"
 #include "lf/data/data_args.h"
+#include "lf/data/pairwise.h"
 #include "lf/data/sft_dataset.h"
 
 namespace lf {
@@ -27,6 +28,42 @@ std::string render_masked(const Tokenizer& tok, const EncodedExample& ex, const 
   return out;
 }
 
+namespace {
+
+void show_row(const Tokenizer& tok, const EncodedExample& row, const std::string& what, const std::string& open,
+              const std::string& close, std::ostream& out) {
+  size_t trained = 0;
+  for (int32_t l : row.labels) trained += l != kIgnoreIndex;
+  out << fmt::format("--- {}: {} tokens, {} trained ---\n", what, row.input_ids.size(), trained);
+  out << render_masked(tok, row, open, close) << "\n";
+}
+
+// The preference stages' samples: each pair's chosen and rejected rows (dpo, rm), or each KTO example's
+// row, its tag and its KL row (another example's response to this prompt).
+void preview_preference(const Tokenizer& tok, const ChatTemplate& tmpl, const DataArgs& args,
+                        const std::vector<Example>& examples, const std::string& open, const std::string& close,
+                        std::ostream& out) {
+  if (pairwise_stage(args.stage)) {
+    for (size_t k = 0; k < examples.size(); ++k) {
+      EncodedExample chosen, rejected;
+      if (!encode_pairwise(examples[k], tmpl, args.cutoff_len, chosen, rejected)) continue;
+      out << fmt::format("\n=== sample {} ({}) ===\n", k, examples[k].origin);
+      show_row(tok, chosen, "chosen", open, close, out);
+      show_row(tok, rejected, "rejected", open, close, out);
+    }
+    return;
+  }
+  const auto rows = encode_feedback_batch(examples, tmpl, args.cutoff_len);
+  for (size_t k = 0; k < rows.size(); ++k) {
+    out << fmt::format("\n=== sample {} ({}): {} ===\n", k, examples[k].origin,
+                       rows[k].desirable ? "desirable" : "undesirable");
+    show_row(tok, rows[k].target, "response", open, close, out);
+    show_row(tok, rows[k].kl, "KL pair (the previous example's response)", open, close, out);
+  }
+}
+
+}  // namespace
+
 void run_preview(const DataArgs& args, int n, std::ostream& out, bool color) {
   Tokenizer tok = load_tokenizer_for(args);
   ChatTemplate tmpl = resolve_template(args, tok);
@@ -46,9 +83,15 @@ void run_preview(const DataArgs& args, int n, std::ostream& out, bool color) {
   out << fmt::format("template '{}', cutoff_len {}, train_on_prompt {}, mask_history {}\n", tmpl_name,
                      args.cutoff_len, args.train_on_prompt, args.mask_history);
   out << fmt::format("dataset {}: {} training and {} evaluation example(s) after preprocessing, {} training tokens\n",
-                     fmt::join(args.dataset, ","), all.train.size(), all.eval.size(), all.train.num_tokens());
+                     fmt::join(args.dataset, ","), all.train.num_examples(), all.eval.num_examples(), all.train.num_tokens());
+  // The counts training reports (lf/data/drop_report.h), from the same records.
+  if (all.dropped.dropped) out << all.dropped.text(fmt::format("{}", fmt::join(args.dataset, ","))) << "\n";
   out << (color ? "struck-through dim text is masked (label -100): the model is not trained on it\n"
                 : "text inside [[MASKED]]...[[/MASKED]] has label -100: the model is not trained on it\n");
+  if (pairwise_stage(args.stage) || feedback_stage(args.stage)) {
+    preview_preference(tok, tmpl, args, examples, open, close, out);
+    return;
+  }
   SupervisedOptions opts{args.cutoff_len, args.train_on_prompt, args.mask_history};
   for (size_t k = 0; k < examples.size(); ++k) {
     EncodedExample ex;

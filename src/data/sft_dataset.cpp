@@ -21,6 +21,7 @@
 #include "lf/common/log.h"
 #include "lf/data/chat_template.h"
 #include "lf/data/dataset_info.h"
+#include "lf/data/pairwise.h"
 #include "lf/data/pretrain.h"
 #include "numpy_random.h"
 #include "parallel.h"
@@ -136,6 +137,32 @@ std::vector<Example> read_dataset(const DatasetAttr& attr, const DataArgs& args,
   return out;
 }
 
+// LLaMA-Factory's "The dataset is not applicable in the current training stage", said with the reason.
+void check_dataset_for_stage(const DatasetAttr& attr, const std::string& stage) {
+  if (pairwise_stage(stage)) {
+    LF_CHECK(attr.ranking, ConfigError,
+             "stage {} trains on pairs of responses, and dataset '{}' is not a ranking dataset; give it \"ranking\": "
+             "true and \"columns\": {{\"chosen\": ..., \"rejected\": ...}} in dataset_info.json (as dpo_en_demo), or "
+             "use stage sft for it",
+             stage, attr.name);
+    return;
+  }
+  LF_CHECK(!attr.ranking, ConfigError,
+           "dataset '{}' is a ranking (preference) dataset; stage {} needs {} (stages dpo and rm train on ranking "
+           "datasets)",
+           attr.name, stage, feedback_stage(stage) ? "examples tagged by a kto_tag column" : "a supervised (or plain text) one");
+  if (feedback_stage(stage))
+    LF_CHECK(!attr.kto_tag.empty(), ConfigError,
+             "stage kto needs each example tagged desirable or not, and dataset '{}' maps no 'kto_tag' column; add "
+             "\"columns\": {{..., \"kto_tag\": \"label\"}} to its entry in dataset_info.json (as kto_en_demo), the "
+             "column holding true or false",
+             attr.name);
+  else
+    LF_CHECK(attr.kto_tag.empty(), ConfigError,
+             "dataset '{}' maps a kto_tag column (KTO feedback data); stage {} cannot train on it: use stage kto",
+             attr.name, stage);
+}
+
 }  // namespace
 
 Tokenizer load_tokenizer_for(const DataArgs& args) {
@@ -152,9 +179,7 @@ std::vector<Example> load_examples(const DataArgs& args, const std::vector<std::
            (args.resolve(args.dataset_dir) / "dataset_info.json").string());
   std::vector<std::vector<Example>> parts;
   for (const DatasetAttr& attr : load_dataset_list(names, args.resolve(args.dataset_dir))) {
-    LF_CHECK(!attr.ranking, ConfigError,
-             "dataset '{}' is a ranking (preference) dataset; stage {} needs a supervised (or plain text) one",
-             attr.name, args.stage);
+    check_dataset_for_stage(attr, args.stage);
     parts.push_back(read_dataset(attr, args, rng));
   }
   if (parts.size() == 1) return std::move(parts[0]);
@@ -233,6 +258,11 @@ std::vector<EncodedExample> encode_examples(const std::vector<Example>& examples
   return out;
 }
 
+TokenizedDataset encode_dataset(const std::vector<Example>& examples, const ChatTemplate& tmpl, const DataArgs& args) {
+  if (pairwise_stage(args.stage) || feedback_stage(args.stage)) return encode_preference_examples(examples, tmpl, args);
+  return TokenizedDataset::from_examples(encode_examples(examples, tmpl, args), args.neat_packing);
+}
+
 TemplateOptions template_options(const DataArgs& args) {
   TemplateOptions o;
   o.default_system = args.default_system;
@@ -285,9 +315,11 @@ SftData load_sft_data(const DataArgs& args, const Tokenizer& tokenizer, double l
   NumpyLegacyRandom global_rng(static_cast<uint32_t>(args.seed));
   std::vector<Example> train = load_examples(args, args.dataset, &global_rng);
   const size_t read = train.size();
+  data.dropped = find_dropped(train, args.stage);
   std::vector<Example> eval;
   if (!args.eval_dataset.empty()) {
     eval = load_examples(args, args.eval_dataset, &global_rng);
+    data.dropped.merge(find_dropped(eval, args.stage));
   } else if (args.val_size > 1e-6) {
     // LLaMA-Factory: train_test_split(test_size=int(val_size) if val_size > 1 else
     // val_size, seed=seed); n_test = ceil(fraction * n); numpy's permutation
@@ -303,16 +335,16 @@ SftData load_sft_data(const DataArgs& args, const Tokenizer& tokenizer, double l
     for (size_t k = 0; k < n; ++k) (k < n_test ? eval : tr).push_back(std::move(train[perm[k]]));
     train = std::move(tr);
   }
-  auto train_enc = encode_examples(train, tmpl, args);
-  LF_CHECK(!train_enc.empty(), ConfigError,
+  report_dropped(data.dropped, args);  // once, with the counts (or an error under invalid_records: error)
+  data.train = encode_dataset(train, tmpl, args);
+  LF_CHECK(data.train.size() > 0, ConfigError,
            "dataset {} has no usable training example after filtering ({} records read); {}",
            fmt::join(args.dataset, ","), read,
            args.stage == "pt" ? fmt::format("stage pt packs the texts into blocks of cutoff_len {} tokens: there are "
                                             "fewer tokens than one block (lower cutoff_len, or `packing: false`)",
                                             args.cutoff_len)
                               : "alpaca records need a string output, sharegpt ones must end with an assistant turn");
-  data.train = TokenizedDataset::from_examples(train_enc, args.neat_packing);
-  if (want_eval) data.eval = TokenizedDataset::from_examples(encode_examples(eval, tmpl, args), args.neat_packing);
+  if (want_eval) data.eval = encode_dataset(eval, tmpl, args);
   if (!cache_dir.empty()) {
     if (want_eval) data.eval.save(cache_dir / "eval.lftok", data.cache_key);
     data.train.save(cache_dir / "train.lftok", data.cache_key);

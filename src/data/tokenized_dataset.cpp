@@ -19,6 +19,8 @@ constexpr char kMagic[8] = {'L', 'F', 'T', 'O', 'K', 'D', 'S', '1'};
 constexpr uint32_t kVersion = 1;
 constexpr uint32_t kHasSegments = 1;  // Header::flags
 constexpr uint32_t kNeat = 2;
+constexpr uint32_t kPaired = 4;
+constexpr uint32_t kTagged = 8;
 
 struct Header {
   char magic[8];
@@ -36,6 +38,7 @@ struct Owned {
   std::vector<int32_t> ids;
   std::vector<int32_t> labels;
   std::vector<int32_t> segments;
+  std::vector<int32_t> tags;
 };
 
 struct Mapping {
@@ -80,6 +83,19 @@ TokenizedDataset TokenizedDataset::from_examples(const std::vector<EncodedExampl
   return d;
 }
 
+TokenizedDataset TokenizedDataset::from_pairs(const std::vector<EncodedExample>& rows, const std::vector<int32_t>& tags) {
+  LF_CHECK(rows.size() % 2 == 0 && (tags.empty() || tags.size() * 2 == rows.size()), ConfigError,
+           "tokenized dataset: {} rows and {} tags do not make pairs", rows.size(), tags.size());
+  TokenizedDataset d = from_examples(rows);
+  d.paired_ = true;
+  if (!tags.empty()) {
+    auto owned = std::make_shared<std::pair<std::shared_ptr<const void>, std::vector<int32_t>>>(d.storage_, tags);
+    d.tags_ = owned->second.data();
+    d.storage_ = std::move(owned);
+  }
+  return d;
+}
+
 void TokenizedDataset::save(const fs::path& file, uint64_t key) const {
   fs::create_directories(file.parent_path());
   const fs::path tmp = file.string() + ".tmp." + std::to_string(::getpid());
@@ -90,7 +106,7 @@ void TokenizedDataset::save(const fs::path& file, uint64_t key) const {
     Header h{};
     std::memcpy(h.magic, kMagic, 8);
     h.version = kVersion;
-    h.flags = (segments_ ? kHasSegments : 0) | (neat_ ? kNeat : 0);
+    h.flags = (segments_ ? kHasSegments : 0) | (neat_ ? kNeat : 0) | (paired_ ? kPaired : 0) | (tags_ ? kTagged : 0);
     h.key = key;
     h.size = size_;
     h.tokens = num_tokens();
@@ -101,6 +117,7 @@ void TokenizedDataset::save(const fs::path& file, uint64_t key) const {
     out.write(reinterpret_cast<const char*>(ids_), static_cast<std::streamsize>(h.tokens * 4));
     out.write(reinterpret_cast<const char*>(labels_), static_cast<std::streamsize>(h.tokens * 4));
     if (segments_) out.write(reinterpret_cast<const char*>(segments_), static_cast<std::streamsize>(h.tokens * 4));
+    if (tags_) out.write(reinterpret_cast<const char*>(tags_), static_cast<std::streamsize>(size_ / 2 * 4));
     out.flush();
     LF_CHECK(out.good(), ConfigError, "writing tokenized cache {} failed (disk full?)", tmp.string());
   }
@@ -124,7 +141,8 @@ std::optional<TokenizedDataset> TokenizedDataset::load(const fs::path& file, uin
            file.string(), kVersion);
   if (h->key != key) return std::nullopt;
   const bool segments = (h->flags & kHasSegments) != 0;
-  const size_t need = sizeof(Header) + (h->size + 1) * 8 + h->tokens * (segments ? 12 : 8);
+  const bool tagged = (h->flags & kTagged) != 0;
+  const size_t need = sizeof(Header) + (h->size + 1) * 8 + h->tokens * (segments ? 12 : 8) + (tagged ? h->size / 2 * 4 : 0);
   LF_CHECK(map->len >= need, ConfigError,
            "tokenized cache {} is truncated ({} of {} bytes); delete it to re-tokenize",
            file.string(), map->len, need);
@@ -135,7 +153,9 @@ std::optional<TokenizedDataset> TokenizedDataset::load(const fs::path& file, uin
   d.ids_ = reinterpret_cast<const int32_t*>(base + (h->size + 1) * 8);
   d.labels_ = d.ids_ + h->tokens;
   if (segments) d.segments_ = d.labels_ + h->tokens;
+  if (tagged) d.tags_ = d.labels_ + h->tokens * (segments ? 2 : 1);
   d.neat_ = segments && (h->flags & kNeat) != 0;
+  d.paired_ = (h->flags & kPaired) != 0;
   d.storage_ = std::move(map);
   return d;
 }

@@ -35,6 +35,7 @@
 #include "lf/common/version.h"
 #include "lf/doctor/doctor.h"
 #include "lf/doctor/net_probe.h"
+#include "lf/rendezvous/bind_address.h"
 #include "lf/rendezvous/server.h"
 #include "lf/rendezvous/store_client.h"
 
@@ -56,6 +57,13 @@ class HostedServer {
  public:
   HostedServer(const DoctorContext& ctx) {
     rdzv::ServerOptions so;
+    // Where the job's server would listen; a MASTER_ADDR that is not this host's is
+    // check_master's finding, so the doctors still meet on every address.
+    try {
+      so.bind_host = rdzv::choose_bind_address(ctx.master_addr, ctx.nnodes, false).address;
+    } catch (const ConfigError&) {
+      so.bind_host = "0.0.0.0";
+    }
     so.port = ctx.master_port;
     so.job_id = ctx.rdzv_id;
     so.token = ctx.token;
@@ -276,11 +284,22 @@ void compare_shared(const std::vector<json>& facts, const std::vector<json>& res
     report.pass("output-shared", fmt::format("every node sees the file node 0 wrote in {}", output_dir));
 }
 
-}  // namespace
+// A file node 0 writes in output_dir, or in the nearest folder above it that exists (the doctor
+// creates no folder), named in the store for the other nodes to look for.
+fs::path leave_shared_file(const std::string& output_dir, rdzv::StoreClient& store) {
+  std::error_code ec;
+  fs::path at = fs::absolute(output_dir, ec);
+  while (!at.empty() && !fs::exists(at, ec) && at != at.root_path()) at = at.parent_path();
+  const fs::path file = at / fmt::format(".lf-doctor-shared-{}", nonce());
+  std::ofstream(file) << "lf-train doctor\n";
+  store.set("doctor/shared", file.string());
+  return file;
+}
 
-void run_all_nodes(const DoctorContext& ctx, Report& report, const NodeFacts& facts) {
-  const bool host = ctx.node_rank == 0 || (ctx.node_rank < 0 && is_local_address(ctx.master_addr));
-  std::unique_ptr<HostedServer> server;
+// Node 0 hosts the doctors' store on MASTER_PORT; every node connects to it. False (with the
+// failure reported) when the port is taken on node 0 or node 0 cannot be reached.
+bool connect_doctors(const DoctorContext& ctx, Report& report, bool host, std::unique_ptr<HostedServer>& server,
+                     std::unique_ptr<rdzv::StoreClient>& store) {
   if (host) {
     try {
       server = std::make_unique<HostedServer>(ctx);
@@ -288,63 +307,51 @@ void run_all_nodes(const DoctorContext& ctx, Report& report, const NodeFacts& fa
                                              ctx.master_port));
     } catch (const Error& e) {
       const auto owner = port_owner(ctx.master_port, ctx.proc_root);
-      return report.fail("master-port",
-                         fmt::format("MASTER_PORT {} is in use on node 0{}: {}", ctx.master_port,
-                                     owner.empty() ? "" : " by " + owner, e.what()),
-                         "stop that process (an earlier lf-train / torchrun?) or choose another MASTER_PORT on every "
-                         "node");
+      report.fail("master-port",
+                  fmt::format("MASTER_PORT {} is in use on node 0{}: {}", ctx.master_port,
+                              owner.empty() ? "" : " by " + owner, e.what()),
+                  "stop that process (an earlier lf-train / torchrun?) or choose another MASTER_PORT on every node");
+      return false;
     }
   }
-  std::unique_ptr<rdzv::StoreClient> store;
   try {
     store = std::make_unique<rdzv::StoreClient>(ctx.master_addr, ctx.master_port, ctx.rdzv_id, ctx.token,
                                                 ms(ctx.all_nodes_timeout_s));
     store->request_timeout = ms(ctx.all_nodes_timeout_s + 5);
   } catch (const Error& e) {
-    return report.fail("master-port",
-                       fmt::format("cannot reach node 0's doctor at {}:{} within {:.0f} s: {}", ctx.master_addr,
-                                   ctx.master_port, ctx.all_nodes_timeout_s, e.what()),
-                       "start `lf-train doctor --all-nodes` on node 0 too; open TCP port MASTER_PORT on node 0 to "
-                       "this node");
+    report.fail("master-port",
+                fmt::format("cannot reach node 0's doctor at {}:{} within {:.0f} s: {}", ctx.master_addr,
+                            ctx.master_port, ctx.all_nodes_timeout_s, e.what()),
+                "start `lf-train doctor --all-nodes` on node 0 too; open TCP port MASTER_PORT on node 0 to this node");
+    return false;
   }
   if (!host) report.pass("master-port", fmt::format("reached node 0's doctor at {}:{}", ctx.master_addr, ctx.master_port));
-  const int64_t rank = ctx.node_rank >= 0 ? ctx.node_rank : host ? 0 : store->add("doctor/next_rank", 1);
-  ProbeListener listener(ctx.probe_port);
+  return true;
+}
 
-  // Node 0 leaves a file in output_dir for the others to find.
-  fs::path shared_file;
-  if (ctx.config && host) {
-    shared_file = fs::path(ctx.config->output.output_dir) / fmt::format(".lf-doctor-shared-{}", nonce());
-    std::ofstream(shared_file) << "lf-train doctor\n";
-    store->set("doctor/shared", shared_file.filename().string());
-  }
-  json mine = {{"node", rank},
-               {"hostname", facts.hostname},
-               {"address", store->local_address()},
-               {"probe_port", listener.port()},
-               {"gpu_count", facts.gpu_count},
-               {"gpu_models", facts.gpu_models},
-               {"driver_version", facts.driver_version},
-               {"cuda_version", facts.cuda_version},
-               {"nccl_version", facts.nccl_version},
-               {"nproc", facts.nproc}};
-  store->set(key("facts", rank), mine.dump());
-  std::vector<std::string> fact_keys, result_keys;
-  for (int64_t r = 0; r < ctx.nnodes; ++r) {
-    fact_keys.push_back(key("facts", r));
-    result_keys.push_back(key("results", r));
-  }
-  try {
-    store->wait(fact_keys, ms(ctx.all_nodes_timeout_s));
-  } catch (const Error& e) {
-    if (!shared_file.empty()) fs::remove(shared_file);
-    return report.fail("nodes", fmt::format("not every node's doctor arrived within {:.0f} s: {}",
-                                            ctx.all_nodes_timeout_s, e.what()),
-                       "run `lf-train doctor --all-nodes` on every node with the same NNODES, MASTER_ADDR, "
-                       "MASTER_PORT (and NODE_RANK 0..NNODES-1)");
-  }
-  std::vector<json> facts_all;
-  for (const auto& k : fact_keys) facts_all.push_back(json::parse(*store->get(k)));
+json node_facts(int64_t rank, const NodeFacts& facts, const std::string& address, uint16_t probe_port) {
+  return {{"node", rank},
+          {"hostname", facts.hostname},
+          {"address", address},
+          {"probe_port", probe_port},
+          {"gpu_count", facts.gpu_count},
+          {"gpu_models", facts.gpu_models},
+          {"driver_version", facts.driver_version},
+          {"cuda_version", facts.cuda_version},
+          {"nccl_version", facts.nccl_version},
+          {"nproc", facts.nproc}};
+}
+
+std::vector<std::string> rank_keys(const char* what, int64_t nnodes) {
+  std::vector<std::string> keys;
+  for (int64_t r = 0; r < nnodes; ++r) keys.push_back(key(what, r));
+  return keys;
+}
+
+// This node's view of the others: a TCP probe of each node's listener, and whether it sees the
+// file node 0 left (leave_shared_file).
+json probe_others(const DoctorContext& ctx, rdzv::StoreClient& store, const std::vector<json>& facts_all,
+                  int64_t rank, bool host) {
   json result = {{"node", rank}, {"probes", json::array()}, {"shared", nullptr}};
   for (const auto& f : facts_all) {
     if (f.at("node") == rank) continue;
@@ -354,18 +361,14 @@ void run_all_nodes(const DoctorContext& ctx, Report& report, const NodeFacts& fa
   }
   if (ctx.config) {
     if (host) result["shared"] = true;
-    else if (const auto name = store->get("doctor/shared"))
-      result["shared"] = fs::exists(fs::path(ctx.config->output.output_dir) / *name);
+    else if (const auto name = store.get("doctor/shared"))
+      result["shared"] = fs::exists(fs::path(*name));
   }
-  store->set(key("results", rank), result.dump());
-  std::vector<json> results_all;
-  try {
-    store->wait(result_keys, ms(ctx.all_nodes_timeout_s));
-    for (const auto& k : result_keys) results_all.push_back(json::parse(*store->get(k)));
-  } catch (const Error& e) {
-    report.fail("nodes", fmt::format("a node's doctor stopped before sharing its results: {}", e.what()),
-                "look at that node's doctor output");
-  }
+  return result;
+}
+
+void compare_nodes(const DoctorContext& ctx, Report& report, const std::vector<json>& facts_all,
+                   const std::vector<json>& results_all) {
   std::vector<std::string> names;
   for (const auto& f : facts_all)
     names.push_back(fmt::format("{} {} ({})", f.at("node").get<int64_t>(), f.at("hostname").get<std::string>(),
@@ -376,6 +379,43 @@ void run_all_nodes(const DoctorContext& ctx, Report& report, const NodeFacts& fa
     compare_mesh(facts_all, results_all, report, ctx.connect_timeout_s);
     if (ctx.config) compare_shared(facts_all, results_all, report, ctx.config->output.output_dir);
   }
+}
+
+}  // namespace
+
+// Phases: meet on node 0's store, publish this node's facts, wait for every node's, probe the
+// others and publish what was seen, wait for every node's results, compare.
+void run_all_nodes(const DoctorContext& ctx, Report& report, const NodeFacts& facts) {
+  const bool host = ctx.node_rank == 0 || (ctx.node_rank < 0 && is_local_address(ctx.master_addr));
+  std::unique_ptr<HostedServer> server;
+  std::unique_ptr<rdzv::StoreClient> store;
+  if (!connect_doctors(ctx, report, host, server, store)) return;
+  const int64_t rank = ctx.node_rank >= 0 ? ctx.node_rank : host ? 0 : store->add("doctor/next_rank", 1);
+  ProbeListener listener(ctx.probe_port);
+  // Node 0 leaves a file in output_dir for the others to find.
+  const fs::path shared_file = ctx.config && host ? leave_shared_file(ctx.config->output.output_dir, *store) : fs::path();
+  store->set(key("facts", rank), node_facts(rank, facts, store->local_address(), listener.port()).dump());
+  const auto fact_keys = rank_keys("facts", ctx.nnodes), result_keys = rank_keys("results", ctx.nnodes);
+  try {
+    store->wait(fact_keys, ms(ctx.all_nodes_timeout_s));
+  } catch (const Error& e) {
+    if (!shared_file.empty()) fs::remove(shared_file);
+    return report.fail("nodes", fmt::format("not every node's doctor arrived within {:.0f} s: {}",
+                                            ctx.all_nodes_timeout_s, e.what()),
+                       "run `lf-train doctor --all-nodes` on every node with the same NNODES, MASTER_ADDR, "
+                       "MASTER_PORT (and NODE_RANK 0..NNODES-1)");
+  }
+  std::vector<json> facts_all, results_all;
+  for (const auto& k : fact_keys) facts_all.push_back(json::parse(*store->get(k)));
+  store->set(key("results", rank), probe_others(ctx, *store, facts_all, rank, host).dump());
+  try {
+    store->wait(result_keys, ms(ctx.all_nodes_timeout_s));
+    for (const auto& k : result_keys) results_all.push_back(json::parse(*store->get(k)));
+  } catch (const Error& e) {
+    report.fail("nodes", fmt::format("a node's doctor stopped before sharing its results: {}", e.what()),
+                "look at that node's doctor output");
+  }
+  compare_nodes(ctx, report, facts_all, results_all);
   // Node 0 keeps the store up until everyone read the results.
   try {
     store->barrier("doctor/done", ctx.nnodes, ms(ctx.all_nodes_timeout_s));

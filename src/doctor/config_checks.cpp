@@ -16,7 +16,10 @@
 #include <optional>
 
 #include "lf/common/error.h"
+#include "lf/common/disk_space.h"
 #include "lf/data/dataset_info.h"
+#include "lf/data/drop_report.h"
+#include "lf/data/sft_dataset.h"
 #include "lf/doctor/doctor.h"
 #include "lf/model/config.h"
 #include "lf/model/initial_weights.h"
@@ -30,15 +33,17 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr double kGiB = 1024.0 * 1024 * 1024;
 
-std::string gib(double b) { return fmt::format("{:.2f} GiB", b / kGiB); }
+std::string gib(double b) { return size_text(b); }
 
 // What the run needs, from config.json alone (lf/plan: the one memory model).
 struct Estimate {
   plan::ParameterCounts counts;
   plan::MemoryPrediction memory;
-  double checkpoint_bytes() const { return 12.0 * static_cast<double>(counts.trainable); }  // fp32 weights + moments
+  // The launcher's and the worker's rule (lf/common/disk_space.h): fp32 weights + moments.
+  double checkpoint_bytes() const {
+    return static_cast<double>(save_bytes_needed(static_cast<uint64_t>(counts.trainable), true));
+  }
 };
 
 // Readable: open and read a byte (a permission or a stale NFS handle shows here, not in stat).
@@ -95,6 +100,19 @@ void check_tokenizer(const config::JobPlan& c, Report& report) {
   }
 }
 
+// The records training would drop, counted as training counts them (lf/data/drop_report.h).
+void check_records(const config::JobPlan& c, const std::vector<std::string>& names, const char* key, Report& report) {
+  const auto dropped = find_dropped(load_examples(c.data, names), c.data.stage);
+  const std::string check = std::string(key) + "-records";
+  if (dropped.dropped == 0)
+    return report.pass(check, fmt::format("{} record(s) of {}, none dropped", dropped.records, fmt::join(names, ",")));
+  const std::string text = dropped.text(fmt::format("{}", fmt::join(names, ",")));
+  const std::string fix = "fix those records (alpaca: `output` a string; sharegpt: alternating turns ending with the "
+                          "assistant's); invalid_records: error stops a job on them";
+  if (c.data.invalid_records == "error") report.fail(check, text + " (invalid_records: error)", fix);
+  else report.warn(check, text, fix);
+}
+
 void check_datasets(const config::JobPlan& c, Report& report) {
   for (const auto* names : {&c.data.dataset, &c.data.eval_dataset}) {
     if (names->empty()) continue;
@@ -108,11 +126,13 @@ void check_datasets(const config::JobPlan& c, Report& report) {
         else if (readable(a.path, &why)) seen.push_back(a.name + " (" + a.path.string() + ")");
         else bad.push_back(a.name + ": " + a.path.string() + ": " + why);
       }
-      if (!bad.empty())
+      if (!bad.empty()) {
         report.fail(key, fmt::format("unreadable: {}", fmt::join(bad, "; ")),
                     "put the files where dataset_info.json says, on every node (or on the shared disk)");
-      else
-        report.pass(key, fmt::format("readable: {}", fmt::join(seen, ", ")));
+        continue;
+      }
+      report.pass(key, fmt::format("readable: {}", fmt::join(seen, ", ")));
+      check_records(c, *names, key, report);
     } catch (const std::exception& e) {
       report.fail(key, e.what(), fmt::format("check {} and {}/dataset_info.json", key, c.data.dataset_dir));
     }
@@ -122,8 +142,11 @@ void check_datasets(const config::JobPlan& c, Report& report) {
 void check_output_dir(const config::JobPlan& c, Report& report, const Estimate* est) {
   const fs::path out(c.output.output_dir);
   std::error_code ec;
-  fs::create_directories(out, ec);
-  const fs::path probe = out / fmt::format(".lf-doctor-write-{}", ::getpid());
+  // The doctor creates nothing: a missing output_dir is judged by the nearest folder above it
+  // that exists (lf-train creates output_dir there); the probe file is removed at once.
+  fs::path at = fs::absolute(out, ec);
+  while (!at.empty() && !fs::exists(at, ec) && at != at.root_path()) at = at.parent_path();
+  const fs::path probe = at / fmt::format(".lf-doctor-write-{}", ::getpid());
   const int fd = ec ? -1 : ::open(probe.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   const bool ok = fd >= 0 && ::write(fd, "ok\n", 3) == 3 && ::fsync(fd) == 0;
   const std::string why = ec ? ec.message() : std::strerror(errno);
@@ -133,12 +156,15 @@ void check_output_dir(const config::JobPlan& c, Report& report, const Estimate* 
     return report.fail("output-dir", fmt::format("output_dir {} is not writable here: {}", out.string(), why),
                        "choose a folder this user can write, on a disk every node sees");
   struct statvfs s {};
-  ::statvfs(out.c_str(), &s);
+  ::statvfs(at.c_str(), &s);
   const double free_bytes = static_cast<double>(s.f_bavail) * s.f_frsize;
-  report.pass("output-dir", fmt::format("{} is writable ({} free)", out.string(), gib(free_bytes)));
+  report.pass("output-dir", at == fs::absolute(out, ec)
+                                ? fmt::format("{} is writable ({} free)", out.string(), gib(free_bytes))
+                                : fmt::format("{} does not exist yet; {} above it is writable ({} free): lf-train "
+                                              "creates it", out.string(), at.string(), gib(free_bytes)));
   if (!est) return;
   const int64_t keep = c.output.save_total_limit.value_or(0);
-  const std::string need = fmt::format("one checkpoint of this run is ~{} ({} trainable parameters x 12 bytes){}",
+  const std::string need = fmt::format("one checkpoint of this run is ~{} ({} trainable parameters x 12 bytes + 5% + 2 MiB){}",
                                        gib(est->checkpoint_bytes()), est->counts.trainable,
                                        keep > 0 ? fmt::format(", save_total_limit {} keeps {}", keep,
                                                               gib(est->checkpoint_bytes() * static_cast<double>(keep)))

@@ -16,6 +16,21 @@ bool hosts_the_server(const DoctorContext& ctx) {
   return ctx.node_rank == 0 || (ctx.node_rank < 0 && (ctx.nnodes == 1 || is_local_address(ctx.master_addr)));
 }
 
+// The rendezvous port of a multi-node job on an address other hosts reach: without a token,
+// whoever reaches it can try to join (a stranger is refused, but a token refuses it unheard).
+void check_job_token(const DoctorContext& ctx, const std::vector<std::string>& addrs, Report& report) {
+  bool loopback = true;
+  for (const auto& a : addrs) loopback &= a.rfind("127.", 0) == 0 || a == "::1";
+  if (ctx.nnodes <= 1 || loopback) return;
+  if (!ctx.token.empty())
+    return report.pass("job-token", "a job token is set (LF_JOB_TOKEN / LF_JOB_TOKEN_FILE): only nodes with it join");
+  report.warn("job-token",
+              fmt::format("a {}-node job on MASTER_ADDR={} (not a loopback address) without a job token: whoever "
+                          "reaches port {} can try to join it", ctx.nnodes, ctx.master_addr, ctx.master_port),
+              "set the same LF_JOB_TOKEN (or LF_JOB_TOKEN_FILE) on every node, e.g. `export LF_JOB_TOKEN=$(openssl "
+              "rand -hex 16)` where the job's nodes are started; --hostfile makes one by itself");
+}
+
 }  // namespace
 
 void check_master(const DoctorContext& ctx, Report& report, bool all_nodes) {
@@ -32,6 +47,7 @@ void check_master(const DoctorContext& ctx, Report& report, bool all_nodes) {
                 "on node 0 MASTER_ADDR must be one of its own addresses (`ip -br addr`), the one the others reach");
   else
     report.pass("master-addr", fmt::format("MASTER_ADDR={} resolves to {}", ctx.master_addr, fmt::join(addrs, ", ")));
+  check_job_token(ctx, addrs, report);
   if (host) {
     // With --all-nodes the doctors' own rendezvous binds the port next (all_nodes.cpp).
     if (all_nodes) return;

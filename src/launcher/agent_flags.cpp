@@ -7,6 +7,7 @@
 #include "lf/common/env.h"
 #include "lf/common/env_knobs.h"
 #include "lf/common/error.h"
+#include "lf/common/job_token.h"
 #include "own_arguments.h"
 #include "ssh_fanout.h"
 
@@ -38,8 +39,9 @@ std::pair<int64_t, int64_t> parse_nnodes(const std::string& s) {
   return {lo, hi};
 }
 
-// LF_WORKER_LIVENESS_TIMEOUT_S (seconds, default 30, 0: off): see --worker-heartbeat-timeout.
-static double knob_worker_liveness_timeout_s() { return knob_number("LF_WORKER_LIVENESS_TIMEOUT_S").value_or(30); }
+// LF_WORKER_LIVENESS_TIMEOUT_S (seconds, default 10, 0: off): ten missed beats of a liveness thread
+// that beats every second; a loaded 2-core box delays them by milliseconds, not seconds (test_worker_hang): see --worker-heartbeat-timeout.
+static double knob_worker_liveness_timeout_s() { return knob_number("LF_WORKER_LIVENESS_TIMEOUT_S").value_or(10); }
 
 // Flags win; then LLaMA-Factory's variables; then defaults.
 void apply_environment(LaunchFlags& f) {
@@ -55,7 +57,7 @@ void apply_environment(LaunchFlags& f) {
   o.master_port = static_cast<uint16_t>(port);
   o.max_restarts = f.max_restarts >= 0 ? f.max_restarts : env_int("MAX_RESTARTS").value_or(0);
   o.rdzv_id = !f.rdzv_id.empty() ? f.rdzv_id : env_string("RDZV_ID").value_or("none");
-  o.token = knob_string("LF_JOB_TOKEN").value_or("");
+  o.token = job_token_from_env();
   o.worker_heartbeat_timeout_s =
       f.worker_heartbeat_timeout_s >= 0 ? f.worker_heartbeat_timeout_s : knob_worker_liveness_timeout_s();
   LF_CHECK(o.worker_heartbeat_timeout_s >= 0, ConfigError,
@@ -113,10 +115,16 @@ void add_agent_flags(CLI::App* cmd, LaunchFlags& flags) {
   cmd->add_option("--stop-grace", o.stop_grace_s, "Seconds between SIGTERM and SIGKILL when stopping workers (default 5)");
   cmd->add_option("--worker-heartbeat-timeout", flags.worker_heartbeat_timeout_s,
                   "Seconds a worker that heartbeats on LF_HEARTBEAT_FD may go silent before it counts as hung "
-                  "(env LF_WORKER_LIVENESS_TIMEOUT_S; default 30; 0: off)")
+                  "(env LF_WORKER_LIVENESS_TIMEOUT_S; default 10; 0: off)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--metrics-port", flags.metrics_port,
                   "Serve Prometheus metrics on this port (env LF_METRICS_PORT; 0: a free port, printed; default off)");
+  cmd->add_option("--metrics-addr", o.metrics_addr,
+                  "The address the metrics endpoint binds (env LF_METRICS_ADDR; default 127.0.0.1, this host only; "
+                  "the node's own address or 0.0.0.0 for a Prometheus on another host)");
+  cmd->add_flag("--rdzv-bind-all", o.rdzv_bind_all,
+                "Node 0: the rendezvous server listens on every address, not only on MASTER_ADDR's (behind NAT or a "
+                "load balancer); said in one log line");
   cmd->add_option("--hostfile", flags.hostfile,
                   "Start this command on every host of FILE (DeepSpeed's `HOST slots=N` lines) over ssh; MASTER_ADDR is "
                   "the first host");
@@ -134,6 +142,12 @@ int run_hostfile(const LaunchFlags& f) {
   o.args = without_fanout_flags(own_arguments());
   o.env = f.env;
   o.stop_grace_s = f.opt.stop_grace_s;
+  o.token = job_token_from_env();
+  if (o.token.empty()) {
+    o.token = make_job_token();
+    spdlog::info("--hostfile: made a job token for this run (no LF_JOB_TOKEN / LF_JOB_TOKEN_FILE): only the nodes "
+                 "started here can join the job");
+  }
   return run_over_ssh(o);
 }
 

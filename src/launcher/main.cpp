@@ -20,6 +20,7 @@
 #include "lf/common/error.h"
 #include "lf/common/log.h"
 #include "lf/common/version.h"
+#include "lf/config/train_config.h"
 #if LF_HAVE_DATA_COMMANDS
 #include "lf/data/commands.h"
 #endif
@@ -54,6 +55,29 @@ void check_first_argument(const CLI::App& app, const std::string& first) {
            std::filesystem::is_regular_file(first) ? " whose name ends in .yaml, .yml or .json" : "");
 }
 
+// `lf-train CONFIG --learning_rate 1e-4`: config keys are key=value (LLaMA-Factory's CLI spelling);
+// CLI11 alone would say "arguments were not expected".
+void check_key_value_spelling(const CLI::App& app, const std::vector<std::string>& args) {
+  if (args.empty() || args.front() != "train") return;
+  const auto found = app.get_subcommands([](const CLI::App* sub) { return sub->get_name() == "train"; });
+  const CLI::App* train = found.empty() ? nullptr : found.front();
+  const auto& keys = lf::config::known_keys();
+  for (size_t i = 1; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a.rfind("--", 0) != 0 || a.size() < 3) continue;
+    const std::string flag = a.substr(0, a.find('='));
+    if (train && train->get_option_no_throw(flag)) continue;
+    std::string key = flag.substr(2);
+    std::replace(key.begin(), key.end(), '-', '_');
+    if (std::find(keys.begin(), keys.end(), key) == keys.end()) continue;
+    const bool inline_value = a.find('=') != std::string::npos;
+    const std::string value = inline_value ? a.substr(a.find('=') + 1) : i + 1 < args.size() ? args[i + 1] : "VALUE";
+    LF_THROW(lf::ConfigError, "`{}{}`: config keys are given after the config as key=value, not as flags: write "
+                              "{}={} (`lf-train train --help` lists lf-train's own flags)",
+             a, inline_value || i + 1 >= args.size() ? "" : " " + args[i + 1], key, value);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -80,6 +104,7 @@ int main(int argc, char** argv) {
     std::vector<std::string> args(argv + 1, argv + argc);
     if (!args.empty() && lf::looks_like_config_path(argv[1])) args.insert(args.begin(), "train");
     if (!args.empty()) check_first_argument(app, args.front());
+    check_key_value_spelling(app, args);
     std::reverse(args.begin(), args.end());  // CLI11 takes the vector form reversed
     app.parse(args);
     if (!app.get_subcommands().size()) {

@@ -9,7 +9,9 @@
 #include <cerrno>
 #include <cstring>
 
+#include "lf/common/disk_space.h"
 #include "lf/common/error.h"
+#include "lf/common/output_set.h"
 #include "lf/model/config.h"
 #include "lf/model/initial_weights.h"
 #include "lf/plan/model_units.h"
@@ -20,10 +22,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string gib(uint64_t bytes) {
-  return bytes >= (1ull << 30) ? fmt::format("{:.1f} GiB", static_cast<double>(bytes) / (1ull << 30))
-                               : fmt::format("{:.1f} MiB", static_cast<double>(bytes) / (1ull << 20));
-}
+std::string gib(uint64_t bytes) { return size_text(static_cast<double>(bytes)); }
 
 // Organisations of the models people fine-tune with LLaMA-Factory, by folder-name prefix.
 std::string repository_of(const std::string& folder_name) {
@@ -104,6 +103,21 @@ void note_discarded_checkpoints(const config::JobPlan& c, std::vector<std::strin
       c.output.output_dir, fmt::join(steps, ", "), c.output.output_dir, steps.back()));
 }
 
+// Weight files of the other kind in output_dir would be loaded with this run's outputs. With
+// overwrite_output_dir they are removed when this run's outputs are placed (output_set.h);
+// without it the run is refused now, not after training.
+void check_stale_outputs(const config::JobPlan& c) {
+  if (c.output.overwrite_output_dir) return;
+  const bool adapter = c.adapter.finetuning_type == "lora";
+  const auto stale = stale_weight_files(c.output.output_dir, adapter ? OutputKind::kAdapter : OutputKind::kFullModel);
+  LF_CHECK(stale.empty(), ConfigError,
+           "output_dir {} holds {} of an earlier {} run ({}), which transformers, peft and vLLM would load with this "
+           "{} run's outputs: set overwrite_output_dir: true to have {} removed when this run's outputs are written, or "
+           "choose another output_dir",
+           c.output.output_dir, stale.size() == 1 ? "a file" : "files", adapter ? "full or freeze" : "LoRA",
+           fmt::join(stale, ", "), adapter ? "LoRA" : c.adapter.finetuning_type, stale.size() == 1 ? "it" : "them");
+}
+
 }  // namespace
 
 std::string download_hint(const std::string& path) {
@@ -121,8 +135,9 @@ std::string download_hint(const std::string& path) {
 }
 
 uint64_t predicted_checkpoint_bytes(const config::JobPlan& c, const fs::path& config_json) {
-  // fp32 weights and two moments a trainable parameter (the optimizer state saved beside them).
-  return static_cast<uint64_t>(plan::parameter_counts(model::load_model_config(config_json), c.adapter).trainable) * 12;
+  // The worker's rule (disk_space.h): fp32 weights and two moments a trainable parameter.
+  const auto trainable = plan::parameter_counts(model::load_model_config(config_json), c.adapter).trainable;
+  return save_bytes_needed(static_cast<uint64_t>(trainable), c.output.save_strategy != "no");
 }
 
 std::vector<std::string> preflight_training(const config::JobPlan& c) {
@@ -134,8 +149,9 @@ std::vector<std::string> preflight_training(const config::JobPlan& c) {
   const uint64_t need = predicted_checkpoint_bytes(c, config_json);
   const auto weights = model::choose_initial_weights(dir, c.model.init_weights, c.seed);
   if (!weights.note.empty()) notes.push_back(weights.note);
-  check_output_dir(c, c.output.save_strategy == "no" ? need / 3 : need, notes);
+  check_output_dir(c, need, notes);
   note_discarded_checkpoints(c, notes);
+  check_stale_outputs(c);
   return notes;
 }
 

@@ -106,7 +106,13 @@ std::string describe_exit(int code) {
     case kExitBackend: return "15 (NCCL / CUDA / Gloo failure)";
     default: break;
   }
-  if (code > 128 && code < 128 + 65) return fmt::format("{} (killed by {})", code, ::strsignal(code - 128));
+  // "137 (killed by signal 9, SIGKILL: Killed)": strsignal alone reads "killed by Killed".
+  if (code > 128 && code < 128 + 65) {
+    const int sig = code - 128;
+    const char* abbrev = ::sigabbrev_np(sig);
+    return fmt::format("{} (killed by signal {}{}: {}{})", code, sig, abbrev ? fmt::format(", SIG{}", abbrev) : "",
+                       ::strsignal(sig), sig == SIGKILL ? "; the OOM killer, or kill -9" : "");
+  }
   return std::to_string(code);
 }
 

@@ -6,6 +6,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "lf/common/output_lock.h"
+
 namespace lf {
 
 namespace fs = std::filesystem;
@@ -54,6 +56,8 @@ RetryResume::RetryResume(fs::path output_dir) : out_(std::move(output_dir)) {
   std::error_code ec;
   if (!fs::is_directory(out_, ec)) return;
   for (const auto& e : fs::directory_iterator(out_, ec)) {
+    // The job's own lock (output_lock.h) is no content.
+    if (e.path().filename().string().rfind(OutputLock::kFileName, 0) == 0) continue;
     started_empty_ = false;
     if (e.is_directory() && checkpoint_step(e.path().filename().string()) >= 0)
       before_[e.path().filename().string()] = identity(e.path());

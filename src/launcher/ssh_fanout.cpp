@@ -38,9 +38,11 @@ std::string shell_quote(const std::string& s) {
   return q + "'";
 }
 
-// Runs "$@" with stdin from /dev/null and sends it SIGTERM once this shell's stdin (ssh's
-// channel) ends: ssh killed, the link lost, or the stop here closing it.
+// Reads the job token from the first line of its stdin (never a command line: `ps` would
+// show it), runs "$@" with stdin from /dev/null and sends it SIGTERM once this shell's stdin
+// (ssh's channel) ends: ssh killed, the link lost, or the stop here closing it.
 constexpr const char* kRemoteWatcher =
+    "IFS= read -r LF_JOB_TOKEN; export LF_JOB_TOKEN; unset LF_JOB_TOKEN_FILE; "
     "exec 3<&0; \"$@\" </dev/null & p=$!; (cat <&3 >/dev/null 2>&1; kill -TERM $p 2>/dev/null) & w=$!; "
     "exec 3<&-; wait $p; rc=$?; kill $w 2>/dev/null; exit $rc";
 
@@ -139,7 +141,9 @@ std::vector<std::string> remote_environment(const SshFanoutOptions& o, size_t i)
     // LLaMA-Factory's job variables, except those each host gets from the hostfile.
     const bool job = name == "MASTER_PORT" || name == "MAX_RESTARTS" || name == "RDZV_ID" ||
                      (name == "NPROC_PER_NODE" && o.hosts[i].slots < 0);
-    if ((forwarded || job) && name != "LF_SSH_ARGS") env.push_back(name + "=" + value);
+    // The token travels on ssh's stdin (kRemoteWatcher), never on a command line.
+    const bool secret = name == "LF_JOB_TOKEN" || name == "LF_JOB_TOKEN_FILE";
+    if ((forwarded || job) && name != "LF_SSH_ARGS" && !secret) env.push_back(name + "=" + value);
   }
   for (const auto& e : o.env) {
     if (e.find('=') != std::string::npos) {
@@ -182,6 +186,10 @@ int run_over_ssh(const SshFanoutOptions& o) {
   for (size_t i = 0; i < hosts.size(); ++i) {
     hosts[i].name = o.hosts[i].host;
     start_ssh(hosts[i], ssh_argv(o.hosts[i].host, remote_command(o, i, exe, cwd)));
+    // The remote shell's first line of stdin (a pipe this small never blocks).
+    const std::string line = o.token + "\n";
+    LF_CHECK(::write(hosts[i].in, line.data(), line.size()) == static_cast<ssize_t>(line.size()), NetworkError,
+             "--hostfile: cannot hand the job token to ssh for {}: {}", hosts[i].name, std::strerror(errno));
   }
   spdlog::info("--hostfile: started lf-train on {} host(s) over ssh; MASTER_ADDR={}", hosts.size(),
                o.hosts.front().host);

@@ -8,7 +8,9 @@
 // host's output is streamed here with a "[host] " prefix. Ctrl-C, SIGTERM or the failure of
 // one host stops every remote agent: each remote agent's stdin is held by its ssh, and a
 // remote watcher sends it SIGTERM when that stdin closes (ssh gone, link lost, or closed
-// here), so no remote agent outlives this command. Single-threaded; owns its ssh children.
+// here), so no remote agent outlives this command. The job token (LF_JOB_TOKEN, LF_JOB_TOKEN_FILE,
+// else one made for the run) reaches every host on ssh's stdin, so only the nodes started here
+// can join. Single-threaded; owns its ssh children.
 #include <string>
 #include <vector>
 
@@ -21,6 +23,8 @@ struct SshFanoutOptions {
   std::vector<std::string> args;  // lf-train's arguments for every host (no --hostfile / --env)
   std::vector<std::string> env;   // --env: NAME (this process's value) or NAME=VALUE
   double stop_grace_s = 5;        // the agents' SIGTERM-to-SIGKILL grace; ssh is killed after it
+  // Every host's LF_JOB_TOKEN, sent as the first line of ssh's stdin (never on a command line).
+  std::string token;
 };
 
 // Returns the first failing host's exit code (an ssh that cannot connect: 11), 128 + signal

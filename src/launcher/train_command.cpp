@@ -18,6 +18,7 @@
 #include "lf/common/env_knobs.h"
 #include "lf/common/error.h"
 #include "lf/common/hash.h"
+#include "lf/common/output_lock.h"
 #include "lf/config/sharding.h"
 #include "lf/config/train_config.h"
 #include "lf/rendezvous/config_diff.h"
@@ -39,6 +40,20 @@ std::string find_worker_binary() {
   LF_THROW(ConfigError,
            "lf-worker (the trainer) was not found beside {}: build with -DLF_WITH_TORCH=ON (scripts/build.sh does when "
            ".venv exists), or point LF_WORKER_BIN at it", self.string());
+}
+
+// Node 0 by its flags or environment: it holds output_dir's lock for the run's life (across
+// --retries attempts too). Nodes ranked by arrival decide in the agent, when one hosts the
+// rendezvous (AgentOptions::output_lock_dir).
+bool node0_by_setting(const LaunchFlags& f) {
+  const auto nn = parse_nnodes(!f.nnodes.empty() ? f.nnodes : env_string("NNODES").value_or("1"));
+  const int64_t rank = f.node_rank >= 0 ? f.node_rank : env_int("NODE_RANK").value_or(-1);
+  return rank == 0 || (rank < 0 && nn.second == 1);
+}
+
+std::string job_label(const LaunchFlags& f, const std::string& config_path) {
+  return fmt::format("{} ({})", !f.rdzv_id.empty() ? f.rdzv_id : env_string("RDZV_ID").value_or("none"),
+                     fs::absolute(config_path).string());
 }
 
 }  // namespace
@@ -70,8 +85,17 @@ void add_train_command(CLI::App& app) {
     for (const auto& w : loaded.warnings) spdlog::warn("{}", w);
     for (const auto& n : loaded.notes) spdlog::info("{}", n);
     for (const auto& note : preflight_training(loaded.plan)) spdlog::warn("{}", note);
-    // The supervisor checked the config (a bad one exits 2 now); each attempt is a child lf-train.
-    if (retry->retries > 0) throw CLI::RuntimeError(run_with_retries(*retry, loaded.plan, own_arguments()));
+    // One job per output_dir (output_lock.h): a second job on it exits 2 here, naming this one.
+    // (--hostfile: this process is no node; node 0's own lf-train takes it.)
+    std::unique_ptr<OutputLock> lock;
+    if (flags->hostfile.empty() && node0_by_setting(*flags))
+      lock = OutputLock::acquire(loaded.plan.output.output_dir, job_label(*flags, path));
+    // The supervisor checked the config (a bad one exits 2 now); each attempt is a child lf-train,
+    // which adopts the lock the supervisor holds and renews.
+    if (retry->retries > 0) {
+      if (lock) ::setenv(knob_name("LF_OUTPUT_LOCK_HELD"), lock->nonce().c_str(), 1);
+      throw CLI::RuntimeError(run_with_retries(*retry, loaded.plan, own_arguments()));
+    }
     if (!flags->hostfile.empty()) throw CLI::RuntimeError(run_hostfile(*flags));
     // Printed here once for this node; the workers leave them out.
     ::setenv("LF_CONFIG_CHECKED", "1", 1);
@@ -93,6 +117,10 @@ void add_train_command(CLI::App& app) {
     // Nodes must agree on the effective config, not on how it was spelt.
     opt.config_hash = hex64(fnv1a64(loaded.canonical));
     for (const auto& [key, value] : loaded.items) opt.config_items.push_back(rdzv::config_item(key, value));
+    if (!lock && opt.host_server_if_free) {
+      opt.output_lock_dir = loaded.plan.output.output_dir;
+      opt.output_lock_job = job_label(*flags, path);
+    }
     spdlog::info("training {} ({}) with {} worker(s) on this node; outputs in {}", loaded.plan.model.model_name_or_path,
                  loaded.plan.adapter.finetuning_type, opt.nproc, loaded.plan.output.output_dir);
     // What will run (`lf-train plan`'s summary without the data counts), once per node.

@@ -119,6 +119,16 @@ std::vector<std::string> vllm_adapter_problems(const fs::path& dir) {
   return problems;
 }
 
+// Python's shlex.quote: as is when safe, else in single quotes (a path with spaces is one word).
+static std::string shell_word(const std::string& s) {
+  const bool safe = !s.empty() && s.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+                                                       "@%+=:,./-_") == std::string::npos;
+  if (safe) return s;
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\"'\"'") : std::string(1, c);
+  return q + "'";
+}
+
 void report_vllm_readiness(const fs::path& dir, const fs::path& base) {
   const bool adapter = fs::exists(dir / "adapter_config.json");
   if (!adapter && !fs::exists(dir / "config.json")) return;
@@ -126,10 +136,10 @@ void report_vllm_readiness(const fs::path& dir, const fs::path& base) {
   for (const auto& p : problems) spdlog::warn("vLLM: {}", p);
   if (!problems.empty()) return;
   if (adapter)
-    spdlog::info("vLLM: serve it with `vllm serve {} --enable-lora --lora-modules {}={}`", base.string(),
-                 dir.filename().string(), dir.string());
+    spdlog::info("vLLM: serve it with `vllm serve {} --enable-lora --lora-modules {}`", shell_word(base.string()),
+                 shell_word(dir.filename().string() + "=" + dir.string()));
   else
-    spdlog::info("vLLM: serve it with `vllm serve {}`", dir.string());
+    spdlog::info("vLLM: serve it with `vllm serve {}`", shell_word(dir.string()));
 }
 
 }  // namespace lf

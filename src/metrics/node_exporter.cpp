@@ -37,7 +37,7 @@ ExporterOptions ExporterOptions::from_env(uint16_t port) {
   o.nvml_library = knob_string("LF_NVML_LIBRARY").value_or(o.nvml_library);
   o.health = knob_bool("LF_HEALTH").value_or(true);
   o.thresholds = HealthThresholds::from_env();
-  o.linger_s = knob_number("LF_METRICS_LINGER_S").value_or(0);
+  o.linger_s = knob_number("LF_METRICS_LINGER_S").value_or(o.linger_s);
   return o;
 }
 
@@ -66,18 +66,36 @@ void NodeExporter::stop() {
   gpus_.reset();
 }
 
+// Until the scraper's next visit has seen the final values (the last step, phase `done`), at
+// most linger_s; not at all when nothing scraped during the job (nobody would come back).
 bool NodeExporter::linger(std::function<void()> done) {
-  if (stopped_ || opt_.linger_s <= 0) return false;
+  if (stopped_ || opt_.linger_s <= 0 || server_.scrapes() == 0) return false;
   ranks_.update(rank_source_(), wall_now());
-  spdlog::info("metrics: the job is over; serving its final values for {} s more (LF_METRICS_LINGER_S)", opt_.linger_s);
+  spdlog::info("metrics: the job is over; serving its final values until the next scrape, at most {} s "
+               "(LF_METRICS_LINGER_S)", opt_.linger_s);
   timer_.cancel();
-  timer_.expires_after(std::chrono::milliseconds(static_cast<int64_t>(opt_.linger_s * 1000)));
-  timer_.async_wait([this, done = std::move(done)](boost::system::error_code ec) {
-    if (ec) return;
-    stop();
-    done();
-  });
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(static_cast<int64_t>(opt_.linger_s * 1000));
+  linger_poll(server_.scrapes(), deadline, std::move(done));
   return true;
+}
+
+void NodeExporter::linger_poll(uint64_t scrapes_at_end, std::chrono::steady_clock::time_point deadline,
+                               std::function<void()> done) {
+  // A scrape is counted as its answer is queued: 200 ms more lets the answer leave.
+  const bool seen = server_.scrapes() > scrapes_at_end;
+  if (seen || std::chrono::steady_clock::now() >= deadline) {
+    timer_.expires_after(std::chrono::milliseconds(seen ? 200 : 0));
+    timer_.async_wait([this, done = std::move(done)](boost::system::error_code ec) {
+      if (ec) return;
+      stop();
+      done();
+    });
+    return;
+  }
+  timer_.expires_after(std::chrono::milliseconds(50));
+  timer_.async_wait([this, scrapes_at_end, deadline, done = std::move(done)](boost::system::error_code ec) mutable {
+    if (!ec) linger_poll(scrapes_at_end, deadline, std::move(done));
+  });
 }
 
 void NodeExporter::tick() {

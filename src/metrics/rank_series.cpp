@@ -2,23 +2,13 @@
 
 #include <fmt/format.h>
 
-#include <nlohmann/json.hpp>
-
 namespace lf::metrics {
 
 namespace {
 
-using json = nlohmann::json;
-
-std::optional<double> number(const json& j, const char* key) {
-  const auto it = j.find(key);
-  if (it == j.end() || !it->is_number()) return std::nullopt;
-  return it->get<double>();
-}
-
 // One gauge family over every rank that has the value.
 void gauge(Exposition& e, const std::map<int, RankSeries::Rank>& ranks, const std::string& node, const char* name,
-           const char* help, std::optional<double> RankValues::*field) {
+           const char* help, std::optional<double> ProgressMetrics::*field) {
   bool any = false;
   for (const auto& [r, rank] : ranks) any = any || (rank.values.*field).has_value();
   if (!any) return;
@@ -29,31 +19,24 @@ void gauge(Exposition& e, const std::map<int, RankSeries::Rank>& ranks, const st
                *v);
 }
 
-}  // namespace
-
-RankValues RankValues::parse(const std::string& metrics_json) {
-  RankValues v;
-  const json j = json::parse(metrics_json, nullptr, /*allow_exceptions=*/false);
-  if (!j.is_object()) return v;
-  v.loss = number(j, "loss");
-  v.learning_rate = number(j, "learning_rate");
-  v.grad_norm = number(j, "grad_norm");
-  v.epoch = number(j, "epoch");
-  v.tokens_per_s = number(j, "tokens_per_s");
-  v.mfu = number(j, "mfu");
-  v.step_s = number(j, "step_s");
-  v.comm_exposed_s = number(j, "comm_exposed_s");
-  v.eval_loss = number(j, "eval_loss");
-  v.checkpoint_s = number(j, "checkpoint_s");
-  return v;
+// A value every rank shares, once: global rank 0's (absent on the nodes without it).
+void job_series(Exposition& e, const std::map<int, RankSeries::Rank>& ranks, const std::string& node, const char* name,
+                MetricType type, const char* help, std::optional<double> ProgressMetrics::*field) {
+  const auto it = ranks.find(0);
+  if (it == ranks.end() || !(it->second.values.*field)) return;
+  e.family(name, type, help);
+  e.sample({{"node", node}, {"rank", "0"}, {"local_rank", std::to_string(it->second.report.local_rank)}},
+           *(it->second.values.*field));
 }
+
+}  // namespace
 
 void RankSeries::update(const std::vector<RankReport>& reports, double wall_now) {
   for (const auto& report : reports) {
     Rank& rank = ranks_[report.rank];
     rank.report = report;
     if (!report.progress) continue;
-    rank.values = RankValues::parse(report.metrics_json);
+    rank.values = ProgressMetrics::parse(report.metrics_json);
     // A step beat of the training phase finished `report.step`; a resumed or restarted run
     // may start below what was seen: follow it, counting nothing for the way back.
     if (!rank.last_step || report.step < *rank.last_step) {
@@ -92,19 +75,38 @@ void RankSeries::write(Exposition& e, const std::string& node) const {
     for (const auto& [r, rank] : ranks_)
       if (rank.last_step) e.sample(labels(r, rank), rank.last_step_wall);
   }
-  gauge(e, ranks_, node, "lf_train_loss", "Training loss of the rank's last step", &RankValues::loss);
-  gauge(e, ranks_, node, "lf_train_learning_rate", "Learning rate of the last step", &RankValues::learning_rate);
-  gauge(e, ranks_, node, "lf_train_grad_norm", "Global gradient norm of the last step (before clipping)",
-        &RankValues::grad_norm);
-  gauge(e, ranks_, node, "lf_train_epoch", "Fractional epoch", &RankValues::epoch);
+  // The job's (every rank has the same): once, from global rank 0.
+  job_series(e, ranks_, node, "lf_train_loss", MetricType::kGauge, "Training loss of the job's last logged step (rank 0's)",
+             &ProgressMetrics::loss);
+  job_series(e, ranks_, node, "lf_train_learning_rate", MetricType::kGauge, "Learning rate of the last step (rank 0's)",
+             &ProgressMetrics::learning_rate);
+  job_series(e, ranks_, node, "lf_train_grad_norm", MetricType::kGauge,
+             "Global gradient norm of the last step, before clipping (rank 0's)", &ProgressMetrics::grad_norm);
+  job_series(e, ranks_, node, "lf_train_epoch", MetricType::kGauge, "Fractional epoch (rank 0's)", &ProgressMetrics::epoch);
+  job_series(e, ranks_, node, "lf_train_total_steps", MetricType::kGauge,
+             "Optimizer steps the job runs in all (lf_train_step / this: the share done)", &ProgressMetrics::total_steps);
+  job_series(e, ranks_, node, "lf_train_tokens_total", MetricType::kCounter,
+             "Tokens the job trained on so far, every rank's (rate() of it: the job's tokens per second)",
+             &ProgressMetrics::tokens);
   gauge(e, ranks_, node, "lf_train_tokens_per_second", "This rank's real (non-pad) tokens per second, last step",
-        &RankValues::tokens_per_s);
-  gauge(e, ranks_, node, "lf_train_mfu", "Model FLOPs utilisation of the last step (0..1)", &RankValues::mfu);
+        &ProgressMetrics::tokens_per_s);
+  gauge(e, ranks_, node, "lf_train_mfu", "Model FLOPs utilisation of the last step (0..1)", &ProgressMetrics::mfu);
   gauge(e, ranks_, node, "lf_train_comm_exposed_seconds",
-        "Communication of the last step that backward did not hide (LF_PROFILE_PHASES=1)", &RankValues::comm_exposed_s);
-  gauge(e, ranks_, node, "lf_train_eval_loss", "Last evaluation loss", &RankValues::eval_loss);
+        "Communication of the last step that backward did not hide (LF_PROFILE_PHASES=1)", &ProgressMetrics::comm_exposed_s);
+  job_series(e, ranks_, node, "lf_train_eval_loss", MetricType::kGauge, "Last evaluation loss (rank 0's)",
+             &ProgressMetrics::eval_loss);
   gauge(e, ranks_, node, "lf_train_checkpoint_seconds", "Seconds the last checkpoint save took",
-        &RankValues::checkpoint_s);
+        &ProgressMetrics::checkpoint_s);
+  job_series(e, ranks_, node, "lf_train_rewards_accuracy", MetricType::kGauge,
+             "dpo: share of the last step's pairs whose chosen reward is higher", &ProgressMetrics::rewards_accuracy);
+  job_series(e, ranks_, node, "lf_train_rewards_margin", MetricType::kGauge,
+             "dpo, kto: mean chosen minus rejected reward, last step", &ProgressMetrics::rewards_margin);
+  job_series(e, ranks_, node, "lf_train_rewards_chosen", MetricType::kGauge,
+             "dpo, kto: mean reward of the chosen (desirable) responses, last step", &ProgressMetrics::rewards_chosen);
+  job_series(e, ranks_, node, "lf_train_rewards_rejected", MetricType::kGauge,
+             "dpo, kto: mean reward of the rejected (undesirable) responses, last step", &ProgressMetrics::rewards_rejected);
+  job_series(e, ranks_, node, "lf_train_kl", MetricType::kGauge, "kto: the KL estimate of the last step",
+             &ProgressMetrics::kl);
   bool any_steps = false;
   for (const auto& [r, rank] : ranks_) any_steps = any_steps || rank.last_step.has_value();
   if (any_steps) {

@@ -360,8 +360,9 @@ void merge_lora_adapter(CausalLM& model, const fs::path& dir, at::Generator* gen
 }
 
 LoraConfig prepare_lora(CausalLM& model, const LoraConfig& config, const std::vector<fs::path>& adapters,
-                        bool create_new_adapter) {
-  auto gen = at::detail::createCPUGenerator(config.seed);
+                        bool create_new_adapter, at::Generator* shared) {
+  auto own = at::detail::createCPUGenerator(config.seed);
+  at::Generator& gen = shared ? *shared : own;
   const size_t merged = adapters.empty() || create_new_adapter ? adapters.size() : adapters.size() - 1;
   for (size_t i = 0; i < merged; ++i) merge_lora_adapter(model, adapters[i], &gen);
   if (merged < adapters.size()) {

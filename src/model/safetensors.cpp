@@ -236,7 +236,13 @@ void write_safetensors(const fs::path& path, const std::vector<StWriteTensor>& t
       out.write(static_cast<const char*>(data), static_cast<std::streamsize>(t.nbytes));
     }
     out.flush();
-    LF_CHECK(out.good(), ConfigError, "write to {} failed (disk full?)", tmp.string());
+    if (!out.good()) {
+      // A full disk must not stay full of this half file.
+      out.close();
+      std::error_code ignored;
+      fs::remove(tmp, ignored);
+      LF_THROW(ConfigError, "write to {} failed (disk full?); the partial file is removed", tmp.string());
+    }
   }
   fs::rename(tmp, path);
 }

@@ -147,7 +147,9 @@ MemoryInputs memory_inputs(const config::JobPlan& p, const model::ModelConfig& m
   in.mc = &mc;
   in.c = p.precision.bf16 || p.precision.fp16 ? 2 : 4;
   in.row_len = row_length(p, w);
-  in.micro_batch = p.schedule.per_device_train_batch_size;
+  // dpo and rm run a pair's two rows in one forward (kto: the target rows with gradients, the KL rows apart).
+  const bool pairs = p.objective.stage == "dpo" || p.objective.stage == "rm";
+  in.micro_batch = p.schedule.per_device_train_batch_size * (pairs ? 2 : 1);
   in.tokens = static_cast<double>(in.micro_batch * in.row_len);
   in.rows = static_cast<double>(in.micro_batch * (in.row_len - 1));
   in.h = static_cast<double>(mc.hidden_size);

@@ -46,7 +46,14 @@ void Connection::read_more() {
                                 self->on_message_(std::move(m));
                               }
                             } catch (const ProtocolError& e) {
-                              self->finish(fmt::format("protocol error from {}: {}", self->peer_, e.what()));
+                              const std::string why = fmt::format("protocol error from {}: {}", self->peer_, e.what());
+                              if (!self->refuse_protocol_errors_) return self->finish(why);
+                              // No more reading: the Refused frame goes out, then the close.
+                              self->send(RefusedMsg{fmt::format(
+                                  "not a valid lf-train rendezvous frame ({}); this port serves an lf-train job's "
+                                  "rendezvous (protocol version {})", e.what(), kProtocolVersion)});
+                              self->close_why_ = why;
+                              self->close_after_flush();
                               return;
                             }
                             if (self->open_) self->read_more();
@@ -63,7 +70,7 @@ void Connection::send(const Message& m) {
 void Connection::write_next() {
   if (write_queue_.empty()) {
     writing_ = false;
-    if (closing_) finish("");
+    if (closing_) finish(close_why_);
     return;
   }
   writing_ = true;
@@ -83,10 +90,12 @@ void Connection::write_next() {
 void Connection::close_after_flush() {
   if (!open_) return;
   closing_ = true;
-  if (!writing_) finish("");
+  if (!writing_) finish(close_why_);
 }
 
 void Connection::close() { finish(""); }
+
+void Connection::close(const std::string& why) { finish(why); }
 
 void Connection::finish(const std::string& why) {
   if (!open_) return;

@@ -18,6 +18,7 @@
 #include "lf/common/env.h"
 #include "lf/common/env_knobs.h"
 #include "lf/common/error.h"
+#include "lf/common/job_token.h"
 #include "lf/rendezvous/messages.h"
 
 namespace lf::rdzv {
@@ -112,7 +113,7 @@ StoreClient StoreClient::from_env() {
   LF_CHECK(addr && port, ConfigError,
            "LF_RDZV_ADDR / LF_RDZV_PORT are not set: run this program under `lf-train launch`");
   return StoreClient(*addr, static_cast<uint16_t>(*port), env_string("TORCHELASTIC_RUN_ID").value_or("none"),
-                     knob_string("LF_JOB_TOKEN").value_or(""));
+                     job_token_from_env());
 }
 
 std::unique_ptr<StoreClient> StoreClient::connect_from_env() {
@@ -122,7 +123,7 @@ std::unique_ptr<StoreClient> StoreClient::connect_from_env() {
            "LF_RDZV_ADDR / LF_RDZV_PORT are not set: run this program under `lf-train launch`");
   return std::make_unique<StoreClient>(*addr, static_cast<uint16_t>(*port),
                                        env_string("TORCHELASTIC_RUN_ID").value_or("none"),
-                                       knob_string("LF_JOB_TOKEN").value_or(""));
+                                       job_token_from_env());
 }
 
 StoreClient::~StoreClient() {

@@ -8,6 +8,8 @@
 #include <string>
 
 #include "lf/common/log.h"
+#include "lf/common/output_set.h"
+#include "lf/common/remove_tree.h"
 #include "lf/common/progress_deadline.h"
 #include "phase_profile.h"
 #include "trainer_state.h"
@@ -72,15 +74,26 @@ json perf_report(const TrainSummary& sum, int64_t first_step, int64_t rank_token
   return perf;
 }
 
-void plot_losses(const json& log_history, const fs::path& out, const std::string& title, bool eval_on) {
-  for (const char* key : {"loss", "eval_loss"}) {
+// LLaMA-Factory's plot_loss(output_dir, keys): the stage's keys (objective.h: loss, and
+// rewards/accuracies for dpo, rewards/chosen for kto), then eval_loss (and rm's eval_accuracy); the
+// file of key k is training_{k with '/' as '_'}.png.
+void plot_losses(const json& log_history, const fs::path& out, const std::string& title, bool eval_on,
+                 std::vector<std::string> keys) {
+  keys.push_back("eval_loss");
+  if (std::find(keys.begin(), keys.end(), "eval_accuracy") == keys.end() && eval_on &&
+      !log_history.empty() && std::any_of(log_history.begin(), log_history.end(),
+                                          [](const json& e) { return e.contains("eval_accuracy"); }))
+    keys.push_back("eval_accuracy");
+  for (const auto& key : keys) {
     std::vector<std::pair<double, double>> pts;
     for (const auto& e : log_history)
       if (e.contains(key) && e.contains("step")) pts.emplace_back(e["step"].get<double>(), e[key].get<double>());
-    const fs::path png = out / fmt::format("training_{}.png", key);
+    std::string file = key;
+    std::replace(file.begin(), file.end(), '/', '_');
+    const fs::path png = out / fmt::format("training_{}.png", file);
     if (plot_curve(png, pts, key, fmt::format("training {} of {}", key, title)))
-      spdlog::info("figure saved at: {}", png.string());
-    else if (std::string(key) == "eval_loss" && eval_on)
+      spdlog::info("figure saved at: {}", (fs::path(title) / png.filename()).string());  // where it is moved
+    else if (key.rfind("eval_", 0) != 0 || eval_on)
       spdlog::warn("no metric {} to plot", key);
   }
 }
@@ -136,24 +149,34 @@ void Trainer::State::finish(TrainSummary& sum, const TrainPlan& plan, const Loop
     final_eval_s = seconds_since(t0);
   }
   progress_reporter().saving(loop.global_step);
-  // Under a sharded strategy every rank takes part in gathering the weights.
-  if (plan.outputs || (s.write_outputs && strategy->saving_is_collective())) save_model(c.output.output_dir);
-  if (!plan.outputs) return;
+  // The outputs are one set (lf/common/output_set.h): written into a staging folder, then moved
+  // into output_dir, where an earlier run's weights of another kind are removed.
   const fs::path out(c.output.output_dir);
-  write_json_file(out / "train_results.json", metrics, 4);
-  write_json_file(out / "trainer_state.json", trainer_state(loop.global_step, loop.epoch), 2);
-  if (c.output.plot_loss) plot_losses(logs.log_history, out, c.output.output_dir, plan.eval_on);
+  const fs::path staged = output_staging_dir(out);
+  if (plan.outputs) remove_tree(staged);  // a crashed run's
+  // Under a sharded strategy every rank takes part in gathering the weights.
+  try {
+    if (plan.outputs || (s.write_outputs && strategy->saving_is_collective())) save_model(staged);
+  } catch (...) {
+    if (plan.outputs) remove_tree(staged);  // a full disk must not stay full of a half set
+    throw;
+  }
+  if (!plan.outputs) return;
+  write_json_file(staged / "train_results.json", metrics, 4);
+  write_json_file(staged / "trainer_state.json", trainer_state(loop.global_step, loop.epoch), 2);
+  if (c.output.plot_loss) plot_losses(logs.log_history, staged, c.output.output_dir, plan.eval_on, objective->plot_keys());
   json all = metrics;
   if (plan.eval_on) {
     json ev = eval_metrics(final_eval, std::max(final_eval_s, 1e-9), loop.epoch);
     // HF's log() adds the count to the metrics dict evaluate() then returns (and LLaMA-Factory saves).
     if (c.logging.include_num_input_tokens_seen != "no") ev["num_input_tokens_seen"] = counts.num_input_tokens_seen(c.logging.include_num_input_tokens_seen);
-    write_json_file(out / "eval_results.json", ev, 4);
+    write_json_file(staged / "eval_results.json", ev, 4);
     for (auto& [k, v] : ev.items()) all[k] = v;
     // Not a trainer_log.jsonl line: LLaMA-Factory's LogCallback stops writing when training ends
     // (on_train_end), so its final evaluation is in eval_results.json / all_results.json only.
   }
-  write_json_file(out / "all_results.json", all, 4);
+  write_json_file(staged / "all_results.json", all, 4);
+  place_output_set(staged, out);
   spdlog::info("training done: {} steps in {:.1f}s, train_loss {:.4f}; outputs in {}", loop.global_step,
                sum.runtime_s, sum.train_loss, out.string());
 }

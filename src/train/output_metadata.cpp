@@ -32,6 +32,13 @@ void write_json_text(const fs::path& p, const Json& j) {
     std::ofstream out(tmp);
     LF_CHECK(out.good(), ConfigError, "cannot write {}", tmp.string());
     out << j.dump(2) << "\n";
+    out.flush();
+    if (!out.good()) {
+      out.close();
+      std::error_code ignored;
+      fs::remove(tmp, ignored);
+      LF_THROW(ConfigError, "write to {} failed (disk full?); the partial file is removed", tmp.string());
+    }
   }
   fs::rename(tmp, p);
 }

@@ -28,6 +28,13 @@ void write_json_file(const fs::path& file, const nlohmann::json& obj, int indent
     std::ofstream out(tmp);
     LF_CHECK(out.good(), ConfigError, "cannot write {}", tmp.string());
     out << obj.dump(indent) << "\n";  // nlohmann::json keeps keys sorted, as sort_keys=True
+    out.flush();
+    if (!out.good()) {
+      out.close();
+      std::error_code ignored;
+      fs::remove(tmp, ignored);
+      LF_THROW(ConfigError, "write to {} failed (disk full?); the partial file is removed", tmp.string());
+    }
   }
   fs::rename(tmp, file);
 }

@@ -18,6 +18,10 @@ double router_aux_loss_coef(const config::JobPlan& plan, const model::CausalLM& 
   }
   // LLaMA-Factory's configure_moe: a coefficient of 0 leaves the config as it is.
   const double coef = set && *set > 0 ? *set : moe.output_router_logits ? moe.router_aux_loss_coef : 0.0;
+  LF_CHECK(coef == 0 || plan.objective.stage == "sft" || plan.objective.stage == "pt", ConfigError,
+           "stage {} with the mixture-of-experts load-balancing loss (moe_aux_loss_coef {}) is not implemented "
+           "(TRL adds it to the preference losses); unset moe_aux_loss_coef, or train this stage without it",
+           plan.objective.stage, coef);
   LF_CHECK(coef == 0 || !plan.data.neat_packing, ConfigError,
            "neat_packing with the mixture-of-experts load-balancing loss (moe_aux_loss_coef {}) is not supported: "
            "LLaMA-Factory hands transformers' aux loss a packed attention mask it does not read as one (the loss "

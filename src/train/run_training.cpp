@@ -1,6 +1,7 @@
 #include "lf/train/run_training.h"
 
 #include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
 #include <ATen/detail/CUDAHooksInterface.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
@@ -17,6 +18,7 @@
 #include "lf/ckpt/rank_commit.h"
 #include "lf/comm/process_group.h"
 #include "lf/comm/rank_agreement.h"
+#include "lf/common/output_set.h"
 #include "lf/common/env.h"
 #include "lf/common/env_knobs.h"
 #include "lf/common/error.h"
@@ -35,6 +37,7 @@
 #include "lf/model/kernel_paths.h"
 #include "lf/model/loader.h"
 #include "lf/model/lora.h"
+#include "lf/model/value_head.h"
 #include "lf/offload/host_memory.h"
 #include "lf/offload/host_thread_pool.h"
 #include "lf/parallel/make_strategy.h"
@@ -65,7 +68,7 @@ void check_output_dir(const config::JobPlan& c) {
   const fs::path out(c.output.output_dir);
   if (!fs::exists(out)) return;
   LF_CHECK(fs::is_directory(out), ConfigError, "output_dir {} exists and is not a folder", out.string());
-  LF_CHECK(c.output.overwrite_output_dir || fs::is_empty(out), ConfigError,
+  LF_CHECK(c.output.overwrite_output_dir || output_dir_is_empty(out), ConfigError,
            "output_dir {} already exists and is not empty; set overwrite_output_dir: true to write over it, "
            "resume_from_checkpoint: {}/checkpoint-N to continue that run, or choose another output_dir",
            out.string(), out.string());
@@ -184,7 +187,11 @@ void check_offload_host_memory(const config::JobPlan& c, const comm::WorldInfo& 
 // The model on this worker's device, checked against the tokenizer and data, with LoRA
 // applied when asked (its config into *lora).
 std::unique_ptr<model::CausalLM> load_model(const config::JobPlan& c, const Tokenizer& tokenizer,
-                                            const SftData& data, std::optional<model::LoraConfig>& lora) {
+                                            const SftData& data, std::optional<model::LoraConfig>& lora,
+                                            std::unique_ptr<model::ValueHead>& value_head) {
+  // torch's CPU generator as LLaMA-Factory's run has it after transformers.set_seed(seed): peft's LoRA
+  // draws, then (stage rm) the value head's.
+  auto init_gen = at::detail::createCPUGenerator(static_cast<uint64_t>(c.seed));
   model::LoadOptions lo;
   lo.device = pick_device();
   // init_weights auto | pretrained | random against what the folder holds (lf/model/initial_weights.h).
@@ -229,7 +236,7 @@ std::unique_ptr<model::CausalLM> load_model(const config::JobPlan& c, const Toke
     lc.modules_to_save = c.adapter.additional_target;
     lc.seed = static_cast<uint64_t>(c.seed);
     std::vector<fs::path> adapters(c.adapter.adapter_name_or_path.begin(), c.adapter.adapter_name_or_path.end());
-    lora = model::prepare_lora(*model, lc, adapters, c.adapter.create_new_adapter);
+    lora = model::prepare_lora(*model, lc, adapters, c.adapter.create_new_adapter, &init_gen);
     if (!adapters.empty())
       spdlog::info("adapters: {} merged{}", c.adapter.create_new_adapter ? adapters.size() : adapters.size() - 1,
                    c.adapter.create_new_adapter ? ", a new one trained" : fmt::format(", {} trained on", adapters.back().string()));
@@ -245,6 +252,13 @@ std::unique_ptr<model::CausalLM> load_model(const config::JobPlan& c, const Toke
                c.adapter.finetuning_type == "lora" ? fmt::format(" rank {}", c.adapter.lora_rank) : std::string(),
                c10::toString(lo.param_dtype), c10::toString(mixed),
                c.model.gradient_checkpointing ? ", gradient checkpointing" : "");
+  if (c.objective.stage == "rm") {
+    const fs::path src(c.model.model_name_or_path);
+    value_head = std::make_unique<model::ValueHead>(*model, init_gen,
+                                                    model::value_head_dropout(fs::is_directory(src) ? src : src.parent_path()));
+    spdlog::info("value head: Linear({}, 1) on the final hidden states, dropout {}", model->config().hidden_size,
+                 value_head->dropout());
+  }
   const auto layers = model::fused_kernels_status();  // also validates LF_FUSED_KERNELS on CPU
   if (lo.device.is_cuda()) spdlog::info("layers: {}", layers);
   return model;
@@ -261,13 +275,15 @@ struct JobStrategy {
 };
 
 JobStrategy make_job_strategy(const config::JobPlan& c, const comm::WorldInfo& world, model::CausalLM& model,
-                              bool lora, const SftData& data) {
+                              bool lora, const SftData& data, model::ValueHead* value_head) {
   JobStrategy j;
   const auto device = model.lm_head_weight().device();
   if (world.world_size > 1) j.communicator = comm::make_default_communicator(world, device.is_cuda());
   parallel::StrategySetup ss;
   ss.model = &model;
   ss.trainable = model::trainable_parameters(model, lora);
+  if (value_head)
+    for (auto& p : value_head->named_parameters()) ss.trainable.push_back(p);
   ss.lora = lora;
   ss.optim = c.optim;
   ss.rank = world.rank;
@@ -277,7 +293,8 @@ JobStrategy make_job_strategy(const config::JobPlan& c, const comm::WorldInfo& w
   ctx.compute_dtype = compute_dtype_of(c.precision);
   ctx.longest_row = longest_padded_row(data.train);
   ctx.host_threads = offload::host_adam_threads_for_this_worker();
-  ctx.micro_batch = c.schedule.per_device_train_batch_size;
+  // The preference stages' forwards hold two rows an example (a pair, or KTO's target and KL rows).
+  ctx.micro_batch = c.schedule.per_device_train_batch_size * static_cast<int64_t>(data.train.group_size());
   ctx.accumulation = c.schedule.gradient_accumulation_steps;
   j.strategy = parallel::make_strategy(c.parallel, std::move(ss), ctx);
   if (world.world_size > 1 || c.parallel.zero_stage > 0) spdlog::info("{}", j.strategy->describe());
@@ -315,6 +332,11 @@ void train_from_config(const config::LoadedConfig& loaded) {
     for (const auto& n : loaded.notes) spdlog::info("{}", n);
   }
   model::set_kernel_paths(c.model.kernels);  // before any layer runs: model code reads no environment
+  // HF's TrainingArguments refuses fp16 without a GPU (its CPU path would run ~40x slower here).
+  LF_CHECK(!c.precision.fp16 || at::hasCUDA(), ConfigError,
+           "fp16: true needs a CUDA GPU and this worker has none; HF's TrainingArguments refuses it too (\"FP16 Mixed "
+           "precision training ... can only be used on CUDA\"). On a CPU train in fp32 (bf16: false, fp16: false) or "
+           "with bf16: true");
   const auto world = comm::WorldInfo::from_env();
   // --nnodes MIN:MAX: the first round's global batch on this round's ranks (exit 2 when it cannot be).
   const auto elastic = config::keep_elastic_global_batch(c, knob_int("LF_BASE_WORLD_SIZE").value_or(0), world.world_size);
@@ -335,13 +357,15 @@ void train_from_config(const config::LoadedConfig& loaded) {
   auto data = load_sft_data(args, tokenizer);
   LF_CHECK(data.train.size() > 0, ConfigError, "the training dataset {} is empty after preprocessing",
            fmt::join(c.data.dataset, ","));
-  spdlog::info("data: {} train / {} eval examples, {} train tokens{}", data.train.size(), data.eval.size(),
+  spdlog::info("data: {} train / {} eval examples, {} train tokens{}", data.train.num_examples(), data.eval.num_examples(),
                data.train.num_tokens(), data.from_cache ? " (tokenized cache)" : "");
   TrainerSetup s;
   s.plan = c;
   progress_reporter().loading();
-  auto model = load_model(c, tokenizer, data, s.lora);
+  std::unique_ptr<model::ValueHead> value_head;
+  auto model = load_model(c, tokenizer, data, s.lora, value_head);
   s.model = model.get();
+  s.value_head = value_head.get();
   s.train = &data.train;
   s.eval = &data.eval;
   s.pad_id = data.pad_id;  // LLaMA-Factory: the tokenizer's pad token, else eos
@@ -349,7 +373,7 @@ void train_from_config(const config::LoadedConfig& loaded) {
   s.model_dir = fs::is_directory(src) ? src : src.parent_path();
   s.output_tokenizer = output_tokenizer(args, tokenizer, s.model_dir);
   s.resume_from = resume;
-  const auto job = make_job_strategy(c, world, *model, s.lora.has_value(), data);
+  const auto job = make_job_strategy(c, world, *model, s.lora.has_value(), data, value_head.get());
   s.strategy = job.strategy.get();
   s.commit = job.commit.get();
   // DESIGN "RNG": the global generators (dropout) from (seed, rank), seeded here, after the

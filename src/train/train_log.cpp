@@ -51,6 +51,8 @@ void Trainer::State::log_event(json entry, const json& lf_extra, int64_t step) {
   line["total_steps"] = logs.total_steps;
   for (const char* k : {"loss", "eval_loss"})
     if (entry.contains(k)) line[k] = entry[k];
+  // LLaMA-Factory's LogCallback: accuracy is TRL's rewards/accuracies (stage dpo).
+  if (entry.contains("rewards/accuracies")) line["accuracy"] = entry["rewards/accuracies"];
   if (entry.contains("learning_rate")) line["lr"] = entry["learning_rate"];
   if (entry.contains("epoch")) line["epoch"] = entry["epoch"];
   line["percentage"] = logs.total_steps > 0 ? round_to(100.0 * static_cast<double>(step) / logs.total_steps, 2) : 100.0;
@@ -85,6 +87,9 @@ void Trainer::State::log_step(const StepRecord& r, const TrainPlan& plan, LoopSt
               {"loss", loop.loss_since_log / static_cast<double>(step - loop.last_logged)},
               {"step", step}};
     if (stepper.fp16) e["loss_scale"] = r.loss_scale;
+    // The objective's metrics since the last line (TRL's reward metrics: objective.h).
+    objective->log_metrics(metrics_since_log, e);
+    std::fill(metrics_since_log.begin(), metrics_since_log.end(), 0.0);
     // The load-balancing loss beside the loss (trainer_log.jsonl only: HF's log_history has none).
     json extra = r.has_aux_loss ? json{{"aux_loss", r.aux_loss}} : json::object();
     log_event(e, extra, step);
@@ -99,19 +104,22 @@ void Trainer::State::log_step(const StepRecord& r, const TrainPlan& plan, LoopSt
 }
 
 json Trainer::State::eval_metrics(double eval_loss, double seconds, double epoch) const {
-  const double n = static_cast<double>(s.eval->size());
-  return {{"epoch", epoch},
-          {"eval_loss", eval_loss},
-          {"eval_runtime", round_to(seconds, 4)},
-          {"eval_samples_per_second", round_to(n / seconds, 3)},
-          {"eval_steps_per_second", round_to(std::ceil(n / c.eval.per_device_eval_batch_size) / seconds, 3)}};
+  const double n = static_cast<double>(s.eval->num_examples());
+  json e = {{"epoch", epoch},
+            {"eval_loss", eval_loss},
+            {"eval_runtime", round_to(seconds, 4)},
+            {"eval_samples_per_second", round_to(n / seconds, 3)},
+            {"eval_steps_per_second", round_to(std::ceil(n / c.eval.per_device_eval_batch_size) / seconds, 3)}};
+  if (eval_extra.is_object())
+    for (auto& [k, v] : eval_extra.items()) e[k] = v;
+  return e;
 }
 
 void Trainer::State::evaluate_and_log(LoopState& loop, TrainSummary& sum, const ProgressDisplay& display) {
   const auto t0 = Clock::now();
   progress_reporter().evaluating(loop.global_step);
   const double el = evaluate();
-  progress_reporter().note("eval_loss", el);
+  progress_reporter().note(&ProgressMetrics::eval_loss, el);
   sum.evals.push_back({loop.global_step, el});
   json e = eval_metrics(el, seconds_since(t0), loop.epoch);
   e["step"] = loop.global_step;

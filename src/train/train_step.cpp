@@ -42,6 +42,23 @@ class KeepRng {
 
 }  // namespace
 
+std::unique_ptr<Objective> make_lm_objective(Trainer::State& st);  // lm_objective.cpp
+
+void Trainer::State::make_objective() {
+  ObjectiveContext ctx;
+  ctx.model = &m;
+  ctx.strategy = strategy;
+  ctx.train = s.train;
+  ctx.eval = s.eval;
+  ctx.plan = &c;
+  ctx.pad_id = s.pad_id;
+  ctx.chunk_rows = s.loss_chunk_rows;
+  ctx.lora = s.lora.has_value();
+  ctx.value_head = s.value_head;
+  objective = make_preference_objective(ctx);
+  if (!objective) objective = make_lm_objective(*this);
+}
+
 std::unique_ptr<MicroStepGraph> Trainer::State::make_graph() {
   StepGraphSetup g;
   g.device = device;
@@ -70,18 +87,20 @@ std::unique_ptr<MicroStepGraph> Trainer::State::make_graph() {
   return graph;
 }
 
-at::Tensor Trainer::State::eager_micro_step(const Batch& b, double factor, double scale, at::Tensor& aux,
-                                            PhaseClock& phases) {
+at::Tensor Trainer::State::eager_micro_step(const Batch& b, double factor, PhaseClock& phases) {
   auto& router = m.router_aux_loss();
   // The load-balancing loss counts this batch's real tokens; its nodes stay live through backward
   // (a checkpointed layer attaches its gradient when recomputed).
-  if (aux_coef > 0) router.begin(b.attention_mask.to(device), aux_trains ? aux_coef * scale : 0.0);
+  if (aux_coef > 0) router.begin(b.attention_mask.to(device), aux_step.grad_weight);
   at::Tensor loss_sum;
   {
     RECORD_USER_SCOPE("lf::forward");  // named spans for LF_PROFILE_TRACE
     loss_sum = forward_loss_sum(b);
   }
-  if (aux_coef > 0) aux += router.value().detach().to(at::kDouble);
+  if (aux_coef > 0) {
+    aux_step.sum += router.value().detach().to(at::kDouble);
+    ++aux_step.batches;
+  }
   phases.lap(Phase::kForward);
   {
     RECORD_USER_SCOPE("lf::backward");
@@ -119,18 +138,18 @@ StepRecord Trainer::State::run_step(const std::vector<int64_t>& perm, int64_t st
                                     const ProgressDisplay& display) {
   const auto step_start = Clock::now();
   phases.start();
-  const auto& data = *s.train;
   const auto& layout = plan.layout;
   const auto micro = rank_micro_batches(perm, step_in_epoch, layout, rank);
   const auto examples = step_examples(perm, step_in_epoch, layout);
-  int64_t step_targets = 0;
-  for (auto i : examples) step_targets += hf_num_items(data, i);
-  const double denom = static_cast<double>(std::max<int64_t>(1, step_targets));
+  // The divisor from every rank's micro-batches, before any backward (DESIGN "Loss").
+  std::vector<std::vector<int64_t>> every_rank;
+  for (int64_t r = 0; r < world; ++r)
+    for (auto& mb : r == rank ? micro : rank_micro_batches(perm, step_in_epoch, layout, r)) every_rank.push_back(mb);
+  const double denom = objective->step_divisor(every_rank);
   const double lr = c.optim.learning_rate * stepper.sched.factor(stepper.sched_step);
   const double scale = stepper.fp16 ? stepper.scaler.scale() : 1.0;
   at::Tensor loss_acc = at::zeros({}, at::TensorOptions().dtype(at::kDouble).device(device));
-  at::Tensor aux_acc = at::zeros_like(loss_acc);  // the load-balancing losses of this rank's micro-batches
-  int64_t aux_batches = 0;
+  aux_step = {aux_trains ? aux_coef * scale : 0.0, at::zeros_like(loss_acc), 0};  // eager_micro_step adds to it
   StepRecord rec;
   // Micro-steps of the whole step (equal on every rank; this rank's may run out first).
   const int64_t per_micro = layout.micro_batch * layout.world;
@@ -138,22 +157,14 @@ StepRecord Trainer::State::run_step(const std::vector<int64_t>& perm, int64_t st
   for (int64_t k = 0; k < n_micro; ++k) {
     strategy->before_micro_step(k == n_micro - 1);
     if (k >= static_cast<int64_t>(micro.size())) {
-      if (strategy->needs_every_forward()) forward_backward_without_targets();
+      if (strategy->needs_every_forward() || objective->collective_micro_steps()) objective->idle_micro_step();
       continue;
     }
-    const auto b = collate(data, micro[static_cast<size_t>(k)], s.pad_id, stepper.pad_multiple);
-    std::optional<at::Tensor> graphed;
-    if (stepper.graph) {
-      RECORD_USER_SCOPE("lf::graph_replay");
-      graphed = stepper.graph->run(b, scale / denom);
-      if (graphed) phases.lap(Phase::kForward);  // forward and backward in one replay
-    }
-    const at::Tensor loss_sum = graphed ? *graphed : eager_micro_step(b, scale / denom, scale, aux_acc, phases);
-    aux_batches += aux_coef > 0;
-    loss_acc += loss_sum.detach().to(at::kDouble);
-    rec.num_tokens += b.num_tokens;
-    rec.padded_tokens += b.input_ids.numel();
-    rec.padded_token_positions += b.input_ids.numel() * b.input_ids.size(-1);
+    const auto ms = objective->micro_step(micro[static_cast<size_t>(k)], scale / denom, phases);
+    loss_acc += ms.loss.detach().to(at::kDouble);
+    rec.num_tokens += ms.tokens;
+    rec.padded_tokens += ms.padded;
+    rec.padded_token_positions += ms.positions;
   }
   {
     RECORD_USER_SCOPE("lf::ddp_finish");
@@ -167,13 +178,21 @@ StepRecord Trainer::State::run_step(const std::vector<int64_t>& perm, int64_t st
   // The step's one host sync: the loss and the counters of every rank, in one reduction.
   std::vector<double> sums = {loss_acc.item<double>() / denom, static_cast<double>(rec.num_tokens),
                               static_cast<double>(rec.padded_tokens)};
-  if (aux_coef > 0) sums.insert(sums.end(), {aux_acc.item<double>(), static_cast<double>(aux_batches)});
+  const auto metric_sums = objective->take_metric_sums();  // the objective's, in the same reduction
+  sums.insert(sums.end(), metric_sums.begin(), metric_sums.end());
+  // HF's Trainer adds each micro-batch's coef x aux loss to its loss: after the objective's sums.
+  const size_t aux_at = sums.size();
+  if (aux_coef > 0) sums.insert(sums.end(), {aux_step.sum.item<double>(), static_cast<double>(aux_step.batches)});
   if (world > 1) sums = strategy->all_reduce_sums(std::move(sums));
-  // HF's Trainer: each micro-batch's loss is its CE share plus coef x its own aux loss, summed.
-  const double step_loss = sums[0] + (aux_coef > 0 ? aux_coef * sums[3] : 0.0);
-  if (aux_coef > 0) rec.has_aux_loss = true, rec.aux_loss = sums[3] / std::max(1.0, sums[4]);
+  const double step_loss = sums[0] + (aux_coef > 0 ? aux_coef * sums[aux_at] : 0.0);
+  if (aux_coef > 0) rec.has_aux_loss = true, rec.aux_loss = sums[aux_at] / std::max(1.0, sums[aux_at + 1]);
   rec.step_tokens = static_cast<int64_t>(sums[1]);
   rec.step_padded_tokens = static_cast<int64_t>(sums[2]);
+  metrics_since_log.resize(metric_sums.size(), 0.0);
+  for (size_t i = 0; i < metric_sums.size(); ++i) metrics_since_log[i] += sums[3 + i];
+  last_step_metrics = json::object();
+  objective->log_metrics(std::vector<double>(sums.begin() + 3, sums.begin() + 3 + static_cast<int64_t>(metric_sums.size())),
+                         last_step_metrics);
   LF_CHECK(std::isfinite(step_loss), NonFiniteLossError,
            "the training loss is {} at step {} of {} (epoch {:.2f}, lr {:.3g}); lower learning_rate, check the data, or "
            "use bf16 instead of fp16",
@@ -185,7 +204,7 @@ StepRecord Trainer::State::run_step(const std::vector<int64_t>& perm, int64_t st
   rec.lr = lr;
   rec.skipped = found_inf;
   rec.loss_scale = scale;
-  rec.num_targets = step_targets;
+  rec.num_targets = static_cast<int64_t>(denom);
   rec.seconds = seconds_since(step_start);
   rec.phase_seconds = phases.take();
   return rec;

@@ -10,6 +10,7 @@
 #include "lf/common/log.h"
 #include "lf/common/progress_deadline.h"
 #include "lf/model/lora.h"
+#include "lf/model/value_head.h"
 #include "lf/parallel/make_strategy.h"
 #include "lf/train/data_order.h"
 #include "lf/train/lm_loss.h"
@@ -49,6 +50,9 @@ at::Tensor Trainer::State::forward_loss_sum(const Batch& b) {
 
 double Trainer::State::evaluate() {
   if (!s.eval || s.eval->size() == 0) return std::nan("");
+  // The preference stages evaluate their own loss and metrics (objective.h); kept for eval_metrics.
+  eval_extra = objective->evaluate();
+  if (!eval_extra.is_null()) return eval_extra["eval_loss"].get<double>();
   c10::NoGradGuard no_grad;
   const bool was_training = m.training();
   m.set_training(false);
@@ -102,6 +106,8 @@ Trainer::Trainer(TrainerSetup setup) {
     parallel::StrategySetup ss;
     ss.model = st.s.model;
     ss.trainable = model::trainable_parameters(st.m, st.s.lora.has_value());
+    if (st.s.value_head)
+      for (auto& p : st.s.value_head->named_parameters()) ss.trainable.push_back(p);
     ss.lora = st.s.lora.has_value();
     ss.optim = c.optim;
     st.own_strategy = parallel::make_single_strategy(std::move(ss));
@@ -133,7 +139,9 @@ Trainer::Trainer(TrainerSetup setup) {
   st.aux_coef = router_aux_loss_coef(c, st.m);
   st.aux_trains = router_aux_loss_trains(c, st.aux_coef);
   st.peak_flops = peak_flops_per_s(st.device, st.m.compute_dtype(), c.logging.peak_tflops);
-  st.stepper.graph = st.make_graph();
+  st.make_objective();
+  // CUDA graphs capture the LM loss's micro-step; the preference stages' run eagerly.
+  if (!c.objective.preference()) st.stepper.graph = st.make_graph();
 }
 
 Trainer::~Trainer() = default;
@@ -143,24 +151,46 @@ void Trainer::save_model(const fs::path& dir) { state_->save_model(dir); }
 
 // The step's numbers to the agent (its Prometheus endpoint and the step deadline read them).
 void Trainer::State::report_progress(const StepRecord& r) {
-  json metrics = {{"loss", r.loss},
-                  {"learning_rate", r.lr},
-                  {"grad_norm", r.grad_norm},
-                  {"epoch", r.epoch},
-                  {"tokens_per_s", static_cast<double>(r.num_tokens) / std::max(r.seconds, 1e-9)}};
+  ProgressMetrics m;
+  m.loss = r.loss;
+  m.learning_rate = r.lr;
+  m.grad_norm = r.grad_norm;
+  m.epoch = r.epoch;
+  m.tokens_per_s = static_cast<double>(r.num_tokens) / std::max(r.seconds, 1e-9);
+  // The job's: lf_train_total_steps and the lf_train_tokens_total counter (rank 0's).
+  m.total_steps = static_cast<double>(logs.total_steps);
+  m.tokens = static_cast<double>(counts.tokens_seen);
+  // The preference stages' metrics of this step (every rank's examples: the same on every rank).
+  for (auto& [k, v] : last_step_metrics.items())
+    if (v.is_number()) m.set(k, v.get<double>());
   if (peak_flops > 0)  // this rank's share of the step's model FLOPs over its time
-    metrics["mfu"] = step_model_flops(model_flops, static_cast<double>(r.padded_tokens),
-                                      static_cast<double>(r.padded_token_positions)) /
-                     std::max(r.seconds, 1e-9) / peak_flops;
+    m.mfu = step_model_flops(model_flops, static_cast<double>(r.padded_tokens),
+                             static_cast<double>(r.padded_token_positions)) /
+            std::max(r.seconds, 1e-9) / peak_flops;
   // The communication left after backward: measured only under LF_PROFILE_PHASES=1.
   if (r.phase_seconds[static_cast<size_t>(Phase::kDdpFinish)] > 0)
-    metrics["comm_exposed_s"] = r.phase_seconds[static_cast<size_t>(Phase::kDdpFinish)];
-  progress_reporter().step_done(r.step, r.seconds, metrics.dump());
+    m.comm_exposed_s = r.phase_seconds[static_cast<size_t>(Phase::kDdpFinish)];
+  progress_reporter().step_done(r.step, r.seconds, m);
+}
+
+std::vector<std::vector<int64_t>> Trainer::State::first_epoch_micro_batches(const TrainPlan& plan) const {
+  const auto perm = epoch_permutation(plan.num_examples, static_cast<uint64_t>(c.seed), 0);
+  const int64_t per_micro = plan.layout.micro_batch * plan.layout.world;
+  std::vector<std::vector<int64_t>> out;
+  // Only the steps the run takes (max_steps may end it inside the first epoch); a longer run's later epochs
+  // hold the same examples.
+  for (int64_t k = 0; k < std::min(plan.steps_per_epoch, plan.total); ++k) {
+    auto micro = rank_micro_batches(perm, k, plan.layout, rank);
+    const auto n_micro = (static_cast<int64_t>(step_examples(perm, k, plan.layout).size()) + per_micro - 1) / per_micro;
+    micro.resize(static_cast<size_t>(n_micro));  // the rounds this rank has nothing in: empty
+    for (auto& mb : micro) out.push_back(std::move(mb));
+  }
+  return out;
 }
 
 TrainPlan Trainer::State::make_plan() {
   TrainPlan p;
-  p.num_examples = static_cast<int64_t>(s.train->size());
+  p.num_examples = static_cast<int64_t>(s.train->num_examples());  // a pair is one example
   p.layout = {c.schedule.per_device_train_batch_size, c.schedule.gradient_accumulation_steps, world};
   p.steps_per_epoch = train::steps_per_epoch(p.num_examples, p.layout);
   const int64_t per_micro = p.layout.micro_batch * p.layout.world;
@@ -210,6 +240,8 @@ TrainSummary Trainer::train() {
   StepTrace trace(st.device, static_cast<int>(st.rank), st.c.logging);
   st.logs.start = Clock::now();
   LoopState loop;
+  // Before a checkpoint's weights load: the reference is the model as the run starts.
+  st.objective->prepare(st.first_epoch_micro_batches(plan));
   if (!st.s.resume_from.empty()) {
     progress_reporter().loading();
     loop = st.load_checkpoint(st.s.resume_from);
@@ -268,7 +300,7 @@ void Trainer::State::run_epoch(int64_t epoch, const TrainPlan& plan, LoopState& 
       progress_reporter().saving(loop.global_step);
       const auto t0 = Clock::now();
       save_checkpoint(loop);
-      progress_reporter().note("checkpoint_s", seconds_since(t0));
+      progress_reporter().note(&ProgressMetrics::checkpoint_s, seconds_since(t0));
     }
   }
 }

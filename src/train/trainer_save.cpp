@@ -14,8 +14,10 @@
 #include "lf/common/remove_tree.h"
 #include "lf/model/loader.h"
 #include "lf/model/lora.h"
+#include "lf/common/disk_space.h"
 #include "lf/model/safetensors.h"
 #include "lf/model/tensor_io.h"
+#include "lf/model/value_head.h"
 #include "output_metadata.h"
 #include "trainer_state.h"
 
@@ -44,15 +46,26 @@ void rotate_checkpoints(const fs::path& out, const fs::path& just_written, int64
 // A save that cannot fit fails before it writes (a full disk mid-save leaves a torn temporary
 // folder and a run that fails again at the same step): the bytes a checkpoint of this run takes,
 // the trainable weights in fp32 and two fp32 moments each, every rank's share together.
+// The launcher's preflight applies the same rule (lf/common/disk_space.h).
 void check_room_for_checkpoint(const fs::path& out, int64_t trainable, int64_t step) {
-  const double need = 12.0 * static_cast<double>(trainable) * 1.05 + (2 << 20);  // + side files
+  const auto need = save_bytes_needed(static_cast<uint64_t>(trainable), true);
   std::error_code ec;
   const auto space = fs::space(out, ec);
   if (ec) return;  // a filesystem that does not say: the write itself reports a full disk
-  LF_CHECK(static_cast<double>(space.available) >= need, ConfigError,
-           "checkpoint-{} needs about {:.2f} GiB in {} and only {:.2f} GiB are free: free some space, move output_dir, "
+  LF_CHECK(space.available >= need, ConfigError,
+           "checkpoint-{} needs about {} in {} and only {} are free: free some space, move output_dir, "
            "lower save_total_limit, or save less often (save_steps)",
-           step, need / (1 << 30), out.string(), static_cast<double>(space.available) / (1 << 30));
+           step, size_text(static_cast<double>(need)), out.string(), size_text(static_cast<double>(space.available)));
+}
+
+// stage rm: the value head a checkpoint holds beside the adapter or model.
+void load_value_head(parallel::ParallelStrategy& strategy, model::ValueHead& head, const fs::path& dir) {
+  const model::SafetensorsCheckpoint vhead(dir, "value_head");
+  for (auto& p : head.named_parameters()) {
+    LF_CHECK(vhead.contains(p.name), ConfigError, "{}: no tensor {} in the checkpoint's value_head.safetensors",
+             dir.string(), p.name);
+    strategy.load_full_parameter(p.name, model::read_tensor(vhead.info(p.name), vhead.data(p.name)));
+  }
 }
 
 }  // namespace
@@ -75,6 +88,12 @@ void Trainer::State::save_model(const fs::path& dir) {
     o.value_of = value_of;
     o.write_files = write;
     model::save_causal_lm(m, dir, o);
+  }
+  // stage rm: the value head beside the adapter or model (LLaMA-Factory's fix_valuehead_checkpoint).
+  if (s.value_head) {
+    const auto w = strategy->full_parameter("v_head.summary.weight");
+    const auto b = strategy->full_parameter("v_head.summary.bias");
+    if (write) s.value_head->save(dir / "value_head.safetensors", w, b);
   }
   if (!write) return;
   // The tokenizer next to the weights, as HF Trainer saves it under LLaMA-Factory (output_metadata.h).
@@ -181,6 +200,7 @@ LoopState Trainer::State::load_checkpoint(const fs::path& dir) {
              s.lora ? "adapter" : "model");
     strategy->load_full_parameter(p.name, model::read_tensor(weights.info(p.name), weights.data(p.name)));
   }
+  if (s.value_head) load_value_head(*strategy, *s.value_head, dir);
   strategy->load_optimizer_state(dir, st.at("optimizer_steps").get<int64_t>());
   stepper.sched_step = st.at("scheduler_step").get<int64_t>();
   stepper.scaler.set_state(st.at("loss_scale").get<double>(), st.at("growth_tracker").get<int64_t>());

@@ -25,6 +25,7 @@
 #include "lf/tfevents/scalar_log.h"
 #include "lf/train/trainer.h"
 #include "lf/train/model_flops.h"
+#include "objective.h"
 #include "outputs.h"
 #include "step_graph.h"
 
@@ -149,17 +150,33 @@ struct Trainer::State {
   // else the config.json's under output_router_logits); 0: the loss is not computed.
   double aux_coef = 0;
   bool aux_trains = true;  // false: only logged (router_loss_coef.h's router_aux_loss_trains)
+  // The current step's load-balancing losses (train_step.cpp): the gradient weight of its micro-steps
+  // (aux_coef x the loss scale; 0 when only logged), this rank's sum of them and their count.
+  struct AuxStep {
+    double grad_weight = 0;
+    at::Tensor sum;
+    int64_t batches = 0;
+  } aux_step;
   double peak_flops = 0;   // the device's peak FLOP/s (peak_flops.h); 0: MFU not reported
 
   StepState stepper;    // train_step.cpp
   JobCounters counts;   // run_epoch (trainer.cpp)
   LogState logs;        // train_log.cpp
+  // How a micro-batch becomes a loss and metrics (objective.h; the stage's), and its metric sums over
+  // every rank since the last log line (run_step adds each step's, log_step hands them to it).
+  std::unique_ptr<Objective> objective;
+  std::vector<double> metrics_since_log;
+  json last_step_metrics = json::object();  // the objective's metrics of the last step alone (metrics endpoint)
+  json eval_extra;  // the objective's last evaluation (eval_rewards/*, eval_accuracy); null: none
 
   explicit State(TrainerSetup setup)
       : s(std::move(setup)), m(*s.model), device(s.model->lm_head_weight().device()) {}
 
   // ---- trainer.cpp
   TrainPlan make_plan();
+  // This rank's micro-batches of epoch 0, step by step (empty where it has none), up to the run's last
+  // step: Objective::prepare.
+  std::vector<std::vector<int64_t>> first_epoch_micro_batches(const TrainPlan& plan) const;
   // Sum of token CEs of one micro-batch (forward; backward is the caller's): the one forward
   // of training, evaluation and the CUDA graphs' captured micro-step, through the strategy's
   // unit hooks and the head's gradient route. target_rows (lm_loss.h): the target positions,
@@ -172,14 +189,16 @@ struct Trainer::State {
   // ---- step_graph use (train_step.cpp): the graph of this run's micro-step, or nullptr.
   std::unique_ptr<MicroStepGraph> make_graph();
   // One micro-step's forward and backward of loss x factor, eagerly; returns the loss sum. With the
-  // load-balancing loss on, its gradient weighs aux_coef x scale and its value is added to *aux.
-  at::Tensor eager_micro_step(const Batch& b, double factor, double scale, at::Tensor& aux, PhaseClock& phases);
+  // load-balancing loss on, its gradient weighs aux_step.grad_weight and its value joins aux_step.
+  at::Tensor eager_micro_step(const Batch& b, double factor, PhaseClock& phases);
   // A micro-step of a rank with no examples under a strategy that needs every forward.
   void forward_backward_without_targets();
   void run_epoch(int64_t epoch, const TrainPlan& plan, LoopState& loop, TrainSummary& sum, class PhaseClock& phases,
                  class StepTrace& trace, const ProgressDisplay& display);
 
   // ---- train_step.cpp
+  // The stage's objective, once the strategy exists (lm_objective.cpp for sft and pt).
+  void make_objective();
   // fp16 unscaling, clipping (grad_norm: the global norm) and the update of step `step`, whose
   // gradients are in; zeroes them. True when fp16 overflowed and the update was skipped.
   bool update(double lr, double scale, int64_t step, const ProgressDisplay& display, double& grad_norm);

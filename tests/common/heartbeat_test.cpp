@@ -127,10 +127,10 @@ TEST(ProgressReporter, EachPhaseHasItsOwnDeadline) {
   r.loading();
   r.tokenizing();
   r.training_begins(0);
-  r.step_done(1, 2.0, R"({"loss":2.5})");
-  r.step_done(2, 2.0, R"({"loss":2.0})");
+  r.step_done(1, 2.0, {.loss = 2.5});
+  r.step_done(2, 2.0, {.loss = 2.0});
   r.evaluating(2);
-  r.note("eval_loss", 1.75);
+  r.note(&lf::ProgressMetrics::eval_loss, 1.75);
   r.saving(2);
   r.done();
   ASSERT_EQ(beats.size(), 8u);
@@ -257,4 +257,22 @@ TEST(WorkerHeartbeat, LivenessAndProgressReachTheChannelAsWholeLines) {
   EXPECT_EQ(progress, 50);
   EXPECT_GE(alive, 1);
   unsetenv("LF_HEARTBEAT_FD");
+}
+
+// The worker writes and the agent reads the same struct: every field survives the wire.
+TEST(ProgressMetrics, EveryFieldRoundTripsAndUnknownOrNonNumbersAreDropped) {
+  lf::ProgressMetrics m;
+  double v = 1.5;
+  for (const auto& f : lf::ProgressMetrics::kFields) m.*f.member = (v += 1);
+  const auto back = lf::ProgressMetrics::parse(m.to_json());
+  for (const auto& f : lf::ProgressMetrics::kFields) EXPECT_EQ(back.*f.member, m.*f.member) << f.name;
+  const auto partial = lf::ProgressMetrics::parse(R"({"loss": 2, "grad_norm": "x", "other": 3})");
+  EXPECT_EQ(partial.loss, 2.0);
+  EXPECT_FALSE(partial.grad_norm);
+  EXPECT_EQ(lf::ProgressMetrics{}.to_json(), "{}");
+  lf::ProgressMetrics later;
+  later.eval_loss = 0.5;
+  m.merge(later);
+  EXPECT_EQ(m.eval_loss, 0.5);
+  EXPECT_TRUE(m.loss);
 }

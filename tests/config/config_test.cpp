@@ -91,8 +91,8 @@ TEST(Config, RefusedKeysAreErrorsOnlyWhenTheyWouldChangeTheResult) {
   auto e = error_of(kMinimal + "quantization_bit: 4\n");
   EXPECT_NE(e.find("`quantization_bit: 4` is refused: quantized (QLoRA) training"), std::string::npos) << e;
   EXPECT_EQ(error_of(kMinimal + "quantization_bit: null\n"), "");
-  e = error_of(kMinimal + "stage: dpo\n");
-  EXPECT_NE(e.find("`stage: dpo` is not supported"), std::string::npos) << e;
+  e = error_of(kMinimal + "stage: ppo\n");
+  EXPECT_NE(e.find("`stage: ppo` is not supported"), std::string::npos) << e;
   e = error_of(kMinimal + "lr_scheduler_type: polynomial\n");
   EXPECT_NE(e.find("lr_scheduler_type: polynomial"), std::string::npos) << e;
   e = error_of(kMinimal + "optim: sgd\n");
@@ -116,7 +116,8 @@ TEST(Config, PackingCutoff) {
   EXPECT_EQ(cutoff("stage: pt\npacking: true\n"), 63);
 }
 
-// stage: pt (LLaMA-Factory's rules): packing on unless set, SFT-only keys refused, other stages refused.
+// stage: pt (LLaMA-Factory's rules): packing on unless set, SFT-only keys refused; ppo refused, the
+// preference stages read.
 TEST(Config, PretrainingStage) {
   auto c = parse_train_config(kMinimal + "stage: pt\n", {}, "cfg.yaml").plan;
   EXPECT_EQ(c.objective.stage, "pt");
@@ -127,10 +128,17 @@ TEST(Config, PretrainingStage) {
   EXPECT_NE(e.find("`neat_packing` cannot be set as True except SFT"), std::string::npos) << e;
   e = error_of(kMinimal + "stage: pt\ntrain_on_prompt: true\n");
   EXPECT_NE(e.find("except SFT"), std::string::npos) << e;
-  for (const std::string stage : {"rm", "ppo", "kto"}) {
-    e = error_of(kMinimal + "stage: " + stage + "\n");
-    EXPECT_NE(e.find("`stage: " + stage + "` is not supported"), std::string::npos) << e;
-  }
+  e = error_of(kMinimal + "stage: ppo\n");
+  EXPECT_NE(e.find("`stage: ppo` is not supported"), std::string::npos) << e;
+  for (const std::string stage : {"rm", "dpo", "kto"})
+    EXPECT_EQ(parse_train_config(kMinimal + "stage: " + stage + "\n", {}, "cfg.yaml").plan.objective.stage, stage);
+  e = error_of(kMinimal + "stage: dpo\npref_loss: ipo\ndpo_label_smoothing: 0.1\n");
+  EXPECT_NE(e.find("`dpo_label_smoothing` is only valid for the sigmoid loss"), std::string::npos) << e;
+  e = error_of(kMinimal + "stage: dpo\npref_loss: kto_pair\n");
+  EXPECT_NE(e.find("`pref_loss: kto_pair` is not supported"), std::string::npos) << e;
+  EXPECT_NE(e.find("TRL"), std::string::npos) << e;
+  e = error_of(kMinimal + "stage: rm\nzero_stage: 3\n");
+  EXPECT_NE(e.find("stage rm under zero_stage 3"), std::string::npos) << e;
 }
 
 TEST(Config, DataKeysThatLlamaFactoryUsersSet) {

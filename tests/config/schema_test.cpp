@@ -123,15 +123,14 @@ TEST(Schema, DeclaredKeysExistOnceAndSayWhy) {
 TEST(Schema, StageIsValidatedByItsDeclaration) {
   const KeyDecl* stage = find_decl("stage");
   ASSERT_NE(stage, nullptr);
-  EXPECT_EQ(stage->choices, (std::vector<std::string>{"sft", "pt"}));
+  EXPECT_EQ(stage->choices, (std::vector<std::string>{"sft", "pt", "dpo", "kto", "rm"}));
   EXPECT_EQ(stage->policy, KeyPolicy::kImplemented);
   try {
-    parse("stage: rm\n");
+    parse("stage: ppo\n");
     FAIL();
   } catch (const lf::ConfigError& e) {
-    EXPECT_NE(std::string(e.what()).find("cfg.yaml:3: `stage: rm` is not supported; lf-train supports sft, pt. Other"),
-              std::string::npos)
-        << e.what();
+    const std::string want = "cfg.yaml:3: `stage: ppo` is not supported; lf-train supports sft, pt, dpo, kto, rm. ppo";
+    EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
   }
 }
 

@@ -70,6 +70,31 @@ def test_wrong_token_is_refused_without_revealing_it(tmp_path, agents):
     assert "1 of 2 nodes joined" in n0.err
 
 
+def test_a_token_file_is_the_token_and_its_mistakes_are_said(tmp_path, agents):
+    """LF_JOB_TOKEN_FILE (issue 29): the file's content is the job's token (a node with the same
+    token in LF_JOB_TOKEN joins); an empty file, or a file and a variable that disagree, exit 2
+    without showing either token."""
+    good = tmp_path / "token"
+    good.write_text("file-secret\n")
+    port = free_port()
+    n0 = launch(tmp_path, "--nnodes", "2", "--node-rank", "0", "--master-port", str(port), "--", PY, WORKER,
+                env={"LF_JOB_TOKEN_FILE": str(good)})
+    n1 = launch(tmp_path, "--nnodes", "2", "--node-rank", "1", "--master-port", str(port), "--", PY, WORKER,
+                env={"LF_JOB_TOKEN": "file-secret"})
+    agents += [n0, n1]
+    assert n0.wait(20) == 0, n0.err
+    assert n1.wait(20) == 0, n1.err
+    empty = tmp_path / "empty"
+    empty.write_text("\n")
+    for env, expected in (({"LF_JOB_TOKEN_FILE": str(empty)}, "is empty"),
+                          ({"LF_JOB_TOKEN_FILE": str(good), "LF_JOB_TOKEN": "other"}, "give different tokens"),
+                          ({"LF_JOB_TOKEN_FILE": str(tmp_path / "missing")}, "cannot read it")):
+        a = launch(tmp_path, "--master-port", str(free_port()), "--", PY, WORKER, env=env)
+        agents.append(a)
+        assert a.wait(10) == EXIT_CONFIG, a.err
+        assert expected in a.err and "file-secret" not in a.err, a.err
+
+
 def test_node_that_never_arrives_times_out_with_who_is_missing(tmp_path, agents):
     n0 = launch(tmp_path, "--nnodes", "3", "--node-rank", "0", "--master-port", str(free_port()), "--join-timeout",
                 "2", "--", PY, WORKER)
@@ -132,21 +157,25 @@ def test_duplicate_node_rank_fails_every_node(tmp_path, agents):
         assert "duplicate node rank 1" in n.err, n.err
 
 
-def test_more_nodes_than_nnodes_fails_every_node(tmp_path, agents):
+def test_a_node_beyond_nnodes_is_refused_and_the_job_runs_on(tmp_path, agents):
+    """Once the job formed, a surplus node is a stranger (issue 29): refused on its own, the job
+    named; the job's two nodes never hear of it (it once failed every node: "more nodes than
+    --nnodes 2")."""
     port = free_port()
     marker = unique_marker("toomany")
     server = Agent(["rdzv-server", "--nnodes", "2", "--port", str(port)], tmp=str(tmp_path))
     agents.append(server)
-    args = ["--nnodes", "2", "--master-port", str(port), "--", PY, WORKER, "--marker", marker, "--sleep", "60"]
+    args = ["--nnodes", "2", "--master-port", str(port), "--", PY, WORKER, "--marker", marker, "--sleep", "6"]
     a, b = launch(tmp_path, *args), launch(tmp_path, *args)
     agents += [a, b]
     from harness import wait_until
     assert wait_until(lambda: len(live_pids_with(marker)) == 2, 20)
     c = launch(tmp_path, *args)
     agents.append(c)
-    for n in (a, b, c):
-        assert n.wait(20) in (EXIT_RDZV, EXIT_ABORTED), n.err
-    assert "more nodes than --nnodes 2" in c.err
+    assert c.wait(20) == EXIT_RDZV, c.err
+    assert "the job is full: --nnodes 2" in c.err and f"join refused by job 'none' at 127.0.0.1:{port}" in c.err, c.err
+    assert a.wait(30) == 0, a.err
+    assert b.wait(30) == 0, b.err
     assert wait_no_survivors(marker)
 
 
@@ -205,7 +234,7 @@ def test_idle_connections_cannot_starve_the_rendezvous_server(tmp_path, agents):
     """80 connections that send half a frame and go silent, against a server limited to 64
     descriptors: accept fails with EMFILE. The server retries every 100 ms with one warning
     (it once spun a core, logging millions of lines), closes connections that say nothing
-    within 10 s, and then the real agents join and the job runs."""
+    within 5 s (with a Refused frame), and then the real agents join and the job runs."""
     import subprocess
     from harness import LF_TRAIN
     port = free_port()

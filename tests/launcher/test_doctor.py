@@ -64,7 +64,8 @@ def test_with_a_config_every_file_the_job_reads_and_writes(tmp_path):
         assert c[name]["status"] == "PASS", (name, text)
     assert "safetensors" in c["model"]["detail"] or "0 safetensors" in c["model"]["detail"], text
     assert "one checkpoint of this run is ~" in c["disk-space"]["detail"], text
-    assert not os.listdir(tmp_path / "out"), "the write probe was left behind"
+    # The doctor creates nothing (issue 29): no output_dir, no probe left in the folder above it.
+    assert not (tmp_path / "out").exists() and not os.listdir(tmp_path), "the doctor left something behind"
 
 
 def test_config_problems_fail_with_what_to_do(tmp_path):
@@ -169,3 +170,29 @@ def test_an_output_dir_that_is_node_local_on_one_host(hosts, tmp_path):
     # Without the private mount both see it.
     for rc, out, err in all_nodes(hosts, 29400, "configs/tiny_cpu.yaml", f"output_dir={shared}"):
         assert checks(out)["output-shared"]["status"] == "PASS", out
+
+
+def test_a_multi_node_job_on_a_network_address_without_a_token_is_warned(hosts, tmp_path):
+    """Issue 29: whoever reaches MASTER_PORT of a job without LF_JOB_TOKEN can try to join it;
+    the doctor says so for a multi-node job on a non-loopback address, and passes with a token
+    (from LF_JOB_TOKEN_FILE here). Loopback jobs are not warned."""
+    job = {"NNODES": "2", "NODE_RANK": "0", "MASTER_ADDR": hosts["addr_a"], "MASTER_PORT": "29400"}
+    rc, c, text = run_json(env=job, netns=hosts["a"])
+    assert c["job-token"]["status"] == "WARN", text
+    assert f"a 2-node job on MASTER_ADDR={hosts['addr_a']} (not a loopback address) without a job token" \
+        in c["job-token"]["detail"], text
+    secret = tmp_path / "token"
+    secret.write_text("s3cret\n")
+    rc, c, text = run_json(env={**job, "LF_JOB_TOKEN_FILE": str(secret)}, netns=hosts["a"])
+    assert c["job-token"]["status"] == "PASS" and "s3cret" not in text, text
+    rc, c, text = run_json(env={"NNODES": "2", "NODE_RANK": "0", "MASTER_ADDR": "127.0.0.1",
+                                "MASTER_PORT": str(free_port())})
+    assert "job-token" not in c, text
+
+
+def test_the_doctor_creates_no_output_dir(tmp_path):
+    out = tmp_path / "a" / "b"
+    rc, c, text = run_json("configs/tiny_cpu.yaml", f"output_dir={out}", env={"MASTER_PORT": str(free_port())})
+    assert c["output-dir"]["status"] == "PASS" and "does not exist yet" in c["output-dir"]["detail"], text
+    assert not (tmp_path / "a").exists(), "the doctor created output_dir"
+    assert not list(tmp_path.iterdir()), list(tmp_path.iterdir())

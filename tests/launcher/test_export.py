@@ -134,6 +134,10 @@ def test_export_folder_and_adapters_are_checked_from_vllms_side(tmp_path):
     r = export(tmp_path, model_name_or_path=base, adapter_name_or_path=adapter, export_dir=out)
     assert r.returncode == 0, r.stderr
     assert f"vLLM: serve it with `vllm serve {out}`" in r.stderr and "warning" not in r.stderr, r.stderr
+    # A folder whose name has a space: the hint is one shell word (issue 29), ready to paste.
+    spaced = tmp_path / "my merged"
+    r = export(tmp_path, model_name_or_path=base, adapter_name_or_path=adapter, export_dir=spaced)
+    assert r.returncode == 0 and f"vLLM: serve it with `vllm serve '{spaced}'`" in r.stderr, r.stderr
     cfg = json.load(open(out / "config.json"))
     assert cfg["architectures"] == ["Qwen2ForCausalLM"] and cfg["torch_dtype"] == "float32"
     assert json.load(open(out / "tokenizer_config.json"))["chat_template"] == tc["chat_template"]

@@ -109,6 +109,29 @@ def test_one_command_runs_the_job_on_every_host_with_prefixed_output(hosts):
     assert {e["GROUP_RANK"] for e in on_b.values()} == {"1"}
 
 
+def test_the_hostfile_job_gets_a_token_of_its_own_that_no_command_line_shows(hosts):
+    """Issue 29: without LF_JOB_TOKEN the command makes one; every host's workers get the same
+    one, and it travels on ssh's stdin, never in a command line (`ps` on a host would show it)."""
+    env = {k: v for k, v in hosts["env"].items() if k not in ("LF_JOB_TOKEN", "LF_JOB_TOKEN_FILE")}
+    hosts["env"] = env
+    marker = unique_marker("sshtoken")
+    p = start(hosts, ["launch", "--hostfile", hostfile(hosts, 1), "--master-port", "29416", "--", PY, WORKER,
+                      "--marker", marker, "--sleep", "3"])
+    try:
+        assert wait_until(lambda: len(workers(marker)) == 2, 30), anything_with(marker)
+        lines = [cmd for _, cmd, _ in live_processes() if marker in cmd]
+        out, err = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 0, out[-2000:] + err[-2000:]
+    assert "made a job token for this run" in err, err[-2000:]
+    tokens = {e.get("LF_JOB_TOKEN") for e in {**envs(out, hosts["addr_a"]), **envs(out, hosts["addr_b"])}.values()}
+    assert len(tokens) == 1 and len(next(iter(tokens)) or "") == 32, tokens
+    token = next(iter(tokens))
+    assert not [cmd for cmd in lines if token in cmd], lines
+
+
 def test_ctrl_c_stops_the_agents_on_every_host(hosts):
     marker = unique_marker("sshstop")
     p = start(hosts, ["launch", "--hostfile", hostfile(hosts, 1), "--master-port", "29412", "--", PY, WORKER,

@@ -100,6 +100,9 @@ def test_sigstop_of_one_agent_is_detected_by_missed_heartbeats(tmp_path, agents)
     assert missed and stopped, ev
     detection = missed[0]["t"] - t_stop
     assert detection <= 15, f"detection took {detection:.1f}s"
+    # Node 0's log says why (issue 29: it once said "lost the agent of node 1 (...): closed").
+    assert "lost the agent of node 1" in n0.err and "missed heartbeats: no message for" in n0.err, n0.err
+    assert "): closed" not in n0.err, n0.err
     # node 0's workers are gone; the frozen agent's come down as soon as it runs again.
     n1.kill(signal.SIGCONT)
     assert n1.wait(15) in (EXIT_NETWORK, EXIT_ABORTED), n1.err

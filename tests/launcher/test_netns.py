@@ -7,7 +7,7 @@ import pytest
 from netns_pair import sh, two_hosts
 from harness import Agent, PY, WORKER, live_pids_with, unique_marker, wait_no_survivors, wait_until
 
-EXIT_ABORTED, EXIT_NETWORK = 13, 11
+EXIT_RDZV, EXIT_ABORTED, EXIT_NETWORK = 10, 13, 11
 
 
 @pytest.fixture
@@ -72,3 +72,71 @@ def test_join_timeout_bounds_a_master_that_never_answers(hosts, tmp_path):
         assert "no answer" in n1.err, n1.err
     finally:
         n1.cleanup()
+
+
+def listening(netns=None):
+    """(address, port) of every TCP listener, as `ss` reports them (in a namespace, or here)."""
+    cmd = (["ip", "netns", "exec", netns] if netns else []) + ["ss", "-Hltn"]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    found = set()
+    for line in out.splitlines():
+        local = line.split()[3]  # State Recv-Q Send-Q Local:Port Peer:Port
+        addr, _, port = local.rpartition(":")
+        found.add((addr.strip("[]"), int(port)))
+    return found
+
+
+def test_a_stranger_host_without_the_token_cannot_join_or_stop_the_job(hosts, tmp_path):
+    """Issue 29: host A's server listens on MASTER_ADDR's address only and its metrics on
+    loopback (`ss` in A's namespace); from host B, a node without the job's token is refused and
+    the job (two nodes with the token) ends well; B cannot reach A's metrics at all."""
+    marker = unique_marker("stranger")
+    port, metrics = 29400, 29401
+    token = {"LF_JOB_TOKEN": "netns-job-secret"}
+    args = ["launch", "--nnodes", "2", "--nproc-per-node", "1", "--master-addr", hosts["addr_a"], "--master-port",
+            str(port), "--join-timeout", "20", "--metrics-port", str(metrics)]
+    work = [PY, WORKER, "--marker", marker, "--sleep", "8"]
+    n0 = Agent(args + ["--node-rank", "0", "--"] + work, env=token, netns=hosts["a"], tmp=str(tmp_path))
+    n1 = Agent(args + ["--node-rank", "1", "--"] + work, env=token, netns=hosts["b"], tmp=str(tmp_path))
+    strangers = []
+    try:
+        assert wait_until(lambda: len(live_pids_with(marker)) == 2, 20), n0.err + n1.err
+        where = listening(hosts["a"])
+        assert (hosts["addr_a"], port) in where and ("0.0.0.0", port) not in where and ("*", port) not in where, where
+        assert ("127.0.0.1", metrics) in where and ("0.0.0.0", metrics) not in where, where
+        no_token = {"LF_JOB_TOKEN": "", "LF_JOB_TOKEN_FILE": ""}
+        for extra in ([], ["--node-rank", "1"]):  # a surplus node, and one claiming a live rank
+            s = Agent(["launch", "--nnodes", "2", "--master-addr", hosts["addr_a"], "--master-port", str(port),
+                       *extra, "--", PY, WORKER], env=no_token, netns=hosts["b"], tmp=str(tmp_path))
+            strangers.append(s)
+            assert s.wait(15) == EXIT_RDZV, s.err
+            assert "authentication failed" in s.err and "netns-job-secret" not in s.err, s.err
+        probe = subprocess.run(["ip", "netns", "exec", hosts["b"], PY, "-c",
+                                "import socket,sys\ntry:\n socket.create_connection((sys.argv[1], int(sys.argv[2])), 3)\n"
+                                " print('open')\nexcept OSError as e:\n print('closed', e)", hosts["addr_a"],
+                                str(metrics)], capture_output=True, text=True)
+        assert probe.stdout.startswith("closed"), probe.stdout + probe.stderr
+        assert n0.poll() is None and n1.poll() is None, "a stranger stopped the job"
+        assert n0.wait(30) == 0, n0.err
+        assert n1.wait(30) == 0, n1.err
+    finally:
+        for a in [n0, n1, *strangers]:
+            a.cleanup()
+
+
+def test_a_loopback_job_listens_on_loopback_and_bind_all_listens_everywhere(tmp_path):
+    """MASTER_ADDR=127.0.0.1 (the default): the rendezvous port is 127.0.0.1's only; with
+    --rdzv-bind-all it is every address's, said in one line."""
+    from harness import free_port
+    for extra, addr in (([], "127.0.0.1"), (["--rdzv-bind-all"], "0.0.0.0")):
+        port = free_port()
+        a = Agent(["launch", "--nnodes", "2", "--node-rank", "0", "--master-port", str(port), "--join-timeout", "10",
+                   *extra, "--", PY, WORKER], tmp=str(tmp_path))
+        try:
+            assert wait_until(lambda: "listening on port" in a.err, 10), a.err
+            ports = {(h, p) for h, p in listening() if p == port}
+            assert ports == {(addr, port)}, ports
+            if extra:
+                assert "every address, --rdzv-bind-all" in a.err, a.err
+        finally:
+            a.cleanup()

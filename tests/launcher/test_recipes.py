@@ -31,6 +31,8 @@ def test_slurm_script_is_valid_bash_and_sets_node_rank_per_node():
     subprocess.run(["bash", "-n", path], check=True)
     text = open(path).read()
     assert "NODE_RANK=$SLURM_NODEID" in text and "srun" in text and "#SBATCH --ntasks-per-node=1" in text
+    # Issue 29: the script makes the job's token; srun passes it to every node's lf-train.
+    assert "export LF_JOB_TOKEN" in text and "/dev/urandom" in text
     shellcheck = tool("shellcheck")
     if shellcheck:
         r = subprocess.run([shellcheck, "-S", "warning", path], capture_output=True, text=True)
@@ -52,6 +54,11 @@ def test_kubernetes_example_is_an_indexed_job_behind_a_headless_service():
         "metadata.annotations['batch.kubernetes.io/job-completion-index']"
     assert env["MASTER_ADDR"]["value"] == f"{job['metadata']['name']}-0.{service['metadata']['name']}"
     assert int(env["NNODES"]["value"]) == spec["completions"]
+    # Issue 29: the token from a Secret, as a file (LF_JOB_TOKEN_FILE), never in the spec.
+    token = env["LF_JOB_TOKEN_FILE"]["value"]
+    mount = next(m for m in pod["containers"][0]["volumeMounts"] if token.startswith(m["mountPath"] + "/"))
+    volume = next(v for v in pod["volumes"] if v["name"] == mount["name"])
+    assert volume["secret"]["secretName"] and "LF_JOB_TOKEN" not in env, volume
     yamllint = tool("yamllint")
     if yamllint:
         r = subprocess.run([yamllint, "-d", "{extends: relaxed, rules: {line-length: {max: 120}}}",

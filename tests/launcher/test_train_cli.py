@@ -106,3 +106,15 @@ def test_deepspeed_file_is_read_before_any_node_waits(tmp_path):
     assert "WORKER_ARGS" not in r.stdout
     r = run([str(cfg)], env={"NPROC_PER_NODE": "6"})  # 1 x 1 x 6 ranks = 6: it holds
     assert r.returncode == 0, r.stderr
+
+
+def test_a_config_key_given_as_a_flag_gets_the_key_value_hint(tmp_path):
+    """`lf-train CONFIG --learning_rate 1e-4` (issue 29: it once said only "arguments were not
+    expected")."""
+    cfg = write_config(tmp_path)
+    for form, shown in ((["--learning_rate", "1e-4"], "--learning_rate 1e-4"),
+                        (["--learning-rate=1e-4"], "--learning-rate=1e-4")):
+        r = run([str(cfg), *form])
+        assert r.returncode == 2, r.stderr
+        assert f"`{shown}`: config keys are given after the config as key=value, not as flags: write " \
+               "learning_rate=1e-4" in r.stderr, r.stderr

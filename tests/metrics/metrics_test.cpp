@@ -99,7 +99,10 @@ TEST(RankSeries, PayloadBecomesSeriesAndEachNewStepIsObservedOnce) {
   const std::string t = e.text();
   EXPECT_TRUE(contains(t, "lf_train_step{node=\"1\",rank=\"0\",local_rank=\"0\"} 4\n")) << t;
   EXPECT_TRUE(contains(t, "lf_train_loss{node=\"1\",rank=\"0\",local_rank=\"0\"} 5.5\n")) << t;
-  EXPECT_TRUE(contains(t, "lf_train_learning_rate{node=\"1\",rank=\"1\",local_rank=\"1\"} 2e-05\n")) << t;
+  // What every rank shares is the job's: once, rank 0's.
+  EXPECT_TRUE(contains(t, "lf_train_learning_rate{node=\"1\",rank=\"0\",local_rank=\"0\"} 2e-05\n")) << t;
+  EXPECT_FALSE(contains(t, "lf_train_learning_rate{node=\"1\",rank=\"1\"")) << t;
+  EXPECT_FALSE(contains(t, "lf_train_loss{node=\"1\",rank=\"1\"")) << t;
   EXPECT_TRUE(contains(t, "lf_train_tokens_per_second{node=\"1\",rank=\"0\",local_rank=\"0\"} 1234.5\n")) << t;
   EXPECT_TRUE(contains(t, "lf_train_phase{node=\"1\",rank=\"0\",local_rank=\"0\",phase=\"training\"} 1\n")) << t;
   // Step 1 was the first seen (no observation: where the run started), then 3 steps at 0.3 s.
@@ -126,9 +129,9 @@ TEST(RankSeries, WorkersWithoutProgressBeatsHaveNoTrainingSeries) {
 }
 
 TEST(RankSeries, MalformedPayloadGivesNoValues) {
-  const auto v = RankValues::parse("{not json");
+  const auto v = lf::ProgressMetrics::parse("{not json");
   EXPECT_FALSE(v.loss);
-  EXPECT_EQ(RankValues::parse(R"({"loss": "1.0"})").loss, std::nullopt);  // a string is not a number
+  EXPECT_EQ(lf::ProgressMetrics::parse(R"({"loss": "1.0"})").loss, std::nullopt);  // a string is not a number
 }
 
 // ---- network -------------------------------------------------------------------------------
@@ -507,7 +510,8 @@ TEST(NodeExporter, AgentSeriesRanksAndNoGpuWithoutNvml) {
     std::ofstream(port / "counters" / f) << "0\n";
   std::ofstream(port / "hw_counters/out_of_sequence") << "0\n";
   opt.sys_root = sys.string();
-  std::vector<RankReport> reports = {training_report(2, 7, 3.25, 0.4)};
+  // Global rank 0 and rank 2 on this node: the job's series come from rank 0 once.
+  std::vector<RankReport> reports = {training_report(0, 7, 3.25, 0.4), training_report(2, 7, 3.25, 0.4)};
   NodeExporter ex(io, opt, [&] { return reports; },
                   [] {
                     AgentFacts f;
@@ -522,21 +526,30 @@ TEST(NodeExporter, AgentSeriesRanksAndNoGpuWithoutNvml) {
                   });
   ex.start();
   ex.render();
-  reports = {training_report(2, 9, 3.0, 0.5)};
-  reports[0].metrics_json = R"({"loss":3.0,"learning_rate":1e-05,"grad_norm":0.4,"epoch":0.5,"tokens_per_s":10,)"
-                            R"("mfu":0.41,"step_s":0.5,"comm_exposed_s":0.02,"eval_loss":3.5,"checkpoint_s":1.5})";
+  reports = {training_report(0, 9, 3.0, 0.5), training_report(2, 9, 3.0, 0.5)};
+  for (auto& r : reports)
+    r.metrics_json = R"({"loss":3.0,"learning_rate":1e-05,"grad_norm":0.4,"epoch":0.5,"tokens_per_s":10,)"
+                     R"("mfu":0.41,"step_s":0.5,"comm_exposed_s":0.02,"eval_loss":3.5,"checkpoint_s":1.5,)"
+                     R"("total_steps":30,"tokens":4096,"rewards/accuracies":0.75,"rewards/margins":0.25,"kl":0.5})";  // kl etc.: stage dpo / kto
   const std::string t = ex.render();
   for (const char* part : {"lf_agent_generation{node=\"1\"} 2", "lf_agent_restarts_total{node=\"1\"} 2",
                            "lf_agent_worker_up{node=\"1\",rank=\"2\",local_rank=\"2\"} 1",
                            "lf_agent_master_heartbeat_age_seconds{node=\"1\"} 0.2",
                            "lf_agent_gpu_metrics_available{node=\"1\"} 0",
-                           "lf_train_loss{node=\"1\",rank=\"2\",local_rank=\"2\"} 3",
                            "lf_train_mfu{node=\"1\",rank=\"2\",local_rank=\"2\"} 0.41",
+                           "lf_train_loss{node=\"1\",rank=\"0\",local_rank=\"0\"} 3",
+                           "lf_train_total_steps{node=\"1\",rank=\"0\",local_rank=\"0\"} 30",
+                           "# TYPE lf_train_tokens_total counter",
+                           "lf_train_tokens_total{node=\"1\",rank=\"0\",local_rank=\"0\"} 4096",
+                           "lf_train_rewards_accuracy{node=\"1\",rank=\"0\",local_rank=\"0\"} 0.75",
+                           "lf_train_rewards_margin{node=\"1\",rank=\"0\",local_rank=\"0\"} 0.25",
+                           "lf_train_kl{node=\"1\",rank=\"0\",local_rank=\"0\"} 0.5",
                            "lf_train_step_seconds_count{node=\"1\",rank=\"2\",local_rank=\"2\"} 2",
                            "lf_net_receive_bytes_total{node=\"1\",interface=\"ib0\"} 12",
                            "lf_ib_port_receive_bytes_total{node=\"1\",hca=\"mlx5_0\",port=\"1\"} 40"})
     EXPECT_TRUE(contains(t, part)) << part << "\n" << t;
   EXPECT_FALSE(contains(t, "\nlf_gpu_")) << t;  // no sample (lf_agent_gpu_metrics_available's help names them)
+  EXPECT_FALSE(contains(t, "lf_train_loss{node=\"1\",rank=\"2\"")) << t;  // the job's series: rank 0's only
   // tests/launcher/test_metrics.py runs this exposition through promtool.
   if (const char* dump = std::getenv("LF_EXPOSITION_DUMP")) std::ofstream(dump) << t;
   ex.stop();

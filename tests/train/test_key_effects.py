@@ -85,6 +85,11 @@ def fx(tmp_path_factory):
                      "columns": {"messages": "conversations", "tools": "tools"}}
     info["think"] = {"file_name": "think.jsonl", "formatting": "sharegpt", "columns": {"messages": "conversations"}}
     (data / "dataset_info.json").write_text(json.dumps(info))
+    # Every third `output` null: records LLaMA-Factory drops (invalid_records' context).
+    (data / "gappy.json").write_text(json.dumps(
+        [{"instruction": f"Say {i}.", "input": "", "output": None if i % 3 == 0 else f"{i}"} for i in range(30)]))
+    info["gappy"] = {"file_name": "gappy.json"}
+    (data / "dataset_info.json").write_text(json.dumps(info))
     f["data"] = data
     # A mixture-of-experts model (tests/fixtures/train/lf_families's Qwen3-MoE) with the tiny tokenizer.
     moe = t / "moe_model"
@@ -115,6 +120,7 @@ SETUP = {
     "mask_history": lambda f: ({"dataset": "sharegpt_demo"}, {"mask_history": "true"}),
     "neat_packing": lambda f: ({"packing": "true"}, {"neat_packing": "true"}),
     "tokenized_path": lambda f: ({}, {"tokenized_path": "{out}/../tokenized"}),
+    "invalid_records": lambda f: ({"dataset_dir": str(f["data"]), "dataset": "gappy"}, {"invalid_records": "error"}),
     "mix_strategy": lambda f: ({"dataset": "alpaca_en_demo,identity"}, {"mix_strategy": "interleave_under"}),
     "interleave_probs": lambda f: ({"dataset": "alpaca_en_demo,identity", "mix_strategy": "interleave_under"},
                                    {"interleave_probs": "[0.9,0.1]"}),
@@ -159,6 +165,7 @@ SETUP = {
 LORA_KEYS = {"lora_rank", "lora_alpha", "lora_dropout", "use_rslora", "use_dora", "loraplus_lr_ratio",
              "additional_target"}
 FREEZE_KEYS = {"freeze_trainable_layers", "freeze_extra_modules"}
+PREFERENCE_DATA = {"dpo": "dpo_en_demo", "rm": "dpo_en_demo", "kto": "kto_en_demo"}
 
 
 def yaml_lines(text):
@@ -181,6 +188,9 @@ def case_of(key, f):
         context.update({"finetuning_type": "lora", "model_name_or_path": str(f["model"])})
     if name in FREEZE_KEYS:
         context["finetuning_type"] = "freeze"
+    # The preference stages' keys (context "stage: dpo" / "stage: kto"): the stage's demo dataset.
+    if context.get("stage") in PREFERENCE_DATA:
+        context["dataset"] = PREFERENCE_DATA[context["stage"]]
     return context, {name: key["sample"]}
 
 

@@ -1,6 +1,7 @@
 """Watching a real training run (lf-train -> agents -> lf-worker): a real Prometheus scrapes the
-agents of a 2-node loopback CPU run and its HTTP API shows lf_train_step rising and
-lf_train_loss equal to the logged loss; `report_to: tensorboard` is read back by TensorBoard's
+agents of a 2-node loopback CPU run and its HTTP API shows lf_train_step rising, lf_train_loss
+(once: the job's, rank 0's) equal to the logged loss, lf_train_total_steps and the
+lf_train_tokens_total counter, and, with the default linger, the last scrape seeing phase `done`; `report_to: tensorboard` is read back by TensorBoard's
 own event reader, every scalar equal to trainer_log.jsonl / log_history."""
 import json, os, shutil, socket, subprocess, time, urllib.parse, urllib.request
 
@@ -72,7 +73,7 @@ def test_prometheus_scrapes_a_two_node_training_run(prometheus, tmp_path):
     out = tmp_path / "out"
     master = free_port()
     base = dict(os.environ, NNODES="2", NPROC_PER_NODE="1", MASTER_PORT=str(master), OMP_NUM_THREADS="1",
-                LF_METRICS_ADDR="127.0.0.1", LF_METRICS_LINGER_S="3", NCCL_SOCKET_IFNAME="lo", LF_PROFILE_PHASES="1",
+                NCCL_SOCKET_IFNAME="lo", LF_PROFILE_PHASES="1",
                 LF_PEAK_TFLOPS="0.001")  # a CPU has no peak in lf-train's table: 1 GFLOP/s makes lf_train_mfu appear
     run_nodes(2, [f"output_dir={out}", "max_steps=30", "logging_steps=1", "save_steps=10", "eval_strategy=steps",
                   "eval_steps=15", "val_size=0.05", "plot_loss=false"],
@@ -85,14 +86,29 @@ def test_prometheus_scrapes_a_two_node_training_run(prometheus, tmp_path):
         assert len(series) == 1, series
         steps = [float(v) for _, v in series[0]["values"]]
         assert steps == sorted(steps) and steps[0] < steps[-1] == 30, steps
-    # The loss Prometheus holds last is the last logged loss (the agents served the final values
-    # for LF_METRICS_LINGER_S after the job ended).
-    last = query(prom, 'last_over_time(lf_train_loss{rank="0"}[10m])')
+    # The loss Prometheus holds last is the last logged loss, once for the job (rank 0's): the
+    # agents served the final values until the next scrape after the job ended (the default linger).
+    last = query(prom, 'last_over_time(lf_train_loss[10m])')
+    assert len(last) == 1 and last[0]["metric"]["rank"] == "0", last
     assert float(last[0]["value"][1]) == pytest.approx(losses[30], rel=1e-12, abs=0), (last, losses[30])
-    # Every series a CPU run produces, from both nodes.
-    for name in ("lf_train_step", "lf_train_loss", "lf_train_learning_rate", "lf_train_grad_norm",
-                 "lf_train_tokens_per_second", "lf_train_mfu", "lf_train_step_seconds_bucket",
-                 "lf_train_comm_exposed_seconds", "lf_train_eval_loss", "lf_train_last_step_timestamp_seconds",
+    # Both ranks' last scraped phase is `done`.
+    done = query(prom, 'last_over_time(lf_train_phase{phase="done"}[10m])')
+    assert sorted(s["metric"]["rank"] for s in done) == ["0", "1"], done
+    # % done and ETA: lf_train_step / lf_train_total_steps; the job's tokens as a counter.
+    total = query(prom, 'last_over_time(lf_train_total_steps[10m])')
+    assert len(total) == 1 and float(total[0]["value"][1]) == 30, total
+    tokens = query(prom, 'last_over_time(lf_train_tokens_total[10m])')
+    last_line = [e for e in log if "loss" in e][-1]
+    assert len(tokens) == 1 and float(tokens[0]["value"][1]) == last_line["total_tokens"], (tokens, last_line)
+    assert float(query(prom, 'max_over_time(rate(lf_train_tokens_total[5s])[10m:1s])')[0]["value"][1]) > 0
+    # The job's series once, from node 0 (global rank 0).
+    for name in ("lf_train_loss", "lf_train_learning_rate", "lf_train_grad_norm", "lf_train_eval_loss",
+                 "lf_train_total_steps", "lf_train_tokens_total"):
+        nodes = {s["metric"]["node"] for s in query(prom, f"last_over_time({name}[10m])")}
+        assert nodes == {"0"}, (name, nodes)
+    # Every per-rank series a CPU run produces, from both nodes.
+    for name in ("lf_train_step", "lf_train_tokens_per_second", "lf_train_mfu", "lf_train_step_seconds_bucket",
+                 "lf_train_comm_exposed_seconds", "lf_train_last_step_timestamp_seconds",
                  "lf_train_checkpoint_seconds", "lf_agent_restarts_total", "lf_agent_generation", "lf_agent_worker_up",
                  "lf_agent_master_heartbeat_age_seconds", "lf_net_transmit_bytes_total", "lf_worker_heartbeat_age_seconds"):
         nodes = {s["metric"]["node"] for s in query(prom, f"last_over_time({name}[10m])")}

@@ -23,7 +23,7 @@ def kill_all(nodes):
 
 
 def test_a_stopped_worker_on_node_1_stops_the_job_everywhere_and_node_0_names_it(tmp_path, monkeypatch):
-    monkeypatch.setenv("LF_WORKER_LIVENESS_TIMEOUT_S", "10")  # default 30: the same path, sooner
+    monkeypatch.delenv("LF_WORKER_LIVENESS_TIMEOUT_S", raising=False)  # the default: 10 s (issue 29; was 30)
     out = str(tmp_path / "run")
     port = free_port()
     nodes = [start_node(out, 2, r, port) for r in range(2)]
@@ -99,3 +99,27 @@ def test_a_slow_load_and_a_slow_save_are_not_taken_for_hangs(tmp_path, monkeypat
     assert "LF_FAULT_SLEEP: sleeping 10 s in phase saving (step 3)" in text, text[-3000:]
     assert "hung" not in text, text[-3000:]
     assert os.path.isdir(os.path.join(out, "checkpoint-3")), os.listdir(out)
+
+
+def test_a_job_on_a_loaded_box_is_not_taken_for_hung(tmp_path, monkeypatch):
+    """Issue 29 brought the liveness deadline from 30 s to 10 s. Four busy processes load both
+    cores of the CI box while a 2-node x 2-worker job runs (eight runnable processes on two
+    cores): no worker misses ten beats, no step its deadline, and the job finishes."""
+    import subprocess
+    monkeypatch.delenv("LF_WORKER_LIVENESS_TIMEOUT_S", raising=False)
+    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(4)]
+    out = str(tmp_path / "run")
+    port = free_port()
+    try:
+        nodes = [start_node(out, 2, r, port, "max_steps=40") for r in range(2)]
+        try:
+            rcs, _, texts = finish(nodes, 600)
+        finally:
+            kill_all(nodes)
+    finally:
+        for h in hogs:
+            h.kill()
+            h.wait()
+    assert rcs == [EXIT_OK, EXIT_OK], f"rcs={rcs}\n" + texts[0][-3000:] + texts[1][-3000:]
+    for text in texts:
+        assert "hung" not in text and "no heartbeat for" not in text, text[-3000:]

@@ -19,6 +19,12 @@ struct AgentOptions {
   std::string rdzv_id = "none";
   std::string token;
   bool host_server = false;  // run the rendezvous server in this process
+  // The hosted server listens on the address MASTER_ADDR resolves to here (lf/rendezvous/
+  // bind_address.h); --rdzv-bind-all: on every address.
+  bool rdzv_bind_all = false;
+  // Not empty: when this agent hosts the rendezvous (nodes ranked by arrival), it holds this
+  // output_dir's lock (lf/common/output_lock.h) for its life, in the name of `output_lock_job`.
+  std::string output_lock_dir, output_lock_job;
   // No NODE_RANK, several nodes, MASTER_ADDR an address of this host: host the server unless
   // one already answers there (or another agent takes the port first), else join it.
   bool host_server_if_free = false;
@@ -30,9 +36,10 @@ struct AgentOptions {
   double heartbeat_timeout_s = 3;
   double stop_grace_s = 5;
   // Liveness timeout of workers that heartbeat (worker_watch.h); 0: off. The launcher's
-  // --worker-heartbeat-timeout, else LF_WORKER_LIVENESS_TIMEOUT_S, else 30.
-  double worker_heartbeat_timeout_s = 30;
+  // --worker-heartbeat-timeout, else LF_WORKER_LIVENESS_TIMEOUT_S, else 10.
+  double worker_heartbeat_timeout_s = 10;
   int64_t metrics_port = -1;  // --metrics-port / LF_METRICS_PORT: Prometheus endpoint; -1 off, 0 a free port
+  std::string metrics_addr;   // --metrics-addr; empty: LF_METRICS_ADDR, else 127.0.0.1 (this host only)
   std::string event_log;  // the hosted server's event log (JSON lines)
   std::string config_hash;  // fingerprint of the command/config; must agree across nodes
   std::vector<std::string> config_items;  // "key=value" of that config: a mismatch names the keys

@@ -22,7 +22,7 @@ struct WorkerGroupOptions {
   double stop_grace_s = 5;
   // Liveness (worker_watch.h): a worker silent this long after its first beat has hung; 0: off.
   // Progress deadlines come from the workers' own beats.
-  double liveness_timeout_s = 30;
+  double liveness_timeout_s = 10;
 };
 
 struct WorkerExit {

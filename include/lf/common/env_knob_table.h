@@ -42,7 +42,16 @@ inline constexpr EnvKnob kEnvKnobs[] = {
     // ---- the user sets these for lf-train
     {"LF_JOB_TOKEN", KnobType::kString, "", "", "lf-train, lf-worker",
      "shared secret of the job: a node (or a worker's store client) with another token is refused and learns "
-     "nothing; unset: no token"},
+     "nothing; unset: no token (lf-train --hostfile makes one for the job; `lf-train doctor` warns about a multi-node "
+     "job on a non-loopback address without one)"},
+    {"LF_JOB_TOKEN_FILE", KnobType::kPath, "", "", "lf-train, lf-worker",
+     "a file whose content (surrounding whitespace dropped) is the job's token, e.g. a mounted Kubernetes Secret; "
+     "the token stays out of the environment and of `ps`; LF_JOB_TOKEN set too must be the same token"},
+    {"LF_OUTPUT_LOCK_STALE_S", KnobType::kSeconds, "60", "", "lf-train",
+     "node 0 renews the job's output_dir lock (output_dir/.lf-train.lock) every sixth of this; a lock of another host "
+     "not renewed for this long is a dead job's and is taken over (on the same host: as soon as its pid is gone)"},
+    {"LF_OUTPUT_LOCK_HELD", KnobType::kString, "", "", "lf-train (set by lf-train)",
+     "set by the --retries supervisor for its attempts: the nonce of the output_dir lock it holds for them"},
     {"LF_SSH_ARGS", KnobType::kString, "", "", "lf-train",
      "--hostfile: extra arguments for every ssh, split on spaces (e.g. `-F ssh_config -i KEY -p 2222`); ssh always "
      "gets -o BatchMode=yes; never forwarded to the hosts"},
@@ -54,12 +63,14 @@ inline constexpr EnvKnob kEnvKnobs[] = {
     {"LF_METRICS_PORT", KnobType::kInt, "", "", "lf-train",
      "serve Prometheus metrics on this TCP port on every node (0: a free port, printed in the log); unset: no "
      "endpoint (--metrics-port wins)"},
-    {"LF_METRICS_ADDR", KnobType::kString, "0.0.0.0", "", "lf-train",
-     "the IP address the metrics endpoint binds (127.0.0.1: this host only)"},
+    {"LF_METRICS_ADDR", KnobType::kString, "127.0.0.1", "", "lf-train",
+     "the IP address the metrics endpoint binds: this host only by default; the node's own address (or 0.0.0.0, "
+     "every address) for a Prometheus on another host (--metrics-addr wins)"},
     {"LF_METRICS_GPU_INTERVAL_S", KnobType::kSeconds, "1", "", "lf-train",
      "seconds between NVML samples of the GPUs (> 0)"},
-    {"LF_METRICS_LINGER_S", KnobType::kSeconds, "0", "", "lf-train",
-     "after the job ends, keep serving its final values this long (a scraper's next visit sees the last step)"},
+    {"LF_METRICS_LINGER_S", KnobType::kSeconds, "60", "", "lf-train",
+     "after the job ends, serve its final values until the scraper's next visit (it sees the last step and phase "
+     "done), at most this long; not at all when nothing scraped during the job; 0: leave at once"},
     {"LF_NVML_LIBRARY", KnobType::kPath, "libnvidia-ml.so.1", "", "lf-train",
      "the NVML library the metrics endpoint and `lf-train doctor` load at run time (absent: no GPU series, one "
      "info line)"},
@@ -103,7 +114,7 @@ inline constexpr EnvKnob kEnvKnobs[] = {
      "cannot; unset: a fixed-size job"},
 
     // ---- worker liveness and progress deadlines (the agent watches the heartbeats)
-    {"LF_WORKER_LIVENESS_TIMEOUT_S", KnobType::kSeconds, "30", "", "lf-train",
+    {"LF_WORKER_LIVENESS_TIMEOUT_S", KnobType::kSeconds, "10", "", "lf-train",
      "a worker that heartbeated and then sends nothing (its liveness thread beats every second) for this long is "
      "hung or stopped: the job stops on every node, the worker named; 0: off (--worker-heartbeat-timeout wins)"},
     {"LF_PEAK_TFLOPS", KnobType::kNumber, "", "", "lf-worker",

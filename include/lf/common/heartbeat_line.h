@@ -12,7 +12,8 @@
 //       evaluating, saving, done; step: the last finished optimizer step) and promises its
 //       next progress beat within deadline_s seconds (<= 0: no promise, as in "done").
 //       metrics: an open JSON object the agent keeps as the rank's last payload (the metrics
-//       exporter reads it); lf-worker's keys are listed in README "Worker heartbeats".
+//       exporter reads it); lf-worker writes and the agent reads ProgressMetrics
+//       (progress_metrics.h), one struct for both sides.
 //
 // Any other line (plain text, a JSON value that is not such an object, a progress line with
 // a bad field) counts as liveness only, so `lf-train launch -- python train.py` scripts that

@@ -19,7 +19,6 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
-#include <map>
 #include <mutex>
 #include <string>
 #include <string_view>
@@ -27,6 +26,7 @@
 
 #include "lf/common/fault_sleep.h"
 #include "lf/common/heartbeat_line.h"
+#include "lf/common/progress_metrics.h"
 
 namespace lf {
 
@@ -70,15 +70,15 @@ class ProgressReporter {
   void tokenizing();
   // Just before the first step of this run (step: the step it resumes from, 0 for a fresh start).
   void training_begins(int64_t step);
-  // Optimizer step `step` finished in `seconds`; metrics_json: that step's metrics object
-  // (loss, learning_rate, grad_norm, tokens_per_s, ...), kept and resent with later beats.
-  void step_done(int64_t step, double seconds, std::string_view metrics_json = {});
+  // Optimizer step `step` finished in `seconds`; `metrics`: that step's (its step_s is set
+  // here), kept and resent with later beats.
+  void step_done(int64_t step, double seconds, ProgressMetrics metrics = {});
   // Every rank calls these, also those that do not write (see the table above).
   void evaluating(int64_t step);
   void saving(int64_t step);
   void done();
   // A metric that stays in every later payload until noted again (eval_loss, checkpoint_s).
-  void note(const std::string& key, double value);
+  void note(std::optional<double> ProgressMetrics::*field, double value);
 
   // What a beat in `phase` promises now (0: none).
   double deadline_for(WorkerPhase phase) const;
@@ -93,8 +93,8 @@ class ProgressReporter {
   std::vector<FaultSleep> faults_;
   StepDeadline steps_;
   int64_t step_ = 0;
-  std::string step_metrics_ = "{}";
-  std::map<std::string, double> notes_;
+  ProgressMetrics step_metrics_;
+  ProgressMetrics notes_;
   // One reporter per process; tests run ranks as threads of one process and share it.
   // Recursive: step_done -> beat -> deadline_for each take it.
   mutable std::recursive_mutex mu_;

@@ -76,9 +76,22 @@ struct AdapterSection {
   bool freeze() const { return finetuning_type == "freeze"; }
 };
 
-// How a batch becomes a loss (DESIGN "Objective per stage").
+// How a batch becomes a loss (DESIGN "Objective per stage"; src/train/objective.h). The preference
+// keys are LLaMA-Factory's RLHFArguments, with its defaults.
 struct ObjectiveSection {
-  std::string stage = "sft";  // sft | pt
+  std::string stage = "sft";  // sft | pt | dpo | kto | rm
+  double pref_beta = 0.1;             // dpo, kto: the beta of the preference loss
+  double pref_ftx = 0;                // dpo, kto: the SFT term's coefficient
+  std::string pref_loss = "sigmoid";  // dpo: sigmoid | hinge | ipo | orpo | simpo
+  double dpo_label_smoothing = 0;     // dpo sigmoid: cDPO's label smoothing
+  double simpo_gamma = 0.5;           // dpo simpo: the target reward margin
+  double kto_chosen_weight = 1;       // kto: the desirable examples' loss weight
+  double kto_rejected_weight = 1;     // kto: the undesirable examples' loss weight
+  // Whether the loss compares with a reference model (LLaMA-Factory's use_ref_model).
+  bool uses_reference() const {
+    return stage == "kto" || (stage == "dpo" && pref_loss != "orpo" && pref_loss != "simpo");
+  }
+  bool preference() const { return stage == "dpo" || stage == "kto" || stage == "rm"; }
 };
 
 struct OptimSection {

@@ -70,6 +70,14 @@ class ChatTemplate {
       const std::vector<Message>& messages, const std::string& system, const std::string& tools = "",
       const std::string& origin = "", bool mask_history = false) const;
 
+  // (prompt_ids, response_ids) of the whole conversation, like Template.encode_oneturn (and
+  // ReasoningTemplate's): every turn but the last is the prompt. The preference processors'
+  // encoding (pairwise.h).
+  std::pair<std::vector<int32_t>, std::vector<int32_t>> encode_oneturn(const std::vector<Message>& messages,
+                                                                       const std::string& system,
+                                                                       const std::string& tools = "",
+                                                                       const std::string& origin = "") const;
+
   const TemplateSpec& spec() const { return spec_; }
   int32_t eos_id() const { return eos_id_; }
   int32_t pad_id() const { return pad_id_; }

@@ -37,6 +37,7 @@ struct DataArgs {
   uint64_t seed = 42;
   int preprocessing_num_workers = 0;      // threads here (0: all cores); no effect on results
   int64_t preprocessing_batch_size = 1000;  // packing happens within each batch, as in LLaMA-Factory
+  std::string invalid_records = "warn";   // lf-train's own: warn | error on records that are dropped
   // Where relative paths in the YAML resolve from (the YAML's folder is NOT
   // used: LLaMA-Factory resolves against the working directory).
   std::filesystem::path base_dir = ".";

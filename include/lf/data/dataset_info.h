@@ -19,6 +19,9 @@ struct DatasetAttr {
   // Column names (columns:), empty when unset.
   std::string prompt = "instruction", query = "input", response = "output";
   std::string history, messages = "conversations", system, tools;
+  // Preference data: a ranking dataset's chosen / rejected response columns, a KTO dataset's
+  // boolean tag column (true: desirable). Empty when unset (LLaMA-Factory's None).
+  std::string chosen, rejected, kto_tag;
   // sharegpt tags (tags:).
   std::string role_tag = "from", content_tag = "value", user_tag = "human",
               assistant_tag = "gpt", observation_tag = "observation",

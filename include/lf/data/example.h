@@ -21,6 +21,9 @@ struct Example {
   std::string system;
   std::string tools;
   std::string origin;
+  // Why no training example can be made of the record ("'output' is null"); "": none known
+  // (drop_report.h).
+  std::string invalid;
 };
 
 }  // namespace lf

@@ -13,6 +13,7 @@
 
 #include "lf/data/chat_template.h"
 #include "lf/data/data_args.h"
+#include "lf/data/drop_report.h"
 #include "lf/data/example.h"
 #include "lf/data/tokenized_dataset.h"
 #include "lf/tokenizer/tokenizer.h"
@@ -28,6 +29,7 @@ struct SftData {
   int32_t eos_id = 0;     // after the template's replace_eos
   uint64_t cache_key = 0;
   bool from_cache = false;
+  DropReport dropped;  // records no example could be made of (train and eval; none from a cache)
 };
 
 // The template `args` names; unset is "empty" as in LLaMA-Factory, except that
@@ -57,6 +59,10 @@ uint64_t sft_cache_key(const DataArgs& args, const Tokenizer& tokenizer);
 // filesystem with flock) serialize on tokenized_path/.lock: the first one
 // tokenizes, the others wait (up to `lock_timeout_s`) and load its cache.
 SftData load_sft_data(const DataArgs& args, const Tokenizer& tokenizer, double lock_timeout_s = 3600);
+
+// The rows a stage trains on (no cache, no split): encode_examples' for sft and pt, the preference
+// stages' pairs for dpo, kto and rm (pairwise.h).
+TokenizedDataset encode_dataset(const std::vector<Example>& examples, const ChatTemplate& tmpl, const DataArgs& args);
 
 // Tokenizes already-converted examples (no cache, no split).
 std::vector<EncodedExample> encode_examples(const std::vector<Example>& examples,

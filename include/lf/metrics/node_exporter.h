@@ -11,6 +11,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
 
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -35,14 +36,16 @@ struct AgentFacts {
 };
 
 struct ExporterOptions {
-  std::string bind_host = "0.0.0.0";  // LF_METRICS_ADDR
+  std::string bind_host = "127.0.0.1";  // LF_METRICS_ADDR (--metrics-addr): this host only unless asked
   uint16_t port = 0;
   double tick_s = 0.25;          // rank payloads and network counters refresh
   double gpu_interval_s = 1;     // LF_METRICS_GPU_INTERVAL_S
   std::string nvml_library = "libnvidia-ml.so.1";  // LF_NVML_LIBRARY
   std::string sys_root = "/sys";
   bool health = true;            // LF_HEALTH=0: no health lines
-  double linger_s = 0;           // LF_METRICS_LINGER_S: serve the final values this long after the job
+  // LF_METRICS_LINGER_S: after the job, serve its final values until the next scrape (at most
+  // this long; not at all when nothing scraped during the job).
+  double linger_s = 60;
   HealthThresholds thresholds;
   // The LF_METRICS_* / LF_NVML_LIBRARY / LF_HEALTH* variables (ConfigError on bad values).
   static ExporterOptions from_env(uint16_t port);
@@ -59,13 +62,15 @@ class NodeExporter {
   void start();
   uint16_t port() const { return server_.port(); }
   void stop();
-  // The job is over: keep serving its final values for linger_s (a scraper's next visit sees
-  // the last step), then call `done`. False (and no call) when linger_s is 0.
+  // The job is over: keep serving its final values until a scraper's next visit saw them (the
+  // last step, phase done), at most linger_s, then call `done`. False (and no call) when
+  // linger_s is 0 or nothing scraped during the job.
   bool linger(std::function<void()> done);
   // The exposition as a scrape would get it now.
   std::string render();
 
  private:
+  void linger_poll(uint64_t scrapes_at_end, std::chrono::steady_clock::time_point deadline, std::function<void()> done);
   void tick();
   void check_health(const AgentFacts& facts);
   std::string node_label(const AgentFacts& f) const;

@@ -1,5 +1,8 @@
 #pragma once
-// The per-rank lf_train_* series, from the workers' heartbeat payloads (rank_report.h).
+// The lf_train_* series, from the workers' heartbeat payloads (rank_report.h). What differs
+// per rank (step, phase, tokens per second, MFU, step times, heartbeats) is one series per
+// rank; what every rank shares (loss, learning rate, grad norm, epoch, eval loss, the job's
+// total steps and tokens) is the job's, one series from global rank 0 (on node 0's endpoint).
 // Most are the last value a rank reported (gauges); lf_train_step_seconds is a histogram,
 // so it keeps state: update() is called often (the exporter's 250 ms tick and every
 // scrape) and observes each newly finished step once. Steps finished between two updates
@@ -12,17 +15,11 @@
 #include <string>
 #include <vector>
 
+#include "lf/common/progress_metrics.h"
 #include "lf/metrics/exposition.h"
 #include "lf/metrics/rank_report.h"
 
 namespace lf::metrics {
-
-// The numbers a payload carries, parsed (absent or null: nullopt).
-struct RankValues {
-  std::optional<double> loss, learning_rate, grad_norm, epoch, tokens_per_s, mfu, step_s, comm_exposed_s, eval_loss,
-      checkpoint_s;
-  static RankValues parse(const std::string& metrics_json);
-};
 
 class RankSeries {
  public:
@@ -34,7 +31,7 @@ class RankSeries {
   // The last parsed report of each rank (health rules read step times from it).
   struct Rank {
     RankReport report;
-    RankValues values;
+    ProgressMetrics values;  // its last beat's metrics
     Histogram step_seconds{kStepBuckets};
     std::optional<int64_t> last_step;  // the step last observed in the histogram
     double last_step_wall = 0;         // wall time of the beat that finished last_step

@@ -85,8 +85,9 @@ void merge_lora_adapter(CausalLM& model, const std::filesystem::path& dir, at::G
 // is merged into the base in turn, except the last when !create_new_adapter, which is loaded and
 // trained on (its own rank, alpha and targets); otherwise a new adapter from `config`. One CPU
 // generator seeded with config.seed draws for all of them, in that order. Returns the trained
-// adapter's config.
+// adapter's config. `gen` (optional): that generator, which the caller keeps drawing from after (the
+// reward model's value head: LLaMA-Factory creates it after peft's draws).
 LoraConfig prepare_lora(CausalLM& model, const LoraConfig& config, const std::vector<std::filesystem::path>& adapters,
-                        bool create_new_adapter);
+                        bool create_new_adapter, at::Generator* gen = nullptr);
 
 }  // namespace lf::model

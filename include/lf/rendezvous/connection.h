@@ -29,6 +29,12 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // Sends what is queued, then closes (used after Refused / Finished).
   void close_after_flush();
   void close();
+  // As close(), with `why` handed to the close handler (e.g. "missed heartbeats: ...").
+  void close(const std::string& why);
+  // Server side: a protocol error (garbage, a foreign protocol version, an oversized frame)
+  // is answered with a Refused frame naming it before the connection closes, so whoever
+  // connected learns why instead of seeing a reset.
+  void refuse_protocol_errors() { refuse_protocol_errors_ = true; }
   bool is_open() const { return open_; }
   // "ip:port" of the peer (captured at construction; survives close).
   const std::string& peer() const { return peer_; }
@@ -49,6 +55,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool writing_ = false;
   bool closing_ = false;
   bool open_ = true;
+  bool refuse_protocol_errors_ = false;
+  std::string close_why_;  // given to the close handler once a close_after_flush() ends
   std::string peer_, peer_ip_;
   MessageHandler on_message_;
   CloseHandler on_close_;

@@ -1,8 +1,12 @@
 #pragma once
 // The rendezvous server: admits agents into a job (token, job id, version,
 // nproc and config-hash checks), hands out the world layout per generation,
-// watches heartbeats, turns any failure into an abort broadcast (and a restart
-// round while restarts remain), and serves the job's key-value store.
+// watches heartbeats, turns any member's failure into an abort broadcast (and a
+// restart round while restarts remain), and serves the job's key-value store.
+// Once the job's first round formed, a connection that is not one of its members
+// (another job's node, another config, a surplus node, a taken NODE_RANK, a wrong
+// token, garbage, a silent socket) is refused on its own, with the job named, and
+// the job runs on untouched.
 // Threading: everything runs on the given io_context's thread.
 #include <boost/asio/io_context.hpp>
 
@@ -14,7 +18,9 @@
 namespace lf::rdzv {
 
 struct ServerOptions {
-  std::string bind_host = "0.0.0.0";
+  // The address the agent resolved MASTER_ADDR to on node 0 (lf/agent/rdzv_bind.h);
+  // "0.0.0.0" only when asked for (--rdzv-bind-all).
+  std::string bind_host = "127.0.0.1";
   uint16_t port = 0;  // 0: pick a free one (tests)
   std::string job_id = "none";
   std::string token;  // LF_JOB_TOKEN; empty accepts only empty tokens
@@ -31,6 +37,9 @@ struct ServerOptions {
   std::string event_log_path;  // JSON lines with timestamps; empty: none
   double status_interval_s = 10;  // while a round waits for nodes: who is waiting for whom, this often
   std::string advertised_addr;   // MASTER_ADDR as the nodes were told it (for those lines)
+  // A connection must say Join or StoreHello within this, else it is refused and closed
+  // (descriptors held by idle or half-sent connections would starve the real agents).
+  double hello_timeout_s = 5;
 };
 
 class RendezvousServer {
@@ -44,6 +53,8 @@ class RendezvousServer {
   // Binds and starts accepting. Throws NetworkError naming the port when it is in use.
   void start(FinishedHandler on_finished);
   uint16_t port() const;
+  // The IP address the acceptor is bound to (ServerOptions::bind_host).
+  std::string bound_address() const;
   // Flushes what is queued to every connection, closes them, then calls done
   // (at once if nothing is queued, at the latest after timeout_s).
   void shutdown(double timeout_s, std::function<void()> done);

@@ -28,6 +28,9 @@
 namespace lf::parallel {
 class ParallelStrategy;
 }
+namespace lf::model {
+class ValueHead;
+}
 namespace lf::ckpt {
 class CommitChannel;
 }
@@ -49,6 +52,7 @@ struct TrainerSetup {
   config::JobPlan plan;
   model::CausalLM* model = nullptr;
   std::optional<model::LoraConfig> lora;  // set when the model carries LoRA weights (trains only them)
+  model::ValueHead* value_head = nullptr;  // stage rm: trained beside the model, saved as value_head.safetensors
   const TokenizedDataset* train = nullptr;
   const TokenizedDataset* eval = nullptr;  // may be null or empty
   int32_t pad_id = 0;

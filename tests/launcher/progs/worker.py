@@ -8,7 +8,7 @@ import argparse, json, os, socket, subprocess, sys, time
 KEYS = ["RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE",
         "ROLE_RANK", "ROLE_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RESTART_COUNT",
         "TORCHELASTIC_MAX_RESTARTS", "TORCHELASTIC_RUN_ID", "OMP_NUM_THREADS", "CUDA_VISIBLE_DEVICES",
-        "NCCL_DEBUG", "LF_HEARTBEAT_FD", "LF_RDZV_ADDR", "LF_RDZV_PORT", "LF_BASE_WORLD_SIZE"]
+        "NCCL_DEBUG", "LF_HEARTBEAT_FD", "LF_RDZV_ADDR", "LF_RDZV_PORT", "LF_BASE_WORLD_SIZE", "LF_JOB_TOKEN"]
 
 p = argparse.ArgumentParser()
 p.add_argument("--marker", default="")

@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# Issue 31's GPU run, ON the GPU machine (one H200), in one call of about 8 minutes:
+#   scripts/device/dpo_bench.sh                # build (if needed), then both rows
+#   ROWS="7b-lora" STEPS=20 scripts/device/dpo_bench.sh
+# with `.deps` carried: .deps/debs (scripts/device/fetch_debs.sh) and .deps/wheels, the peer's wheels the
+# image lacks (TRL and datasets; made here, on the CPU box, by):
+#   pip download --no-deps --python-version 3.12 --only-binary=:all: -d .deps/wheels \
+#       trl==1.16.0 datasets==5.2.0 dill==0.4.1 multiprocess==0.70.19
+# Rows, side by side on the same tokenized pairs (synthetic ranking data: prompts of ~60 words, responses
+# of up to 2 x 2048 tokens a pair, cutoff_len 2048), sigmoid loss, beta 0.1, 2 pairs a micro-batch, bf16:
+#   7b-lora    Qwen2.5-7B shape, LoRA r16 on every linear layer; the peer: TRL's DPOTrainer + peft (the
+#              reference = adapters off, every step)
+#   1.5b-full  Qwen2.5-1.5B shape, full fine-tuning; the peer: DPOTrainer with its frozen reference copy
+# lf-train computes the reference once before step 1 (docs/preference.md); its pairs/s counts that pass:
+# HF's train_samples_per_second over the whole train() on both sides (LF_ROW lines), and each side's peak
+# allocated memory. Prints one `DPO_ROW {json}` per row and a table. Outputs under $OUT (default out/device).
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+export OUT=${OUT:-out/device}
+mkdir -p "$OUT"
+. scripts/device/env.sh
+BUILD=${BUILD_DIR:-build-device}
+WORK=${WORK:-/tmp/lf_dpo_bench}
+STEPS=${STEPS:-20}
+ROWS=${ROWS:-"7b-lora 1.5b-full"}
+PY=python3
+mkdir -p "$WORK"
+
+# 1. lf-train (the device build's lf-train-local; a warm machine keeps build-device/).
+if [[ ! -x $BUILD/src/train/lf-train-local || ${REBUILD:-1} == 1 ]]; then
+  t0=$(date +%s)
+  LF_DEVICE_TARGETS="lf-train-local" scripts/device/build.sh > "$OUT/dpo_build.log" 2>&1 ||
+    { tail -30 "$OUT/dpo_build.log"; echo "dpo_bench: build failed"; exit 1; }
+  echo "dpo_bench: built lf-train-local in $(( $(date +%s) - t0 )) s"
+fi
+LF=$BUILD/src/train/lf-train-local
+
+# 2. the peer's wheels (no network on the machine).
+if ! $PY -c "import trl, datasets" 2>/dev/null; then
+  ls .deps/wheels/*.whl >/dev/null 2>&1 || { echo "dpo_bench: no .deps/wheels (see the header)"; exit 2; }
+  $PY -m pip install -q --no-deps --no-index .deps/wheels/*.whl 2>&1 | tail -3
+fi
+$PY -c "import trl, datasets, peft, transformers, torch; print('peer stack: trl', trl.__version__, 'datasets', datasets.__version__, 'peft', peft.__version__, 'transformers', transformers.__version__, 'torch', torch.__version__)" ||
+  { echo "dpo_bench: the peer's stack does not import"; exit 2; }
+
+# 3. synthetic ranking data: each pair's rows up to cutoff_len 2048 tokens (the tiny tokenizer: ~1.5 tokens a word).
+if [[ ! -f $WORK/data/dataset_info.json ]]; then
+  mkdir -p "$WORK/data"
+  $PY - "$WORK/data" <<'PYEOF'
+import json, random, sys
+random.seed(3)
+words = ("the model learns to follow instructions while the optimizer updates every weight of the network "
+         "gradient loss token batch epoch data parallel shard rank checkpoint memory kernel attention layer").split()
+rows = [{"instruction": " ".join(random.choices(words, k=60)),
+         "chosen": " ".join(random.choices(words, k=random.randint(700, 1300))),
+         "rejected": " ".join(random.choices(words, k=random.randint(700, 1300)))} for _ in range(400)]
+json.dump(rows, open(f"{sys.argv[1]}/pairs.json", "w"))
+json.dump({"pairs": {"file_name": "pairs.json", "ranking": True,
+                     "columns": {"prompt": "instruction", "chosen": "chosen", "rejected": "rejected"}}},
+          open(f"{sys.argv[1]}/dataset_info.json", "w"))
+PYEOF
+fi
+
+row() {  # SIZE MODE
+  local size=$1 mode=$2 model=$WORK/models/$1 tok=$WORK/tok_$1_$2 out=$WORK/out_$1_$2
+  mkdir -p "$model"
+  cp configs/models/qwen2.5-$size.json "$model/config.json"
+  cp configs/models/tiny/tokenizer.json configs/models/tiny/tokenizer_config.json "$model/"
+  local lr=5e-6 extra=""
+  [[ $mode == lora ]] && extra="lora_rank=16 lora_alpha=32 lora_target=all"
+  # lf-train: the whole train() timed by HF's train_samples_per_second (the reference pass included).
+  timeout 420 $LF configs/tiny_cpu.yaml model_name_or_path=$model init_weights=random stage=dpo pref_loss=sigmoid \
+    pref_beta=0.1 finetuning_type=$mode $extra dataset=pairs dataset_dir=$WORK/data template=qwen cutoff_len=2048 \
+    val_size=0 eval_strategy=no per_device_train_batch_size=2 gradient_accumulation_steps=1 max_steps=$STEPS \
+    logging_steps=1 save_strategy=no plot_loss=false overwrite_output_dir=true output_dir=$out tokenized_path=$tok \
+    learning_rate=$lr lr_scheduler_type=constant warmup_ratio=0 weight_decay=0 bf16=true \
+    disable_gradient_checkpointing=true > "$OUT/dpo_lf_$size-$mode.log" 2>&1
+  local rc=$?
+  grep -E "reference log-probabilities|perf:" "$OUT/dpo_lf_$size-$mode.log" | tail -3
+  # the peer: the same tokenized pairs (lf-train's cache), the same steps.
+  timeout 420 $PY scripts/bench/dpo_peer.py --cache "$tok/train.lftok" --config configs/models/qwen2.5-$size.json \
+    --mode $mode --mbs 2 --steps $STEPS --warmup 0 --lr $lr --out $WORK/peer_$size-$mode \
+    > "$OUT/dpo_peer_$size-$mode.log" 2>&1
+  local prc=$?
+  $PY - "$out" "$OUT/dpo_lf_$size-$mode.log" "$OUT/dpo_peer_$size-$mode.log" "$size-$mode" $rc $prc <<'PYEOF'
+import json, os, re, sys
+out, lf_log, peer_log, name, rc, prc = sys.argv[1:]
+res = {"row": name, "lf_rc": int(rc), "peer_rc": int(prc)}
+try:
+    res["lf_pairs_per_s"] = json.load(open(os.path.join(out, "all_results.json")))["train_samples_per_second"]
+    perf = [json.loads(l.split("perf: ", 1)[1]) for l in open(lf_log) if "perf: " in l][-1]
+    res["lf_peak_gib"] = perf.get("peak_memory_gib", perf.get("peak_gib"))
+    res["lf_perf"] = perf
+except Exception as e:  # noqa: BLE001
+    res["lf_error"] = repr(e)
+try:
+    peer = [json.loads(l.split("RESULT ", 1)[1]) for l in open(peer_log) if l.startswith("RESULT ")][-1]
+    res["peer_pairs_per_s"] = peer["train_samples_per_second"]
+    res["peer_steady_pairs_per_s"] = peer["pairs_per_s"]
+    res["peer_peak_gib"] = peer["peak_allocated_gib"]
+    res["peer"] = peer["peer"]
+except Exception as e:  # noqa: BLE001
+    res["peer_error"] = repr(e)
+if "lf_pairs_per_s" in res and "peer_pairs_per_s" in res:
+    res["ratio"] = res["lf_pairs_per_s"] / res["peer_pairs_per_s"]
+print("DPO_ROW " + json.dumps(res), flush=True)
+PYEOF
+  [[ $rc != 0 ]] && tail -5 "$OUT/dpo_lf_$size-$mode.log"
+  [[ $prc != 0 ]] && tail -5 "$OUT/dpo_peer_$size-$mode.log"
+}
+
+nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
+for r in $ROWS; do row ${r%-*} ${r#*-}; done | tee "$OUT/dpo_rows.log"
+grep "^DPO_ROW" "$OUT/dpo_rows.log" | sed 's/^DPO_ROW //' | $PY -c "
+import json, sys
+print(f\"{'row':10} {'lf pairs/s':>10} {'peer pairs/s':>12} {'ratio':>6} {'lf GiB':>7} {'peer GiB':>8}\")
+for l in sys.stdin:
+    r = json.loads(l)
+    f = lambda k, p: format(r[k], p) if isinstance(r.get(k), (int, float)) else '-'
+    print(f\"{r['row']:10} {f('lf_pairs_per_s', '10.2f')} {f('peer_pairs_per_s', '12.2f')} {f('ratio', '6.2f')} {f('lf_peak_gib', '7.1f')} {f('peer_peak_gib', '8.1f')}\")
+"

@@ -1,0 +1,17 @@
+#include "lf/model/adapters_off.h"
+
+#include "lf/model/causal_lm.h"
+#include "lf/model/layers.h"
+
+namespace lf::model {
+
+AdaptersOff::AdaptersOff(CausalLM& model) {
+  for (auto& ml : model.linears())
+    if (ml.linear->lora_) held_.emplace_back(ml.linear, std::move(ml.linear->lora_));
+}
+
+AdaptersOff::~AdaptersOff() {
+  for (auto& [linear, lora] : held_) linear->lora_ = std::move(lora);
+}
+
+}  // namespace lf::model

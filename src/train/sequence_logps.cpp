@@ -1,0 +1,67 @@
+#include "sequence_logps.h"
+
+#include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
+
+#include "lf/model/causal_lm.h"
+#include "lf/model/layers.h"
+#include "lf/model/lm_head_logps.h"
+#include "lf/model/loss.h"
+#include "lf/parallel/strategy.h"
+
+namespace lf::train {
+
+std::vector<int64_t> pair_rows(const std::vector<int64_t>& examples, bool second) {
+  std::vector<int64_t> rows;
+  rows.reserve(examples.size());
+  for (auto e : examples) rows.push_back(2 * e + (second ? 1 : 0));
+  return rows;
+}
+
+std::vector<int64_t> both_rows(const std::vector<int64_t>& examples) {
+  auto rows = pair_rows(examples, false);
+  const auto second = pair_rows(examples, true);
+  rows.insert(rows.end(), second.begin(), second.end());
+  return rows;
+}
+
+void disable_dropout(model::CausalLM& model) {
+  for (auto& ml : model.linears())
+    if (ml.linear->lora_) ml.linear->lora_->dropout_ = 0;
+}
+
+SequenceLogps sequence_logps(const ObjectiveContext& ctx, const Batch& b) {
+  auto& m = *ctx.model;
+  auto* hooks = ctx.strategy->unit_hooks();
+  const auto device = m.lm_head_weight().device();
+  const int64_t n = b.input_ids.size(0), t = b.input_ids.size(1);
+  // Host: each target position's flat index b*(T-1)+j and its token.
+  const auto shifted = b.labels.narrow(1, 1, t - 1);  // [N,T-1]
+  const auto mask = shifted != model::kIgnoreIndex;
+  const auto flat = at::nonzero(mask.reshape({-1})).squeeze(1);  // [M]
+  const auto targets = shifted.reshape({-1}).index_select(0, flat);
+  SequenceLogps out;
+  out.length = t;
+  out.valid = mask.sum(1).to(at::kFloat).to(device);
+  const auto ids = b.input_ids.to(device);
+  const auto x = m.hidden_states(ids, {}, hooks);  // [N,T,C]
+  out.logps = model::run_unit(hooks, m.head_unit(), x, [&](const at::Tensor& h) {
+    const auto normed = m.final_norm(h);  // [N,T,C]
+    const auto& w = m.lm_head_weight();   // [V,C]
+    out.vocab = w.size(0);
+    {
+      c10::NoGradGuard no_grad;
+      const auto w_sum = at::sum(w, {0}, false, at::kFloat).to(at::kDouble);          // [C]
+      out.logits_sum = at::matmul(at::sum(normed, {1}, false, at::kFloat).to(at::kDouble), w_sum);  // [N]
+    }
+    const int64_t c = normed.size(2);
+    const auto rows = normed.narrow(1, 0, t - 1).reshape({n * (t - 1), c}).index_select(0, flat.to(device));
+    const int64_t chunk = ctx.chunk_rows > 0 ? ctx.chunk_rows : std::max<int64_t>(1, (int64_t{1} << 30) / (4 * w.size(0)));
+    const auto row_logps = model::chunked_lm_head_logps(rows, w, targets.to(device), chunk, m.lm_head_grad_sink());
+    // Summed per row as get_batch_logps sums (masked [N, T-1] summed over T): the same rounding.
+    return at::zeros({n * (t - 1)}, row_logps.options()).index_put({flat.to(device)}, row_logps).view({n, t - 1}).sum(-1);
+  });
+  return out;
+}
+
+}  // namespace lf::train

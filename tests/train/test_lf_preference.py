@@ -1,0 +1,244 @@
+"""Stages dpo, kto and rm against LLaMA-Factory 0.9.5's own runs (issue 31).
+
+tests/fixtures/train/lf_pref/ (scripts/fixtures/lf_pref_reference.py, re-checked by lf_pref_fixture_check) holds
+LLaMA-Factory's runs of one YAML with each run's keys over it: DPO with the sigmoid, ipo, orpo and simpo losses
+(LoRA and full, pref_ftx and label smoothing), KTO (LoRA and full) and the reward model (LoRA and full). lf-train
+on the same YAML, keys and weights must log, per step, the same loss, gradient norm, learning rate and epoch, and
+the same TRL reward metrics (rewards/*, logps/*, logits/*, kl, ORPO's sft_loss and odds_ratio_loss), within a
+relative 1e-5 (an absolute floor where LLaMA-Factory's value is a sum of terms that cancel: logits means, the
+first step's rewards that are exactly 0). The outputs are LLaMA-Factory's: the reward model's value head beside
+the adapter or model, trainer_log.jsonl's accuracy (rewards/accuracies) for dpo, the stage's plots.
+
+Then the distributed runs: 2 ranks (DDP) and ZeRO-3 over 2 ranks equal one process replaying the same
+micro-batches (per_device_train_batch_size 2 on 2 ranks is one process's 4 with gradient_accumulation_steps 1;
+KTO's KL estimate is per micro-step over every rank's rows, as TRL gathers it). And the bad inputs of the issue."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "launcher"))
+from harness import free_port  # noqa: E402
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+LF_TRAIN = os.environ["LF_TRAIN_BIN"]
+FIX = os.path.join(ROOT, "tests", "fixtures", "train", "lf_pref")
+EXPECTED = json.load(open(os.path.join(FIX, "expected.json")))
+RUNS = EXPECTED["runs"]
+
+
+def yaml_value(v):
+    return json.dumps(v) if not isinstance(v, str) else v
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory):
+    """The fixture's weights with configs/models/tiny's tokenizer."""
+    m = tmp_path_factory.mktemp("pref") / "model"
+    shutil.copytree(os.path.join(FIX, "model"), m)
+    for f in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copy(os.path.join(ROOT, "configs", "models", "tiny", f), m)
+    return m
+
+
+def train(out, model, keys, ranks=1, expect_ok=True, yaml=os.path.join(FIX, "pref.yaml")):
+    args = [LF_TRAIN, yaml, f"model_name_or_path={model}", f"output_dir={out}",
+            *[f"{k}={yaml_value(v)}" for k, v in keys.items()]]
+    env = dict(os.environ, NNODES="1", NPROC_PER_NODE=str(ranks), MASTER_PORT=str(free_port()), OMP_NUM_THREADS="1")
+    p = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    log = p.stdout + p.stderr
+    if expect_ok:
+        assert p.returncode == 0, log[-4000:]
+    return p.returncode, log
+
+
+def steps_of(out, evals=False):
+    """The log history's training entries (and, with evals, its evaluations), in order."""
+    return [l for l in json.load(open(os.path.join(out, "trainer_state.json")))["log_history"]
+            if "loss" in l or (evals and "eval_loss" in l)]
+
+
+def tolerance(key, want, step):
+    """What "the same" means for `key` at one logged step of LLaMA-Factory's (`step`: its entry).
+    - loss, grad_norm, logps/*: relative 1e-5 (seen: 2e-6);
+    - rewards/*, kl: beta x (policy - reference) log-probabilities, differences of fp32 numbers of a few hundred:
+      their absolute error is the log-probabilities' (seen 1e-7 relative) times their size, so 1e-6 x |logps|
+      (seen: 1.5e-6 absolute on rewards of 0.03, KL within 4e-5 of 2.7);
+    - rewards/accuracies: exact (a share of pairs);
+    - eval_*: as the key without the prefix (eval_loss as loss);
+    - logits/*: 1e-1 relative (seen: 1.2% training, 5.5% evaluating): not the same number where rows are padded.
+      LLaMA-Factory averages the logits over every position of the padded rows, and its
+      pad positions attend to the row's real tokens only (HF's padding mask) where lf-train's attend causally
+      over the row (no padding mask: pads carry no target); rows without padding agree within 3e-7."""
+    logps = max([abs(v) for k, v in step.items() if k.startswith(("logps/", "eval_logps/"))] or [0.0])
+    key = key[5:] if key.startswith("eval_") and key != "eval_loss" else key
+    if key in ("rewards/accuracies", "accuracy"):
+        return 0.0
+    if key.startswith("rewards/") or key == "kl":
+        return 1e-5 * abs(want) + 1e-6 * logps
+    if key.startswith("logits/"):
+        return 1e-1 * abs(want)
+    return 1e-5 * abs(want)
+
+
+def assert_same_steps(got, want):
+    assert [g["step"] for g in got] == [w["step"] for w in want], (got, want)
+    for g, w in zip(got, want):
+        for key, v in w.items():
+            if key == "step":
+                continue
+            assert key in g, f"step {w['step']}: no {key} logged ({sorted(g)})"
+            assert abs(g[key] - v) <= tolerance(key, v, w), f"step {w['step']} {key}: {g[key]} vs LLaMA-Factory's {v}"
+        extra = {k for k in g if k.startswith(("rewards/", "logps/", "logits/")) or k in ("kl",)} - set(w)
+        assert not extra, f"metrics LLaMA-Factory does not log: {extra}"
+
+
+@pytest.mark.parametrize("run", sorted(RUNS))
+def test_run_is_llamafactorys(run, model, tmp_path):
+    out = tmp_path / run
+    train(out, model, dict(RUNS[run]["keys"], plot_loss="true"))
+    assert_same_steps(steps_of(out, evals=True), RUNS[run]["steps"])
+    files = sorted(f for f in os.listdir(out) if f.endswith(".safetensors"))
+    assert files == RUNS[run]["files"], files
+    stage = RUNS[run]["keys"].get("stage", "dpo")
+    log = [json.loads(l) for l in open(out / "trainer_log.jsonl")]
+    if stage == "dpo":  # LLaMA-Factory's LogCallback: accuracy = rewards/accuracies
+        assert [l["accuracy"] for l in log if "loss" in l] == [s["rewards/accuracies"] for s in steps_of(out)]
+        assert (out / "training_rewards_accuracies.png").exists()
+    if stage == "kto":
+        assert (out / "training_rewards_chosen.png").exists()
+    assert (out / "training_loss.png").exists()
+
+
+def test_two_ranks_and_zero3_equal_one_process(model, tmp_path):
+    """DPO (LoRA and full: its reference the ZeRO-3-sharded policy's own first forwards), KTO and rm (full): 2 ranks
+    of 2 pairs each, DDP and ZeRO-3 (rm: DDP), against one process with micro-batches of 4: the same loss, gradient
+    norm and metrics per step."""
+    for name, keys in {"dpo": {}, "dpo_full": {"finetuning_type": "full", "learning_rate": 1e-3},
+                       "kto": {"stage": "kto", "dataset": "kto_en_demo"},
+                       "rm": {"stage": "rm", "finetuning_type": "full", "learning_rate": 1e-3}}.items():
+        one = tmp_path / f"{name}-one"
+        train(one, model, dict(keys, per_device_train_batch_size=4, gradient_accumulation_steps=1))
+        want = steps_of(one)
+        for sharding in ([{}, {"zero_stage": 3}] if name != "rm" else [{}]):
+            out = tmp_path / f"{name}-two-{len(sharding)}"
+            train(out, model, dict(keys, per_device_train_batch_size=2, gradient_accumulation_steps=1, **sharding),
+                  ranks=2)
+            got = steps_of(out)
+            assert len(got) == len(want)
+            for g, w in zip(got, want):
+                for key in w:
+                    # logits/* average over the padded rows: one process pads 8 rows together, two ranks 4 each.
+                    if isinstance(w[key], float) and not key.startswith("logits/") and key != "train_runtime":
+                        assert abs(g[key] - w[key]) <= 2 * tolerance(key, w[key], w), (name, sharding, key, g[key], w[key])
+
+
+def test_preview_shows_chosen_and_rejected(model):
+    p = subprocess.run([LF_TRAIN, "preview", os.path.join(FIX, "pref.yaml"), f"model_name_or_path={model}", "--n", "2"],
+                       cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert p.stdout.count("--- chosen:") == 2 and p.stdout.count("--- rejected:") == 2, p.stdout[-2000:]
+
+
+def bad_data(tmp_path):
+    d = tmp_path / "data"
+    shutil.copytree(os.path.join(ROOT, "data"), d)
+    info = json.loads((d / "dataset_info.json").read_text())
+    rows = json.loads((d / "dpo_alpaca_demo.json").read_text())
+    (d / "no_rejected.json").write_text(json.dumps([{k: v for k, v in r.items() if k != "rejected"} for r in rows]))
+    info["no_rejected"] = {"file_name": "no_rejected.json", "ranking": True,
+                           "columns": {"prompt": "instruction", "chosen": "chosen", "rejected": "rejected"}}
+    info["kto_untagged"] = {"file_name": "kto_en_demo.json", "formatting": "sharegpt", "columns": {"messages": "messages"},
+                            "tags": {"role_tag": "role", "content_tag": "content", "user_tag": "user",
+                                     "assistant_tag": "assistant"}}
+    (d / "dataset_info.json").write_text(json.dumps(info))
+    return d
+
+
+@pytest.mark.parametrize("keys,words", [
+    ({"dataset": "no_rejected"}, ["no_rejected", "'rejected'", "no_rejected.json:"]),
+    ({"stage": "kto", "dataset": "kto_untagged"}, ["kto_untagged", "kto_tag"]),
+    ({"dataset": "alpaca_en_demo"}, ["alpaca_en_demo", "ranking"]),
+    ({"pref_loss": "kto_pair"}, ["pref_loss", "kto_pair"]),
+    ({"pref_loss": "unknown_loss"}, ["pref_loss", "unknown_loss", "sigmoid"]),
+])
+def test_bad_input_is_a_clear_error(keys, words, model, tmp_path):
+    rc, log = train(tmp_path / "out", model, dict(keys, dataset_dir=str(bad_data(tmp_path))), expect_ok=False)
+    assert rc == 2, log[-3000:]
+    for w in words:
+        assert w in log, f"{w!r} not in:\n{log[-3000:]}"
+    assert "Traceback" not in log
+
+
+@pytest.mark.parametrize("name", ["qwen3_lora_dpo", "qwen3_lora_kto", "qwen3_lora_reward"])
+def test_llamafactory_example_runs(name, tmp_path):
+    """Every text-only *_dpo / *_kto / *_reward example of LLaMA-Factory 0.9.5 (tests/fixtures/train/lf_examples/:
+    the model a tiny local Qwen3, 2 steps, the rest as LLaMA-Factory ships it) trains and writes its outputs."""
+    out = tmp_path / name
+    rc, log = train(out, "tests/fixtures/train/e2e/models/qwen3_tiny", {},
+                    yaml=os.path.join(ROOT, "tests", "fixtures", "train", "lf_examples", f"{name}.yaml"))
+    lines = [json.loads(l) for l in open(out / "trainer_log.jsonl")]
+    assert lines and lines[-1]["current_steps"] == 2, lines  # logging_steps 10: only the run's summary line
+    assert json.load(open(out / "all_results.json"))["train_loss"] > 0
+    assert (out / "adapter_model.safetensors").exists()
+    if name.endswith("reward"):
+        assert (out / "value_head.safetensors").exists()
+
+
+def test_reward_metrics_reach_tensorboard_and_the_metrics_endpoint(model, tmp_path):
+    """TRL's reward metrics where sft's metrics go: TensorBoard's scalars (train/rewards/accuracies, ...) equal to the
+    log history's, and the agent's Prometheus endpoint (lf_train_rewards_accuracy, lf_train_rewards_margin)."""
+    import time
+    import urllib.request
+
+    import numpy as np
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    out, port = tmp_path / "tb", free_port()
+    args = [LF_TRAIN, os.path.join(FIX, "pref.yaml"), f"model_name_or_path={model}", f"output_dir={out}",
+            "report_to=tensorboard", "max_steps=6"]
+    env = dict(os.environ, NNODES="1", NPROC_PER_NODE="1", MASTER_PORT=str(free_port()), OMP_NUM_THREADS="1",
+               LF_METRICS_ADDR="127.0.0.1", LF_METRICS_PORT=str(port), LF_METRICS_LINGER_S="4")
+    p = subprocess.Popen(args, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    scraped, deadline = "", time.time() + 120
+    while p.poll() is None and time.time() < deadline:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as r:
+                body = r.read().decode()
+            if "lf_train_rewards_accuracy{" in body:
+                scraped = body
+        except OSError:
+            pass
+        time.sleep(0.1)
+    log = p.communicate(timeout=60)[0]
+    assert p.returncode == 0, log[-3000:]
+    for name in ("lf_train_rewards_accuracy{", "lf_train_rewards_margin{", "lf_train_rewards_chosen{"):
+        assert name in scraped, scraped[-3000:]
+    runs = list((out / "runs").iterdir())
+    acc = EventAccumulator(str(runs[0]), size_guidance={"scalars": 0})
+    acc.Reload()
+    got = {tag: {e.step: e.value for e in acc.Scalars(tag)} for tag in acc.Tags()["scalars"]}
+    for entry in steps_of(out):
+        for key in ("rewards/accuracies", "rewards/margins", "logps/chosen", "logits/rejected"):
+            assert got["train/" + key][entry["step"]] == np.float32(entry[key]), (key, entry["step"])
+
+
+@pytest.mark.parametrize("stage", ["dpo", "rm"])
+def test_resume_continues_the_uninterrupted_run(stage, model, tmp_path):
+    """A checkpoint of a dpo run (its reference computed again from the starting weights before the checkpoint
+    loads) and of an rm run (its value head in value_head.safetensors) resumes into the uninterrupted run's steps."""
+    keys = {"stage": stage, "finetuning_type": "full", "learning_rate": 1e-3, "max_steps": 4, "lr_scheduler_type": "constant"}
+    train(tmp_path / "whole", model, keys)
+    train(tmp_path / "part", model, dict(keys, save_strategy="steps", save_steps=2))
+    ckpt = tmp_path / "part" / "checkpoint-2"
+    assert (ckpt / "value_head.safetensors").exists() == (stage == "rm")
+    train(tmp_path / "resumed", model, dict(keys, resume_from_checkpoint=str(ckpt)))
+    whole, resumed = steps_of(tmp_path / "whole"), steps_of(tmp_path / "resumed")
+    assert [s["step"] for s in resumed] == [1, 2, 3, 4]
+    for w, r in zip(whole[2:], resumed[2:]):
+        for key, v in w.items():
+            if isinstance(v, float):
+                assert r[key] == pytest.approx(v, rel=1e-6, abs=1e-9), (key, r[key], v)
