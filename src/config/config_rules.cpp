@@ -1,6 +1,7 @@
 #include "config_rules.h"
 
 #include "config_schema.h"
+#include "quantization_keys.h"
 
 namespace lf::config {
 
@@ -92,6 +93,7 @@ void check_config(const Reader& r, JobPlan& c) {
   for (const KeyDecl& d : config_schema())
     if (d.check) d.check(r, c);
   check_between_keys(r, c);
+  check_quantization(r, c);
   derive(c);
   if (packing_asked) c.data.cutoff_len -= 1;
 }

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "quantization_keys.h"
 #include "schema_builders.h"
 
 namespace lf::config {
@@ -68,7 +69,7 @@ KeyDecl sharding_key(std::string name, std::string type, std::string note, bool 
   return d;
 }
 
-std::vector<KeyDecl> model_and_method_keys() {
+std::vector<KeyDecl> model_keys() {
   return {
       implemented("model_name_or_path", LF_FIELD(model, model_name_or_path),
                   "a local folder with config.json (and weights unless `init_weights: random`); lf-train never "
@@ -99,6 +100,11 @@ std::vector<KeyDecl> model_and_method_keys() {
                   "routers with it. The checkpointing itself is lf-train's either way")
           .sample("false")
           .observe("losses"),
+  };
+}
+
+std::vector<KeyDecl> method_keys() {
+  return {
       implemented("stage", LF_FIELD(objective, stage),
                   "sft (supervised fine-tuning), pt (continued pre-training on plain text: the `text` column, "
                   "eos per text, packed into cutoff_len blocks, labels = inputs, as LLaMA-Factory), dpo (pairs of a "
@@ -432,8 +438,6 @@ std::vector<KeyDecl> distribution_keys() {
 
 std::vector<KeyDecl> refused_keys() {
   return {
-      refused("quantization_bit", "quantized (QLoRA) training is not supported: remove quantization_bit"),
-      refused("quantization_method", "quantized training is not supported"),
       refused("ref_model", "a reference model other than the policy's initial weights is not implemented: dpo and "
                            "kto compare with the model they start from (LoRA: the adapters off); remove ref_model"),
       refused("ref_model_adapters", "a reference model other than the policy's initial weights is not implemented"),
@@ -441,7 +445,6 @@ std::vector<KeyDecl> refused_keys() {
       refused("pref_bco_weight", "the BCO term of DPO (TRL's RunningMoments baseline) is not implemented: remove "
                                  "pref_bco_weight"),
       refused("ld_alpha", "LD-DPO's length weighting is not implemented: remove ld_alpha"),
-      refused("double_quantization", "quantized training is not supported"),
       refused("pissa_init", "PiSSA initialisation is not supported"),
       refused("pissa_convert", "PiSSA is not supported"),
       refused("loraplus_lr_embedding", "LoRA+ on embedding adapters is not supported (no LoRA embedding adapters)"),
@@ -510,8 +513,8 @@ std::vector<KeyDecl> no_effect_keys() {
 
 std::vector<KeyDecl> build_schema() {
   std::vector<KeyDecl> all;
-  for (auto part : {model_and_method_keys(), preference_keys(), data_keys(), optimisation_keys(), eval_and_output_keys(),
-                    distribution_keys(), refused_keys(), no_effect_keys()})
+  for (auto part : {model_keys(), method_keys(), preference_keys(), data_keys(), optimisation_keys(),
+                    eval_and_output_keys(), distribution_keys(), quantization_keys(), refused_keys(), no_effect_keys()})
     for (auto& d : part) all.push_back(std::move(d));
   return all;
 }

@@ -101,6 +101,13 @@ ExportConfig load_export_config(const std::string& path, const std::vector<std::
   if (auto f = text_of(values, "finetuning_type"); !f.empty() && f != "lora" && !c.adapter_name_or_path.empty())
     problems.push_back(fmt::format("{}: `finetuning_type: {}` with an adapter: only LoRA adapters are merged",
                                    where("finetuning_type"), f));
+  // QLoRA: the adapter merges into the unquantized base (LLaMA-Factory's examples/merge_lora: "DO NOT use
+  // quantized model or quantization_bit when merging LoRA adapters").
+  if (auto q = text_of(values, "quantization_bit"); !q.empty() && !c.adapter_name_or_path.empty())
+    problems.push_back(fmt::format("{}: `quantization_bit: {}` with an adapter: cannot merge adapters to a quantized "
+                                   "model (LLaMA-Factory's rule); remove quantization_bit and give the unquantized "
+                                   "base (bf16 / fp16) as model_name_or_path: a QLoRA adapter merges into it",
+                                   where("quantization_bit"), q));
   if (auto b = text_of(values, "export_quantization_bit"); !b.empty())
     problems.push_back(fmt::format("{}: `export_quantization_bit: {}` is refused: lf-train does not quantize "
                                    "(export unquantized, then quantize with the tool of your server)",

@@ -22,5 +22,10 @@ std::pair<at::Tensor, at::Tensor> moe_combine_backward_op(const at::Tensor& g, c
                                                           bool dweights);
 at::Tensor moe_swiglu_halves_op(const at::Tensor& h);
 at::Tensor moe_swiglu_halves_backward_op(const at::Tensor& h, const at::Tensor& dout);
+void dequantize_4bit_op(const at::Tensor& data, const at::Tensor& absmax, const at::Tensor& nested_absmax,
+                        const at::Tensor& offset, int64_t code, int64_t blocksize, const at::Tensor& out);
+at::Tensor quant_gemv_4bit_op(const at::Tensor& x, const at::Tensor& data, const at::Tensor& absmax,
+                              const at::Tensor& nested_absmax, const at::Tensor& offset, int64_t code,
+                              int64_t blocksize, int64_t n);
 
 }  // namespace lf::kernels

@@ -25,7 +25,9 @@ const FusedOps& fused_ops() {
                             &moe_combine_op,
                             &moe_combine_backward_op,
                             &moe_swiglu_halves_op,
-                            &moe_swiglu_halves_backward_op};
+                            &moe_swiglu_halves_backward_op,
+                            &dequantize_4bit_op,
+                            &quant_gemv_4bit_op};
   return ops;
 }
 

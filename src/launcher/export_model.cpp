@@ -296,6 +296,10 @@ ExportResult export_model(const config::ExportConfig& c) {
   std::unique_ptr<Adapter> adapter;
   if (!c.adapter_name_or_path.empty()) adapter = std::make_unique<Adapter>(read_adapter(c.adapter_name_or_path));
   const auto base_config = read_json(base / "config.json");
+  LF_CHECK(!adapter || !base_config.contains("quantization_config"), ConfigError,
+           "model_name_or_path {} is a quantized model ({}): cannot merge adapters to a quantized model (LLaMA-Factory's "
+           "rule); give the unquantized base (bf16 / fp16) the 4-bit one was made from: a QLoRA adapter merges into it",
+           base.string(), base_config["quantization_config"].value("quant_method", std::string("?")));
   ExportResult r;
   r.dtype = export_dtype(c, base_config);
   if (adapter) check_adapter_fits(*adapter, weights, c, base);

@@ -187,11 +187,31 @@ std::vector<NamedParam> CausalLM::module_parameters() {
 
 std::vector<NamedParam> CausalLM::named_parameters() {
   auto out = module_parameters();
-  for (size_t k = 0; k < out.size(); ++k) {
-    out[k].name = layout_.params[k].name;
-    out[k].unit = layout_.params[k].unit;
+  // A linear layer with a number format (linear_format.h) lists its storage tensors where the layout
+  // has its weight: the first under the weight's name, the others under it plus their suffix.
+  size_t k = 0;
+  for (auto& p : out) {
+    if (k < layout_.params.size() && p.name == layout_.params[k].local) {
+      p.name = layout_.params[k].name;
+      p.unit = layout_.params[k++].unit;
+      continue;
+    }
+    LF_CHECK(k > 0, BackendError, "{}: the module tensor {} precedes the layout's first", config_.architecture_name,
+             p.name);
+    const auto& owner = layout_.params[k - 1];
+    LF_CHECK(p.name.starts_with(owner.local + "."), BackendError,
+             "{}: the module tensor {} is neither the layout's {} nor a storage tensor of {}", config_.architecture_name,
+             p.name, k < layout_.params.size() ? layout_.params[k].local : "(end)", owner.local);
+    p.name = owner.name + p.name.substr(owner.local.size());
+    p.unit = owner.unit;
   }
   return out;
+}
+
+void CausalLM::to(const c10::Device& device) {
+  c10::NoGradGuard no_grad;
+  for (auto& p : module_parameters()) *p.tensor = p.tensor->to(device);
+  inv_freq_ = inv_freq_.to(device);
 }
 
 std::vector<ModelLinear> CausalLM::linears() {

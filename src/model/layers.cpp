@@ -56,6 +56,8 @@ at::Tensor Linear::forward_for_backward(const at::Tensor& x, bool training) cons
 at::Tensor Linear::forward_with(const at::Tensor& x, bool training, bool base_values) const {
   if (lora_ && lora_->magnitude_.defined()) return forward_dora(x, training);
   const bool fused = fused_ops_for(x) != nullptr;
+  if (format_) return add_lora(format_->linear(x, bias_.defined() ? as(bias_, x) : at::Tensor(), base_values), x,
+                               training, fused);
   if (fused && !lora_ && !bias_.defined() && weight_.requires_grad() && weight_.scalar_type() == at::kFloat &&
       x.scalar_type() != at::kFloat && grad_route(weight_) == nullptr && fp32_weight_grads_enabled())
     return master_weight_linear(x, weight_, base_values);
@@ -66,20 +68,22 @@ at::Tensor Linear::forward_with(const at::Tensor& x, bool training, bool base_va
     return lora_linear(x, w, b, as(lora_->a_, x), as(lora_->b_, x), lora_->scaling_, base_values);
   auto y = base_values ? at::linear(x, w, b.defined() ? std::optional<at::Tensor>(b) : std::nullopt)
                        : backward_only_linear(x, w, b);
-  if (fused && lora_) return add_lora_accumulated(y, x, training);
-  if (lora_) {
-    auto h = lora_->dropout_ > 0 ? at::dropout(x, lora_->dropout_, training) : x;
-    h = at::linear(at::linear(h, as(lora_->a_, x)), as(lora_->b_, x));
-    y = y + h * lora_->scaling_;
-  }
-  return y;
+  return add_lora(y, x, training, fused);
+}
+
+at::Tensor Linear::add_lora(const at::Tensor& y, const at::Tensor& x, bool training, bool fused) const {
+  if (!lora_) return y;
+  if (fused) return add_lora_accumulated(y, x, training);
+  auto h = lora_->dropout_ > 0 ? at::dropout(x, lora_->dropout_, training) : x;
+  h = at::linear(at::linear(h, as(lora_->a_, x)), as(lora_->b_, x));
+  return y + h * lora_->scaling_;
 }
 
 // LoRA's update accumulated into the base output y by its second GEMM (addmm: beta 1, alpha
 // scaling), instead of h * scaling and y + h: two [N, out] passes fewer in the forward and one
 // in the backward, and one rounding instead of three.
 at::Tensor Linear::add_lora_accumulated(const at::Tensor& y, const at::Tensor& x, bool training) const {
-  const int64_t out = weight_.size(0);
+  const int64_t out = out_features();
   auto h = lora_->dropout_ > 0 ? at::dropout(x, lora_->dropout_, training) : x;
   h = at::linear(h, as(lora_->a_, x));  // [.., r]
   auto sum = at::addmm(y.reshape({-1, out}), h.reshape({-1, h.size(-1)}), as(lora_->b_, x).t(), 1.0, lora_->scaling_);
@@ -90,7 +94,8 @@ at::Tensor Linear::add_lora_accumulated(const at::Tensor& y, const at::Tensor& x
 }
 
 void Linear::named_parameters(const std::string& prefix, std::vector<NamedParam>& out) {
-  out.push_back({prefix + "weight", &weight_});
+  if (format_) format_->named_storage(prefix, out);
+  else out.push_back({prefix + "weight", &weight_});
   if (bias_.defined()) out.push_back({prefix + "bias", &bias_});
 }
 

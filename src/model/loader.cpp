@@ -12,6 +12,8 @@
 #include <fmt/ranges.h>
 
 #include "lf/common/error.h"
+#include "lf/model/bnb4_checkpoint.h"
+#include "lf/model/bnb4_linear.h"
 #include "lf/model/tensor_io.h"
 
 namespace lf::model {
@@ -146,18 +148,32 @@ std::unique_ptr<CausalLM> load_causal_lm(const std::string& path, const LoadOpti
              path);
   }
   auto config = load_model_config(config_path);
-  auto options = at::TensorOptions().dtype(o.param_dtype).device(o.device);
+  const auto saved_4bit = o.random_init ? std::nullopt : saved_bnb4_spec(config_path);
+  const bool quantized = o.quantize || saved_4bit;
+  // The fused expert tensors [E, 2I, C] / [E, C, I] have no 4-bit format (bitsandbytes quantizes each
+  // expert's own Linear in transformers' per-expert layout): QLoRA would leave most of the weights dense.
+  LF_CHECK(!quantized || config.moe.num_experts == 0, ConfigError,
+           "{}: a 4-bit base (quantization_bit: 4 or a saved bitsandbytes model) is not implemented for "
+           "mixture-of-experts families ({}: {} experts in fused tensors, which lf-train does not store in 4 bits); "
+           "train it with LoRA on the bf16 base (remove quantization_bit), or quantize a dense family",
+           path, config.architecture_name, config.moe.num_experts);
+  // Quantized: built and read on the host, each linear then stored in 4 bits on the device.
+  auto options = at::TensorOptions().dtype(o.param_dtype).device(quantized ? at::Device(at::kCPU) : o.device);
   auto model = std::make_unique<CausalLM>(std::move(config), options);
   if (o.random_init) {
     model->init_random(o.seed);
-    return model;
+  } else {
+    LF_CHECK(SafetensorsCheckpoint::exists_in(dir), ConfigError,
+             "model folder {} holds no model.safetensors or model.safetensors.index.json (only safetensors "
+             "weights are read; set init_weights: random for random weights)",
+             path);
+    SafetensorsCheckpoint ckpt(dir);
+    if (saved_4bit) load_bnb4_weights(*model, ckpt, o.device);
+    else load_weights(*model, ckpt);
   }
-  LF_CHECK(SafetensorsCheckpoint::exists_in(dir), ConfigError,
-           "model folder {} holds no model.safetensors or model.safetensors.index.json (only safetensors "
-           "weights are read; set init_weights: random for random weights)",
-           path);
-  SafetensorsCheckpoint ckpt(dir);
-  load_weights(*model, ckpt);
+  if (!quantized) return model;
+  if (o.quantize) quantize_linears(*model, *o.quantize, o.device);
+  model->to(o.device);
   return model;
 }
 

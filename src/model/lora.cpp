@@ -148,7 +148,7 @@ std::vector<std::string> apply_lora(CausalLM& model, const LoraConfig& c, at::Ge
     if (all ? !spec->in_all : !targeted(spec->module)) continue;
     const auto& name = spec->short_name;
     if (std::find(short_names.begin(), short_names.end(), name) == short_names.end()) short_names.push_back(name);
-    const int64_t out = lin->weight_.size(0), in = lin->weight_.size(1);
+    const int64_t out = lin->out_features(), in = lin->in_features();
     auto cpu = at::TensorOptions().dtype(at::kFloat);
     auto a = at::empty({c.rank, in}, cpu);
     kaiming_uniform_sqrt5(a, gen);                                // nn.Linear(in, r)

@@ -14,6 +14,7 @@ namespace {
 // The formats a unit's frozen parameters may be stored in, tried in order: one line each.
 constexpr UnitStorageFormat kFormats[] = {
     {"dense", dense_stores, make_dense_storage},
+    {"bnb4", bnb4_stores, make_bnb4_storage},
 };
 
 }  // namespace
@@ -46,7 +47,7 @@ std::unique_ptr<UnitStorage> make_unit_storage(std::vector<model::NamedParam> pa
   });
   LF_THROW(ConfigError,
            "ZeRO-3 cannot shard the frozen parameter {} ({}): no unit storage format stores it (formats: dense "
-           "floating point); use zero_stage 2 or lower, which leaves frozen parameters whole",
+           "floating point, bitsandbytes 4-bit); use zero_stage 2 or lower, which leaves frozen parameters whole",
            odd == params.end() ? std::string("?") : odd->name,
            odd == params.end() ? std::string("?") : std::string(c10::toString(odd->tensor->scalar_type())));
 }

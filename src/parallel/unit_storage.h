@@ -58,5 +58,8 @@ std::unique_ptr<UnitStorage> make_unit_storage(std::vector<model::NamedParam> pa
 // The dense format (dense_storage.cpp).
 bool dense_stores(const at::Tensor& param);
 std::unique_ptr<UnitStorage> make_dense_storage(std::vector<model::NamedParam> params, int64_t rank, int64_t world);
+// bitsandbytes' 4-bit format (bnb4_storage.cpp): packed codes, quantization state, the unit's dense rest.
+bool bnb4_stores(const at::Tensor& param);
+std::unique_ptr<UnitStorage> make_bnb4_storage(std::vector<model::NamedParam> params, int64_t rank, int64_t world);
 
 }  // namespace lf::parallel

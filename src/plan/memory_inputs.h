@@ -9,6 +9,7 @@
 #include "lf/plan/memory_model.h"
 #include "lf/plan/model_units.h"
 #include "lf/plan/zero_comm.h"
+#include "quantized_base.h"
 
 namespace lf::plan {
 
@@ -37,6 +38,7 @@ struct MemoryInputs {
   double largest_layer_unit = 0;   // elements (base + adapters)
   double head_unit_params = 0;     // the head unit's elements (+ the embedding's when tied: its weight)
   ZeroCommDepths comm;             // ZeRO: prefetch depth, reductions in flight (zero_comm.h)
+  QuantizedBase quant;             // QLoRA: the decoder linears stored in 4 bits (quantized_base.h)
 };
 
 MemoryInputs memory_inputs(const config::JobPlan& plan, const model::ModelConfig& mc, const WorldLayout& world);

@@ -35,6 +35,7 @@
 #include "lf/model/fused_dispatch.h"
 #include "lf/model/initial_weights.h"
 #include "lf/model/kernel_paths.h"
+#include "lf/model/bnb4_linear.h"
 #include "lf/model/loader.h"
 #include "lf/model/lora.h"
 #include "lf/model/value_head.h"
@@ -203,7 +204,9 @@ std::unique_ptr<model::CausalLM> load_model(const config::JobPlan& c, const Toke
   // LoRA: a frozen base in the compute dtype, fp32 adapters (LLaMA-Factory upcasts
   // trainable parameters). Full: fp32 master weights, activations in the compute dtype.
   lo.param_dtype = c.adapter.finetuning_type == "lora" ? mixed : at::kFloat;
+  if (c.precision.quantized()) lo.quantize = model::bnb4_spec_of(c.precision);
   auto model = model::load_causal_lm(c.model.model_name_or_path, lo);
+  if (const auto q = model::quantized_base(*model); q.linears > 0) spdlog::info("{}", model::describe(q));
   model->set_compute_dtype(mixed);
   const int64_t vocab = model->config().vocab_size;
   // Mistral's sliding window: full causal attention is the same function on rows no longer than it.

@@ -88,8 +88,8 @@ TEST(Config, UnknownKeyNamesTheLineAndSuggests) {
 }
 
 TEST(Config, RefusedKeysAreErrorsOnlyWhenTheyWouldChangeTheResult) {
-  auto e = error_of(kMinimal + "quantization_bit: 4\n");
-  EXPECT_NE(e.find("`quantization_bit: 4` is refused: quantized (QLoRA) training"), std::string::npos) << e;
+  auto e = error_of(kMinimal + "pissa_convert: true\n");
+  EXPECT_NE(e.find("`pissa_convert: true` is refused: PiSSA is not supported"), std::string::npos) << e;
   EXPECT_EQ(error_of(kMinimal + "quantization_bit: null\n"), "");
   e = error_of(kMinimal + "stage: ppo\n");
   EXPECT_NE(e.find("`stage: ppo` is not supported"), std::string::npos) << e;

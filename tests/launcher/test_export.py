@@ -108,6 +108,23 @@ def test_bad_export_configs_exit_2_saying_why(tmp_path, keys, expected):
     assert r.returncode == 2 and expected in r.stderr, r.stderr
 
 
+def test_a_qlora_adapter_merges_only_into_the_unquantized_base(tmp_path):
+    """LLaMA-Factory's rule ("Cannot merge adapters to a quantized model"): quantization_bit in the export
+    config, or a base folder bitsandbytes saved in 4 bits, with an adapter is refused saying what to give."""
+    base, adapter = tmp_path / "base", tmp_path / "adapter"
+    make_adapter(make_base(base), adapter)
+    r = export(tmp_path, model_name_or_path=base, adapter_name_or_path=adapter, export_dir=tmp_path / "o",
+               quantization_bit=4)
+    assert r.returncode == 2 and "cannot merge adapters to a quantized model" in r.stderr, r.stderr
+    quantized = tmp_path / "bnb4"
+    shutil.copytree(base, quantized)
+    cfg = json.load(open(quantized / "config.json"))
+    cfg["quantization_config"] = {"quant_method": "bitsandbytes", "load_in_4bit": True}
+    json.dump(cfg, open(quantized / "config.json", "w"))
+    r = export(tmp_path, model_name_or_path=quantized, adapter_name_or_path=adapter, export_dir=tmp_path / "o")
+    assert r.returncode == 2 and "is a quantized model (bitsandbytes)" in r.stderr, r.stderr
+
+
 def test_an_adapter_of_another_model_is_refused_naming_the_tensor(tmp_path):
     base, adapter = tmp_path / "base", tmp_path / "adapter"
     make_base(base)

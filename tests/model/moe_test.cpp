@@ -163,6 +163,19 @@ TEST(Moe, MissingExpertIsNamed) {
   }
 }
 
+// QLoRA over a mixture of experts: refused with the reason (the fused experts have no 4-bit format).
+TEST(Moe, FourBitBaseIsRefused) {
+  LoadOptions o;
+  o.quantize = quant::Bnb4Spec{};
+  try {
+    load_causal_lm(fixture("qwen3_moe_tiny").string(), o);
+    FAIL() << "quantized a mixture-of-experts base";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("mixture-of-experts"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("Qwen3MoeForCausalLM"), std::string::npos) << e.what();
+  }
+}
+
 // The grouped path's ends and the per-expert path agree on the permutation.
 TEST(Moe, RoutingSortsChoicesByExpert) {
   const auto chosen = at::tensor({2, 0, 1, 2, 0, 3}, at::kLong).view({3, 2});  // 3 tokens, top-2 of 4

@@ -16,6 +16,7 @@
 #include "lf/ckpt/rank_commit.h"
 #include "lf/common/error.h"
 #include "lf/model/loader.h"
+#include "lf/model/bnb4_linear.h"
 #include "lf/model/lora.h"
 #include "lf/parallel/make_strategy.h"
 #include "lf/parallel/zero_strategy.h"
@@ -42,7 +43,9 @@ struct RunResult {
 };
 
 std::unique_ptr<model::CausalLM> make_model(const config::JobPlan& c) {
-  auto m = model::load_causal_lm(c.model.model_name_or_path, {});
+  model::LoadOptions lo;
+  if (c.precision.quantized()) lo.quantize = model::bnb4_spec_of(c.precision);  // QLoRA's 4-bit base
+  auto m = model::load_causal_lm(c.model.model_name_or_path, lo);
   if (c.adapter.finetuning_type == "lora") {
     model::LoraConfig lc;
     lc.rank = 4;
@@ -518,6 +521,41 @@ TEST(ZeroSeams, AWholeMatrixOptimizerIsRefused) {
       EXPECT_NE(what.find("use zero_stage 0"), std::string::npos) << what;
     }
   }
+}
+
+// FSDP-QLoRA: LoRA over a 4-bit base (model/bnb4_linear.h), the packed codes and quantization state
+// sharded and gathered per unit under stage 3 (bnb4_storage.cpp), replicated under 1 and 2: every
+// stage on 2 ranks (and stage 3 with the optimizer offloaded) is the one-process run, and stage 3
+// holds a shard of the 4-bit bytes.
+TEST(Zero, QloraEveryStageEqualsOneProcess) {
+  const auto data = fixture_dataset();
+  for (const bool ckpt : {false, true}) {
+    auto c = zero_config("lora", ckpt);
+    c.precision.quantization_bit = 4;
+    const auto ref = run_one_process(c, data);
+    for (int stage : {1, 2, 3}) {
+      const auto got = run_zero(c, data, 2, stage);
+      expect_same_run(got, ref, fmt::format("qlora, stage {}, 2 ranks, checkpointing {}", stage, ckpt));
+      if (stage == 3) EXPECT_NE(got.describe.find("ZeRO-3"), std::string::npos) << got.describe;
+    }
+    // The adapters' optimizer state offloaded as today.
+    if (!ckpt) expect_same_run(run_zero(c, data, 2, 3, Offload::kOptimizer), ref, "qlora, stage 3, optimizer offloaded");
+  }
+  // The 4-bit format stores a unit's codes, state and dense rest apart, each sharded.
+  auto m = make_model([] {
+    auto c = zero_config("lora", false);
+    c.precision.quantization_bit = 4;
+    return c;
+  }());
+  std::vector<model::NamedParam> unit1;
+  for (auto& p : m->named_parameters())
+    if (p.unit == 1) unit1.push_back(p);
+  auto storage = make_unit_storage(unit1, /*rank=*/1, /*world=*/2);
+  EXPECT_EQ(storage->format(), "bnb4");
+  std::vector<std::string> roles;
+  for (const auto& t : storage->tensors()) roles.push_back(t.role + ":" + std::string(c10::toString(t.shard.scalar_type())));
+  EXPECT_EQ(roles, (std::vector<std::string>{"data:Byte", "quant_state:Byte", "quant_state:Float", "dense:Float"}));
+  EXPECT_EQ(storage->shard_bytes() * 2, storage->gathered_bytes());
 }
 
 // A number format declares the storage a unit's gather carries: the dense format keeps one

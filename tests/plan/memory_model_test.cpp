@@ -123,6 +123,36 @@ TEST(MemoryModel, CheckpointingKeepsTheLayersInputsAndMidpoints) {
   EXPECT_DOUBLE_EQ(lean.gpu_bytes("moments"), 8 * adapters);
 }
 
+// QLoRA (quantization_bit 4): the decoder linears weigh their 4-bit storage (half a byte a weight,
+// a uint8 absmax code per 64 and an fp32 absmax + offset per 64 x 256 under double quantization), the
+// embedding, lm_head and norms stay bf16, the GEMMs dequantize into one buffer of the largest
+// linear; the Qwen2.5-7B memory floor (seq 2048, checkpointing, micro-batch 1) fits 8 GiB; ZeRO-3
+// shards the 4-bit bytes.
+TEST(MemoryModel, QloraCountsFourBitBytes) {
+  const auto mc = shape("qwen2.5-7b");
+  auto c = bench_plan("lora");
+  c.model.gradient_checkpointing = true;
+  const auto lora = predict_memory(c, mc, {});
+  c.precision.quantization_bit = 4;
+  const auto q = predict_memory(c, mc, {});
+  const double linears = 28.0 * (2 * 3584.0 * 3584 + 2 * 3584.0 * 512 + 3 * 3584.0 * 18944);
+  const double per_weight = 0.5 + 1.0 / 64 + 8.0 / (64 * 256);
+  EXPECT_DOUBLE_EQ(q.gpu_bytes("weights"), lora.gpu_bytes("weights") - linears * (2 - per_weight));
+  EXPECT_DOUBLE_EQ(q.gpu_bytes("runtime") - lora.gpu_bytes("runtime"), 2.0 * 3584 * 18944);
+  EXPECT_DOUBLE_EQ(q.gpu_bytes("master"), lora.gpu_bytes("master"));
+  c.precision.double_quantization = false;
+  EXPECT_DOUBLE_EQ(predict_memory(c, mc, {}).gpu_bytes("weights") - q.gpu_bytes("weights"),
+                   linears * (4.0 / 64 - per_weight + 0.5));
+  c.precision.double_quantization = true;
+  c.schedule.per_device_train_batch_size = 1;
+  const auto floor = predict_memory(c, mc, {});
+  std::printf("Qwen2.5-7B QLoRA floor (seq 2048, checkpointing, micro-batch 1): %s\n", format_bytes(floor.gpu_peak()).c_str());
+  EXPECT_LT(floor.gpu_peak(), 8 * kGiB);
+  c.parallel.zero_stage = 3;
+  const auto sharded = predict_memory(c, mc, {1, 2});
+  EXPECT_LT(sharded.gpu_bytes("weights"), 0.55 * q.gpu_bytes("weights"));
+}
+
 TEST(MemoryModel, ZeroShardsTheStateOverTheWorld) {
   const auto mc = shape("qwen2.5-7b");
   auto c = bench_plan("full");

@@ -41,6 +41,21 @@ def test_data_parallel_equals_one_process(tmp_path, mode):
             assert diff <= TOL, f"{name}: {k} differs by {diff:.2e}"
 
 
+def test_qlora_data_parallel_equals_one_process(tmp_path):
+    """QLoRA (quantization_bit 4): every rank quantizes the same bytes at load, the adapters' gradients are
+    all-reduced as LoRA's; 2 ranks equal one process."""
+    q = ("quantization_bit=4", "max_steps=8", "eval_strategy=no", "val_size=0")
+    outs = []
+    ref_losses, ref_weights = train(tmp_path / "one", "lora", (1, 1, 4), *q, outputs=outs)
+    assert "4-bit base: " in outs[0], outs[0][-2000:]
+    losses, weights = train(tmp_path / "two", "lora", (1, 2, 2), *q)
+    worst = max(abs(a - b) for a, b in zip(losses, ref_losses))
+    assert len(losses) == len(ref_losses) == 8 and worst <= TOL, f"per-step loss differs by {worst:.2e}"
+    for k in ref_weights:
+        diff = float(np.max(np.abs(weights[k].astype(np.float64) - ref_weights[k].astype(np.float64))))
+        assert diff <= TOL, f"{k} differs by {diff:.2e}"
+
+
 def test_bf16_gradient_wire(tmp_path):
     ref_losses, ref_weights = train(tmp_path / "fp32", "full", (1, 2, 2))
     losses, weights = train(tmp_path / "bf16", "full", (1, 2, 2), "ddp_reduce_dtype=bf16")

@@ -186,6 +186,10 @@ inline constexpr EnvKnob kEnvKnobs[] = {
      "1: with the fused kernels, a LoRA projection without dropout is one autograd node whose backward adds the "
      "adapter's input gradient into the base one's inside the GEMM; 0: ATen's ops, autograd adding them (for "
      "comparison)"},
+    {"LF_QUANT_GEMM", KnobType::kChoice, "auto", "auto|dequant|fused", "lf-worker",
+     "QLoRA's 4-bit linear layers on a GPU: dequant (the weight dequantized into a reused buffer, then cuBLAS), "
+     "fused (the forward's GEMM reads the 4 bits itself, 8 rows a launch: for few rows) or auto (fused for up to 8 "
+     "rows, else dequant); the CPU dequantizes exactly, and fused there is an error"},
     {"LF_FP32_WEIGHT_GRADS", KnobType::kBool, "1", "", "lf-worker",
      "1: with the fused kernels, full fine-tuning's fp32 master weights get their gradients from a GEMM that "
      "writes fp32 (no bf16 gradient, no cast pass); 0: a bf16 gradient cast to fp32, as under autocast (for "

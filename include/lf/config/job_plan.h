@@ -32,6 +32,7 @@ struct KernelPaths {
   bool grouped_mm = true;          // LF_GROUPED_MM: MoE experts through ATen's grouped GEMM on a GPU
   bool cuda_graphs = true;         // LF_CUDA_GRAPHS
   int64_t cuda_graph_bucket = 128; // LF_CUDA_GRAPH_BUCKET
+  std::string quant_gemm = "auto";  // LF_QUANT_GEMM: auto | dequant | fused (model/bnb4_linear.cpp)
 };
 
 struct ModelSection {
@@ -119,6 +120,14 @@ struct ScheduleSection {
 struct PrecisionSection {
   bool bf16 = false;
   bool fp16 = false;  // with a dynamic loss scaler (torch's GradScaler)
+  // QLoRA (LLaMA-Factory's quantization keys, src/config/quantization_keys.cpp): the frozen base's
+  // decoder linear layers stored in 4 bits as bitsandbytes stores them (lf/quant/bnb_4bit.h),
+  // dequantized into each GEMM (lf/model/linear_format.h).
+  std::optional<int64_t> quantization_bit;  // unset: none; 4 (8 and the rest refused with the reason)
+  std::string quantization_method = "bnb";  // on-the-fly quantization at load (others refused)
+  std::string quantization_type = "nf4";    // nf4 | fp4
+  bool double_quantization = true;          // the absmax values quantized again (8 bits, blocks of 256)
+  bool quantized() const { return quantization_bit.has_value(); }
 };
 
 struct EvalSection {

@@ -44,6 +44,16 @@ struct FusedOps {
                                                             bool dweights);
   at::Tensor (*moe_swiglu_halves)(const at::Tensor& h);                             // [S, 2I] -> [S, I]
   at::Tensor (*moe_swiglu_halves_backward)(const at::Tensor& h, const at::Tensor& dout);  // -> [S, 2I]
+  // A 4-bit weight in bitsandbytes' format (lf/quant/bnb_4bit.h: packed codes, absmax fp32 or uint8
+  // codes + nested_absmax + offset when nested; code 0 nf4, 1 fp4) dequantized into `out` ([numel],
+  // contiguous, its dtype), bit-equal to quant::dequantize_4bit. Null where the build has none.
+  void (*dequantize_4bit)(const at::Tensor& data, const at::Tensor& absmax, const at::Tensor& nested_absmax,
+                          const at::Tensor& offset, int64_t code, int64_t blocksize, const at::Tensor& out) = nullptr;
+  // x [m <= 8, k] W^T with W [n, k] in that format, dequantized in registers (dequant_gemv_4bit.h): [m, n]
+  // in x's dtype. Null where the build has none.
+  at::Tensor (*quant_gemv_4bit)(const at::Tensor& x, const at::Tensor& data, const at::Tensor& absmax,
+                                const at::Tensor& nested_absmax, const at::Tensor& offset, int64_t code,
+                                int64_t blocksize, int64_t n) = nullptr;
 };
 
 // This build's table (lf_kernels: CUDA tensors; the tests' emulated build: CPU tensors).

@@ -88,6 +88,9 @@ class CausalLM {
   // Every parameter with its layout name ("model.layers.0.self_attn.q_proj.weight") and unit, in
   // the layout's order; a tied lm_head is not listed. LoRA weights are not listed here (lora.h).
   std::vector<NamedParam> named_parameters();
+  // Moves every tensor of the model to `device` (a model built on the host, its linear layers
+  // quantized onto the device first: bnb4_linear.h).
+  void to(const c10::Device& device);
   // The decoder layers' linear modules, in the layout's order (layout().linears).
   std::vector<ModelLinear> linears();
   // HF initialisation: normal(0, initializer_range) for linear/embedding weights,

@@ -11,6 +11,7 @@
 // Not thread-safe; single device.
 #include <ATen/core/Tensor.h>
 
+#include "lf/model/linear_format.h"
 #include "lf/model/varlen_attention.h"
 
 #include <memory>
@@ -39,9 +40,14 @@ struct LoraWeights {
 };
 
 struct Linear {
-  at::Tensor weight_;  // [out, in]
+  at::Tensor weight_;  // [out, in]; undefined when format_ holds the weight
   at::Tensor bias_;    // [out] or undefined
   std::unique_ptr<LoraWeights> lora_;
+  // The frozen weight in a number format of its own (QLoRA's 4 bits: linear_format.h), or null.
+  std::unique_ptr<LinearFormat> format_;
+
+  int64_t out_features() const { return format_ ? format_->out_features() : weight_.size(0); }
+  int64_t in_features() const { return format_ ? format_->in_features() : weight_.size(1); }
 
   at::Tensor forward(const at::Tensor& x, bool training) const;  // [.., in] -> [.., out]
   // forward's autograd graph with the base GEMM's output left unwritten (backward_only_linear.h):
@@ -54,6 +60,7 @@ struct Linear {
  private:
   at::Tensor forward_with(const at::Tensor& x, bool training, bool base_values) const;
   at::Tensor add_lora_accumulated(const at::Tensor& y, const at::Tensor& x, bool training) const;  // the fused path's LoRA
+  at::Tensor add_lora(const at::Tensor& y, const at::Tensor& x, bool training, bool fused) const;  // y + LoRA(x)
   at::Tensor forward_dora(const at::Tensor& x, bool training) const;              // dora.cpp
 };
 

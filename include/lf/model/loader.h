@@ -17,6 +17,7 @@
 #include "lf/model/causal_lm.h"
 #include "lf/model/safetensors.h"
 #include "lf/model/tensor_io.h"
+#include "lf/quant/bnb_4bit.h"
 
 namespace lf::model {
 
@@ -25,6 +26,11 @@ struct LoadOptions {
   c10::Device device = c10::Device(c10::DeviceType::CPU);
   bool random_init = false;
   uint64_t seed = 0;
+  // QLoRA (bnb4_linear.h): the decoder linear layers quantized at load in bitsandbytes' 4-bit format.
+  // The model is then built and read on the host and each linear quantized onto `device` in turn, so
+  // the device never holds the dense base. A folder bitsandbytes saved in 4 bits (bnb4_checkpoint.h)
+  // loads as it is, with or without this.
+  std::optional<quant::Bnb4Spec> quantize;
 };
 
 // Errors (ConfigError): a path that is not local (with the download command to run),

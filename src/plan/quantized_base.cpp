@@ -1,0 +1,33 @@
+// QLoRA in the memory model (memory_model.h): the bytes of a base whose decoder linear layers are
+// stored in bitsandbytes' 4-bit format (lf/quant/bnb_4bit.h) instead of the compute dtype.
+#include "quantized_base.h"
+
+namespace lf::plan {
+
+double bnb4_bytes_per_weight(const config::PrecisionSection& p) {
+  // Half a byte of code a weight, and a block of 64's scale: an fp32 absmax, or under double
+  // quantization a uint8 code plus an fp32 absmax and offset per 256 blocks.
+  constexpr double kBlock = 64, kNested = 256;
+  return 0.5 + (p.double_quantization ? 1.0 / kBlock + 8.0 / (kBlock * kNested) : 4.0 / kBlock);
+}
+
+QuantizedBase quantized_base(const config::PrecisionSection& p, const model::ModelConfig& mc, double c) {
+  QuantizedBase q;
+  if (!p.quantized()) return q;
+  for (const auto& l : decoder_linears(mc)) {
+    const double n = static_cast<double>(l.in * l.out);
+    q.weights_per_layer += n;
+    q.largest_linear = std::max(q.largest_linear, n);
+  }
+  q.saved_per_layer = q.weights_per_layer * (c - bnb4_bytes_per_weight(p));
+  return q;
+}
+
+void apply_to_units(const QuantizedBase& q, double c, std::vector<UnitParams>& units) {
+  if (q.weights_per_layer == 0) return;
+  // A decoder layer's frozen elements in compute-dtype equivalents: what its storage weighs.
+  const auto saved = static_cast<int64_t>(q.saved_per_layer / c);
+  for (size_t u = 1; u + 1 < units.size(); ++u) units[u].frozen -= saved;
+}
+
+}  // namespace lf::plan
