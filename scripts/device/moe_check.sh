@@ -3,6 +3,8 @@
 # (scripts/device/fetch_debs.sh; its .deps/bench holds ../shared/bench/hf_reference.py):
 #   scripts/device/moe_check.sh build        # lf-worker, lf-train-local, model_test (build-device/, ~5 min)
 #   scripts/device/moe_check.sh gpu moe      # GPU tests, then the two MoE rows side by side with the peer
+#   MOE_BUILD_TARGETS=lf-train-local STEPS=12 RUN_TIMEOUT=150 scripts/device/moe_check.sh build moe
+#                                            # the MoE rows alone in one call: ~2 min build + ~4 min rows
 #   scripts/device/moe_check.sh trace gemma  # the 30B-A3B trace split; Gemma 3 1B vs HF --compile
 # (default: gpu moe trace gemma; each part fits a device call after `build`)
 # gpu   : model_test's MoE / Gemma 3 / RoPE tests (MoeGpu.*: the grouped GEMM path vs one GEMM per expert vs
@@ -38,7 +40,12 @@ disable_gradient_checkpointing=true lora_rank=16 lora_alpha=32 learning_rate=1e-
 for part in "${parts[@]}"; do
   case $part in
     build)
-      LF_DEVICE_SKIP_TESTS=1 LF_DEVICE_TARGETS="lf-worker lf-train-local model_test" scripts/device/build.sh ;;
+      t0=$(date +%s)
+      LF_DEVICE_SKIP_TESTS=1 LF_DEVICE_TARGETS="${MOE_BUILD_TARGETS:-lf-worker lf-train-local model_test}" \
+        scripts/device/build.sh > "$OUTD/moe_build.log" 2>&1 ||
+        { grep -E "error|FAILED" "$OUTD/moe_build.log" | head -20; echo "moe_check: build failed"; exit 1; }
+      LF=${LF_TRAIN:-$BUILD/src/train/lf-train-local}  # bench_common.sh chose before the build existed
+      echo "moe_check: built ${MOE_BUILD_TARGETS:-lf-worker lf-train-local model_test} in $(( $(date +%s) - t0 )) s" ;;
     gpu)
       nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.limit,memory.total --format=csv,noheader
       timeout 300 $BUILD/tests/model/model_test \
@@ -49,7 +56,21 @@ for part in "${parts[@]}"; do
       run "lf 30b-a3b lora" $LF $(moe_args qwen3-30b-a3b lora)
       run "hf 30b-a3b lora grouped_mm" "$PY" "$HF_REF" --model 30b-a3b --mode lora --seq 2048 --mbs 4 --steps $STEPS --experts grouped_mm
       run "lf moe-small full" $LF $(moe_args qwen3-moe-small full)
-      run "hf moe-small full grouped_mm" "$PY" "$HF_REF" --model moe-small --mode full --seq 2048 --mbs 4 --steps $STEPS --experts grouped_mm ;;
+      run "hf moe-small full grouped_mm" "$PY" "$HF_REF" --model moe-small --mode full --seq 2048 --mbs 4 --steps $STEPS --experts grouped_mm
+      # MOE_ROW: lf / peer tokens/s and peak memory (goal: >= 2.5x at <= the peer's peak), MFU on active parameters.
+      "$PY" - "$RES" <<'PYEOF' | tee -a "$LOG"
+import json, sys
+rows = {}
+for line in open(sys.argv[1]):
+    r = json.loads(line); rows[r["label"]] = r.get("data") or {}
+for shape, mode in (("30b-a3b", "lora"), ("moe-small", "full")):
+    lf, hf = rows.get(f"lf {shape} {mode}", {}), rows.get(f"hf {shape} {mode} grouped_mm", {})
+    lt, ht, lm, hm = lf.get("tokens_per_s"), hf.get("tok_s_per_gpu"), lf.get("peak_memory_gib"), hf.get("peak_mem_gib")
+    print("MOE_ROW " + json.dumps(dict(shape=shape, mode=mode, lf_tok_s=lt and round(lt), hf_tok_s=ht, lf_peak_gib=lm and round(lm, 1),
+          hf_peak_gib=hm, tok_s_ratio=round(lt / ht, 3) if lt and ht else None, peak_ratio=round(lm / hm, 3) if lm and hm else None,
+          lf_mfu=lf.get("mfu_vs_790") and round(lf["mfu_vs_790"], 3), hf_mfu=hf.get("mfu_vs_790"))))
+PYEOF
+      ;;
     trace)
       rm -rf "$WORK/trace"
       LF_PROFILE_TRACE=$WORK/trace LF_PROFILE_TRACE_STEPS=4:5 STEPS=5 \
