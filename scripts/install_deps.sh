@@ -16,6 +16,7 @@ APT_PACKAGES=(
   libprotobuf-dev protobuf-compiler prometheus iptables
   openssh-client openssh-server  # --hostfile: ssh, and the sshd of its network-namespace test
   shellcheck                     # docs/cluster/slurm.sbatch (tests/launcher/test_recipes.py)
+  chromium                       # the live page in a real browser (tests/ui/test_page_browser.py, headless)
 )
 
 missing=()

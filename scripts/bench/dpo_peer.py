@@ -114,7 +114,13 @@ def main():
                      gradient_checkpointing=a.ckpt, max_length=None, pad_to_multiple_of=8,
                      remove_unused_columns=False, dataloader_num_workers=0, seed=42, use_cpu=not gpu,
                      disable_tqdm=True)
-    trainer = PreTokenized(model=model, ref_model=None, args=args, train_dataset=dataset, processing_class=tokenizer,
+    # Full fine-tuning: the frozen reference copy LLaMA-Factory hands DPOTrainer (TRL 1.16 would otherwise
+    # reload it from model.config._name_or_path, empty for a model built from its config).
+    ref = None
+    if peft_config is None:
+        import copy
+        ref = copy.deepcopy(model).eval().requires_grad_(False)
+    trainer = PreTokenized(model=model, ref_model=ref, args=args, train_dataset=dataset, processing_class=tokenizer,
                            peft_config=peft_config, callbacks=[StepTimer()])
     if gpu:
         torch.cuda.reset_peak_memory_stats()

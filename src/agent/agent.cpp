@@ -19,6 +19,7 @@
 #include "lf/agent/address_probe.h"
 #include "lf/agent/hosted_server.h"
 #include "lf/agent/rank_reports.h"
+#include "lf/agent/status_reporter.h"
 #include "lf/agent/worker_env.h"
 #include "lf/agent/worker_group.h"
 #include "lf/agent/worker_process.h"
@@ -56,7 +57,9 @@ class Agent {
  public:
   explicit Agent(const AgentOptions& o)
       : opt_(o), signals_(io_, SIGINT, SIGTERM), child_signal_(io_, SIGCHLD), connect_timer_(io_), connect_deadline_(io_),
-        heartbeat_timer_(io_), exit_timer_(io_) {}
+        heartbeat_timer_(io_), exit_timer_(io_), reporter_(io_, [this](const rdzv::NodeStatusMsg& s) {
+          if (conn_ && conn_->is_open()) conn_->send(s);
+        }) {}
 
   int run() {
     // Resolve the command first: a typo fails here, before any node waits for us.
@@ -67,6 +70,7 @@ class Agent {
     if (opt_.host_server) start_server();
     else if (opt_.host_server_if_free) host_unless_served();
     if (opt_.metrics_port >= 0) start_metrics();
+    if (opt_.ui_port >= 0) start_page();
     join_deadline_ = Clock::now() + to_ms(opt_.join_timeout_s);
     watch_interrupts();
     watch_children();
@@ -111,6 +115,14 @@ class Agent {
           return f;
         });
     exporter_->start();
+    reporter_.share_gpu_sampler(exporter_->gpu_sampler());  // the node status' GPUs: one NVML sampler
+  }
+
+  // The live page (lf/ui/job_page.h) on node 0; every node sends its status (status_reporter.h)
+  // when the layout asks.
+  void start_page() {
+    if (server_) page_ = start_hosted_page(io_, opt_, *server_);
+    else spdlog::info("ui: the job's live page is served by node 0 (--ui-port there); this node sends it its status");
   }
 
   // No NODE_RANK and MASTER_ADDR is this host: the first agent there hosts the server (as
@@ -321,6 +333,7 @@ class Agent {
     go.stop_grace_s = opt_.stop_grace_s;
     go.liveness_timeout_s = opt_.worker_heartbeat_timeout_s;
     group_ = std::make_unique<WorkerGroup>(io_, go);
+    reporter_.begin(group_.get(), l.generation, l.status_interval_ms);
     std::string attempt_dir;
     if (!opt_.log_dir.empty())
       attempt_dir = (std::filesystem::path(opt_.log_dir) / opt_.rdzv_id / fmt::format("attempt_{}", l.generation)).string();
@@ -341,6 +354,7 @@ class Agent {
 
   void on_worker_exit(const WorkerExit& e) {
     if (state_ != State::kRunning) return;
+    reporter_.send_now();  // node 0's page shows the exit before the failure it causes
     if (e.signal == 0 && e.exit_code == 0) {
       if (++exited_ok_ == layout_.nproc) {
         state_ = State::kDone;
@@ -497,26 +511,10 @@ class Agent {
     finish_exit();
   }
 
-  // Nothing a worker started outlives the job: what is left in the workers' process groups,
-  // and what left them (setsid) and came to this agent, a child subreaper, when its parent
-  // died. Killing those may hand over their own children in turn: a few rounds.
-  void kill_leftovers() {
-    if (group_) group_->kill_now();
-    for (int round = 0; round < 20; ++round) {
-      while (::waitpid(-1, nullptr, WNOHANG) > 0) {
-      }
-      const auto left = live_children_of(::getpid());
-      if (left.empty()) return;
-      if (round == 0) spdlog::info("stopping {} process(es) the workers left behind", left.size());
-      for (pid_t pid : left) ::kill(pid, SIGKILL);
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-  }
-
   // Leaves once workers are gone and, on node 0, once the other agents got the word.
   void finish_exit() {
     if (group_ && group_->any_alive()) return;
-    kill_leftovers();
+    kill_leftovers(group_.get());
     if (server_ && !server_finished_ && !exit_timer_armed_) {
       // The server still has agents to tell (abort, finished): give it until the stop deadline.
       exit_timer_armed_ = true;
@@ -529,15 +527,23 @@ class Agent {
       return;
     }
     if (server_ && !server_finished_) return;
-    // A last scrape sees the final step before the endpoint goes (LF_METRICS_LINGER_S).
-    if (exporter_ && !exporter_lingered_) {
-      exporter_lingered_ = true;
-      if (exporter_->linger([this] { finish_exit(); })) return;
+    // A last scrape (LF_METRICS_LINGER_S) and the open page's last poll (LF_UI_LINGER_S) see the
+    // job's end before the endpoints go.
+    if (!lingered_) {
+      lingered_ = true;
+      reporter_.stop();
+      const auto one_done = [this] {
+        if (--lingering_ == 0) finish_exit();
+      };
+      if (exporter_ && exporter_->linger(one_done)) ++lingering_;
+      if (page_ && page_->linger(one_done)) ++lingering_;
     }
+    if (lingering_ > 0) return;
     exit_timer_.cancel();
     heartbeat_timer_.cancel();
     connect_timer_.cancel();
     if (exporter_) exporter_->stop();
+    if (page_) page_->stop();
     connect_deadline_.cancel();
     signals_.cancel();
     child_signal_.cancel();
@@ -560,7 +566,10 @@ class Agent {
   std::shared_ptr<rdzv::Connection> conn_;
   std::unique_ptr<WorkerGroup> group_;
   std::unique_ptr<metrics::NodeExporter> exporter_;
-  bool exporter_lingered_ = false;
+  std::unique_ptr<ui::JobPage> page_;
+  bool lingered_ = false;
+  int lingering_ = 0;
+  StatusReporter reporter_;
   std::map<std::string, std::string> base_env_;
   rdzv::LayoutMsg layout_;
   State state_ = State::kJoining;

@@ -4,6 +4,7 @@
 
 #include "lf/common/version.h"
 #include "lf/rendezvous/bind_address.h"
+#include "lf/ui/live_source.h"
 
 namespace lf::agent {
 
@@ -27,11 +28,25 @@ std::unique_ptr<rdzv::RendezvousServer> start_hosted_server(boost::asio::io_cont
   so.event_log_path = o.event_log;
   so.status_interval_s = o.status_interval_s;
   so.advertised_addr = o.master_addr;
+  so.node_status_interval_s = o.ui_port >= 0 ? o.ui_status_interval_s : 0;
   auto server = std::make_unique<rdzv::RendezvousServer>(io, so);
   server->start(std::move(on_finished));
   spdlog::info("rendezvous server listening on port {} of {} ({}; job '{}', {} node(s){})", server->port(),
                server->bound_address(), bind.why, o.rdzv_id, o.max_nodes, o.token.empty() ? "" : ", job token set");
   return server;
+}
+
+std::unique_ptr<ui::JobPage> start_hosted_page(boost::asio::io_context& io, const AgentOptions& o,
+                                               const rdzv::RendezvousServer& server) {
+  auto po = ui::PageOptions::from_env(static_cast<uint16_t>(o.ui_port));
+  if (!o.ui_addr.empty()) po.bind_host = o.ui_addr;
+  ui::LiveSourceOptions lo;
+  lo.facts = o.ui_facts;
+  lo.preview = o.ui_preview;
+  lo.thresholds = metrics::HealthThresholds::from_env();
+  auto page = std::make_unique<ui::JobPage>(io, po, ui::make_live_source(server, std::move(lo)));
+  page->start();
+  return page;
 }
 
 }  // namespace lf::agent

@@ -38,6 +38,7 @@ void LineRelay::finish() {
 }
 
 void LineRelay::emit(std::string_view line) {
+  if (tap_) tap_(line);
   if (log_) {
     std::fwrite(line.data(), 1, line.size(), log_);
     std::fputc('\n', log_);

@@ -12,8 +12,10 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <deque>
 #include <filesystem>
 #include <optional>
+#include <thread>
 
 #include "lf/agent/line_relay.h"
 #include "lf/common/error.h"
@@ -55,6 +57,16 @@ struct WorkerGroup::Impl : std::enable_shared_from_this<Impl> {
     int open_streams = 2;
     std::optional<WorkerExit> exit;
     std::unique_ptr<asio::steady_timer> exit_grace;
+    std::optional<WorkerExit> ended;  // kept for the status, unlike `exit`
+    std::deque<OutputLine> new_lines;
+    std::string last_line;
+
+    void keep_line(bool is_err, std::string_view line) {
+      std::string text(line.substr(0, kMaxKeptLine));
+      last_line = text;
+      new_lines.push_back({global_rank, is_err, std::move(text)});
+      if (new_lines.size() > kKeptLines) new_lines.pop_front();
+    }
   };
 
   Impl(asio::io_context& io_, WorkerGroupOptions o) : io(io_), opt(std::move(o)), kill_timer(io_), watch_timer(io_) {}
@@ -202,6 +214,9 @@ void WorkerGroup::start(std::vector<SpawnSpec> specs, std::vector<int> global_ra
     std::string prefix = fmt::format("[rank {}] ", w->global_rank);
     w->out_relay = std::make_unique<LineRelay>(prefix, im.opt.console ? 1 : -1, w->out_log);
     w->err_relay = std::make_unique<LineRelay>(prefix, im.opt.console ? 2 : -1, w->err_log);
+    Impl::Worker* kept = w.get();
+    w->out_relay->set_tap([kept](std::string_view line) { kept->keep_line(false, line); });
+    w->err_relay->set_tap([kept](std::string_view line) { kept->keep_line(true, line); });
     SpawnedProcess p = spawn_worker(specs[i]);
     w->pid = p.pid;
     w->alive = true;
@@ -235,6 +250,7 @@ bool WorkerGroup::reap() {
       else e.exit_code = WEXITSTATUS(status);
       spdlog::debug("worker rank {} (pid {}) {}", e.global_rank, pid, e.describe());
       w->exit = e;
+      w->ended = e;
       if (w->open_streams == 0) {
         impl_->report_exit(w.get());
       } else {
@@ -275,8 +291,36 @@ std::vector<WorkerStatus> WorkerGroup::status() const {
   std::vector<WorkerStatus> out;
   const auto now = Clock::now();
   for (auto& w : impl_->workers)
-    out.push_back({w->local_rank, w->global_rank, w->pid, w->alive, w->watch->status(now)});
+    out.push_back({w->local_rank, w->global_rank, w->pid, w->alive, w->watch->status(now), w->ended, w->last_line});
   return out;
+}
+
+std::vector<OutputLine> WorkerGroup::take_lines() {
+  std::vector<OutputLine> out;
+  for (auto& w : impl_->workers) {
+    for (auto& l : w->new_lines) out.push_back(std::move(l));
+    w->new_lines.clear();
+  }
+  return out;
+}
+
+std::vector<ProgressBeat> WorkerGroup::take_beats(int global_rank) {
+  for (auto& w : impl_->workers)
+    if (w->global_rank == global_rank) return w->watch->take_beats();
+  return {};
+}
+
+void kill_leftovers(WorkerGroup* group) {
+  if (group) group->kill_now();
+  for (int round = 0; round < 20; ++round) {
+    while (::waitpid(-1, nullptr, WNOHANG) > 0) {
+    }
+    const auto left = live_children_of(::getpid());
+    if (left.empty()) return;
+    if (round == 0) spdlog::info("stopping {} process(es) the workers left behind", left.size());
+    for (pid_t pid : left) ::kill(pid, SIGKILL);
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
 }
 
 std::vector<pid_t> WorkerGroup::pids() const {

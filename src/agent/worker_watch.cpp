@@ -54,6 +54,8 @@ void WorkerWatch::on_line(std::string_view line, Clock::time_point now) {
   auto h = parse_heartbeat_line(line);
   if (!h.problem.empty() && !problem_) problem_ = fmt::format("{} in: {:.200}", h.problem, std::string(line));
   if (h.kind != HeartbeatLine::Kind::kProgress) return;
+  beats_.push_back({h.phase, h.step, h.metrics_json});
+  if (beats_.size() > kKeptBeats) beats_.pop_front();
   progress_ = std::move(h);
   last_progress_ = now;
 }
@@ -93,6 +95,12 @@ HeartbeatStatus WorkerWatch::status(Clock::time_point now) const {
     s.since_progress_s = seconds(now - last_progress_);
   }
   return s;
+}
+
+std::vector<ProgressBeat> WorkerWatch::take_beats() {
+  std::vector<ProgressBeat> out(std::make_move_iterator(beats_.begin()), std::make_move_iterator(beats_.end()));
+  beats_.clear();
+  return out;
 }
 
 std::optional<std::string> WorkerWatch::take_problem() {

@@ -12,19 +12,24 @@
 
 namespace lf {
 
-std::string render_masked(const Tokenizer& tok, const EncodedExample& ex, const std::string& mask_open,
-                          const std::string& mask_close) {
-  std::string out;
+std::vector<std::pair<std::string, bool>> masked_segments(const Tokenizer& tok, const EncodedExample& ex) {
+  std::vector<std::pair<std::string, bool>> out;
   size_t i = 0;
   const size_t n = ex.input_ids.size();
   while (i < n) {
     const bool masked = ex.labels[i] == kIgnoreIndex;
     size_t j = i;
     while (j < n && (ex.labels[j] == kIgnoreIndex) == masked) ++j;
-    std::string text = tok.decode(std::span<const int32_t>(ex.input_ids.data() + i, j - i));
-    out += masked ? mask_open + text + mask_close : text;
+    out.emplace_back(tok.decode(std::span<const int32_t>(ex.input_ids.data() + i, j - i)), masked);
     i = j;
   }
+  return out;
+}
+
+std::string render_masked(const Tokenizer& tok, const EncodedExample& ex, const std::string& mask_open,
+                          const std::string& mask_close) {
+  std::string out;
+  for (const auto& [text, masked] : masked_segments(tok, ex)) out += masked ? mask_open + text + mask_close : text;
   return out;
 }
 

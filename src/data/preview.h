@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <iosfwd>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "lf/data/supervised.h"
@@ -12,6 +13,9 @@
 #include "lf/data/data_args.h"
 
 namespace lf {
+
+// One sample as runs of text, each masked (label -100) or trained, in order.
+std::vector<std::pair<std::string, bool>> masked_segments(const Tokenizer& tok, const EncodedExample& ex);
 
 // Text of one sample; masked spans wrapped in `mask_open`/`mask_close`.
 std::string render_masked(const Tokenizer& tok, const EncodedExample& ex, const std::string& mask_open,

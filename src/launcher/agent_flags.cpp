@@ -67,6 +67,14 @@ void apply_environment(LaunchFlags& f) {
   LF_CHECK(o.metrics_port >= -1 && o.metrics_port < 65536, ConfigError,
            "--metrics-port / LF_METRICS_PORT {} is not a TCP port (expected 0..65535; 0: a free one, printed; unset: "
            "no metrics endpoint)", o.metrics_port);
+  o.ui_port = f.ui_port >= 0 ? f.ui_port : knob_int("LF_UI_PORT").value_or(-1);
+  LF_CHECK(o.ui_port >= -1 && o.ui_port < 65536, ConfigError,
+           "--ui-port / LF_UI_PORT {} is not a TCP port (expected 0..65535; 0: a free one, printed; unset: no live "
+           "page)", o.ui_port);
+  o.ui_status_interval_s = knob_number("LF_UI_STATUS_INTERVAL_S").value_or(1);
+  LF_CHECK(o.ui_status_interval_s > 0, ConfigError,
+           "LF_UI_STATUS_INTERVAL_S={} must be a number of seconds > 0 (how often each node tells node 0's live page "
+           "its status)", o.ui_status_interval_s);
   LF_CHECK(o.nproc >= 1, ConfigError, "--nproc-per-node / NPROC_PER_NODE must be >= 1, got {}", o.nproc);
   LF_CHECK(o.node_rank < o.max_nodes, ConfigError, "NODE_RANK {} is out of range for NNODES {} (ranks 0..{})",
            o.node_rank, o.max_nodes, o.max_nodes - 1);
@@ -122,6 +130,12 @@ void add_agent_flags(CLI::App* cmd, LaunchFlags& flags) {
   cmd->add_option("--metrics-addr", o.metrics_addr,
                   "The address the metrics endpoint binds (env LF_METRICS_ADDR; default 127.0.0.1, this host only; "
                   "the node's own address or 0.0.0.0 for a Prometheus on another host)");
+  cmd->add_option("--ui-port", flags.ui_port,
+                  "Node 0 serves the job's live page on this port: every node, rank and GPU, curves, logs, the data "
+                  "preview (env LF_UI_PORT; 0: a free port, printed; default off)");
+  cmd->add_option("--ui-addr", o.ui_addr,
+                  "The address the live page binds (env LF_UI_ADDR; default 127.0.0.1, this host only; another "
+                  "address serves it beyond this host, with a token)");
   cmd->add_flag("--rdzv-bind-all", o.rdzv_bind_all,
                 "Node 0: the rendezvous server listens on every address, not only on MASTER_ADDR's (behind NAT or a "
                 "load balancer); said in one log line");

@@ -24,6 +24,7 @@ struct LaunchFlags {
   int64_t max_restarts = -1;
   std::string rdzv_id;
   int64_t metrics_port = -1;  // -1: unset (LF_METRICS_PORT, else off)
+  int64_t ui_port = -1;       // -1: unset (LF_UI_PORT, else off)
   double worker_heartbeat_timeout_s = -1;  // -1: unset
   std::string hostfile;          // --hostfile: start every host's agent over ssh from here
   std::vector<std::string> env;  // --env NAME[=VALUE]: also forwarded to every host

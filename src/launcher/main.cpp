@@ -16,6 +16,7 @@
 #include "launch_command.h"
 #include "plan_command.h"
 #include "train_command.h"
+#include "ui_command.h"
 #include "lf/common/edit_distance.h"
 #include "lf/common/error.h"
 #include "lf/common/log.h"
@@ -96,6 +97,7 @@ int main(int argc, char** argv) {
   lf::add_plan_command(app);
   lf::add_doctor_command(app);
   lf::add_export_command(app);
+  lf::add_ui_command(app);
   lf::add_docs_commands(app);
   app.formatter(std::make_shared<TopLevelFormatter>());  // after the subcommands: theirs stay CLI11's
   try {

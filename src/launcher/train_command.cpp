@@ -1,6 +1,8 @@
 #include "train_command.h"
 
 #include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
@@ -21,6 +23,7 @@
 #include "lf/common/output_lock.h"
 #include "lf/config/sharding.h"
 #include "lf/config/train_config.h"
+#include "lf/data/preview_samples.h"
 #include "lf/rendezvous/config_diff.h"
 
 namespace lf {
@@ -54,6 +57,18 @@ bool node0_by_setting(const LaunchFlags& f) {
 std::string job_label(const LaunchFlags& f, const std::string& config_path) {
   return fmt::format("{} ({})", !f.rdzv_id.empty() ? f.rdzv_id : env_string("RDZV_ID").value_or("none"),
                      fs::absolute(config_path).string());
+}
+
+// The live page's header and data preview (node 0 serves it; lf/ui/job_page.h): the job's own
+// datasets through its template, the first kPreviewSamples examples.
+void set_page_contents(agent::AgentOptions& opt, const config::JobPlan& plan, const std::string& config_path) {
+  constexpr int kPreviewSamples = 5;
+  opt.ui_facts = {{"model", plan.model.model_name_or_path},
+                  {"method", plan.objective.stage + ", " + plan.adapter.finetuning_type},
+                  {"datasets", fmt::format("{}", fmt::join(plan.data.dataset, ", "))},
+                  {"output_dir", plan.output.output_dir},
+                  {"config", fs::absolute(config_path).string()}};
+  opt.ui_preview = [data = plan.data] { return preview_samples_json(data, kPreviewSamples); };
 }
 
 }  // namespace
@@ -121,6 +136,7 @@ void add_train_command(CLI::App& app) {
       opt.output_lock_dir = loaded.plan.output.output_dir;
       opt.output_lock_job = job_label(*flags, path);
     }
+    if (opt.ui_port >= 0) set_page_contents(opt, loaded.plan, path);
     spdlog::info("training {} ({}) with {} worker(s) on this node; outputs in {}", loaded.plan.model.model_name_or_path,
                  loaded.plan.adapter.finetuning_type, opt.nproc, loaded.plan.output.output_dir);
     // What will run (`lf-train plan`'s summary without the data counts), once per node.

@@ -32,7 +32,7 @@ class GpuMemoryGrowthRule final : public HealthRule {
       if (!growing) {
         if (alarm.clear(key))
           out.push_back({false, fmt::format("health: GPU {} ({}, {}) on {}: memory used steady again at {:.2f} GiB",
-                                            g.index, g.uuid, in.ranks_on_gpu(g.index), in.node, now / kGiB)});
+                                            g.index, g.uuid, in.ranks_on_gpu(g.index), in.node, now / kGiB), key});
         continue;
       }
       if (alarm.raise(key, in.now))
@@ -42,7 +42,7 @@ class GpuMemoryGrowthRule final : public HealthRule {
                                          "out of memory",
                                          g.index, g.uuid, in.ranks_on_gpu(g.index), in.node, 100 * (now / then - 1),
                                          std::chrono::duration<double>(in.now - h.front().first).count(), then / kGiB,
-                                         now / kGiB, 100 * t_.gpu_mem_growth)});
+                                         now / kGiB, 100 * t_.gpu_mem_growth), key});
     }
   }
 

@@ -21,7 +21,7 @@ class GpuTemperatureRule final : public HealthRule {
         hot_since_.erase(g.index);
         if (alarm.clear(key))
           out.push_back({false, fmt::format("health: GPU {} ({}, {}) on {}: temperature back to {:.0f} °C", g.index,
-                                            g.uuid, in.ranks_on_gpu(g.index), in.node, *g.temperature_celsius)});
+                                            g.uuid, in.ranks_on_gpu(g.index), in.node, *g.temperature_celsius), key});
         continue;
       }
       const auto since = hot_since_.emplace(g.index, in.now).first->second;
@@ -31,7 +31,7 @@ class GpuTemperatureRule final : public HealthRule {
                                          "{:.0f} s (LF_HEALTH_GPU_TEMP_C / LF_HEALTH_GPU_TEMP_FOR_S): check cooling; "
                                          "it will throttle and slow every rank",
                                          g.index, g.uuid, in.ranks_on_gpu(g.index), in.node, *g.temperature_celsius,
-                                         t_.gpu_temp_c, hot_s)});
+                                         t_.gpu_temp_c, hot_s), key});
     }
   }
 

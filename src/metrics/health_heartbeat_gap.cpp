@@ -20,29 +20,29 @@ class HeartbeatGapRule final : public HealthRule {
         const bool gap = r.report.alive && r.report.heard && r.report.since_beat_s > t_.heartbeat_gap_s;
         if (!gap) {
           if (alarm.clear(key) && r.report.alive)
-            out.push_back({false, fmt::format("health: rank {} on {}, {}: heartbeats again", rank, in.node,
-                                              in.gpu_of_rank(r))});
+            out.push_back({false, fmt::format("health: rank {} on {}: heartbeats again", rank,
+                                              in.where(r)), key});
           continue;
         }
         if (alarm.raise(key, in.now))
-          out.push_back({true, fmt::format("health: rank {} on {}, {} (pid {}): no heartbeat for {:.1f} s (threshold "
+          out.push_back({true, fmt::format("health: rank {} on {} (pid {}): no heartbeat for {:.1f} s (threshold "
                                            "{:.0f} s: LF_HEALTH_HEARTBEAT_GAP_S); last phase {}, step {}",
-                                           rank, in.node, in.gpu_of_rank(r), r.report.pid, r.report.since_beat_s,
+                                           rank, in.where(r), r.report.pid, r.report.since_beat_s,
                                            t_.heartbeat_gap_s, r.report.phase.empty() ? "none" : r.report.phase,
-                                           r.report.step)});
+                                           r.report.step), key});
       }
     if (!in.master_silence_s) return;
     const bool gap = *in.master_silence_s > t_.master_gap_s;
     if (!gap) {
       if (alarm.clear("beat:master"))
-        out.push_back({false, fmt::format("health: {}: the rendezvous server answers again", in.node)});
+        out.push_back({false, fmt::format("health: {}: the rendezvous server answers again", in.node), "beat:master"});
       return;
     }
     if (alarm.raise("beat:master", in.now))
       out.push_back({true, fmt::format("health: {} (all its ranks and GPUs): no message from the "
                                        "rendezvous server for {:.1f} s (threshold {:.1f} s: LF_HEALTH_MASTER_GAP_S): "
                                        "a congested or flaky link to node 0",
-                                       in.node, *in.master_silence_s, t_.master_gap_s)});
+                                       in.node, *in.master_silence_s, t_.master_gap_s), "beat:master"});
   }
 
  private:

@@ -56,6 +56,14 @@ std::string HealthInput::ranks_on_gpu(unsigned nvml_index) const {
   return fmt::format("{} {}", found.size() == 1 ? "rank" : "ranks", fmt::join(found, ", "));
 }
 
+std::string HealthInput::where(const RankSeries::Rank& r) const {
+  if (places) {
+    const auto it = places->find(r.report.rank);
+    if (it != places->end()) return it->second;
+  }
+  return fmt::format("{}, {}", node, gpu_of_rank(r));
+}
+
 bool Alarm::raise(const std::string& key, HealthClock::time_point now) {
   auto it = last_logged_.find(key);
   if (it != last_logged_.end() && std::chrono::duration<double>(now - it->second).count() < repeat_s_) return false;
@@ -71,6 +79,9 @@ HealthMonitor::HealthMonitor(HealthThresholds t) : t_(t), alarm_(t.repeat_s) {
   rules_.push_back(make_straggler_rule(t_));
   rules_.push_back(make_heartbeat_gap_rule(t_));
 }
+
+HealthMonitor::HealthMonitor(HealthThresholds t, std::vector<std::unique_ptr<HealthRule>> rules)
+    : t_(t), alarm_(t.repeat_s), rules_(std::move(rules)) {}
 
 std::vector<HealthEvent> HealthMonitor::check(const HealthInput& in) {
   std::vector<HealthEvent> out;

@@ -45,17 +45,17 @@ class StragglerRule final : public HealthRule {
       const auto& r = in.ranks->at(rank);
       if (typical <= 0 || mine < t_.straggler_factor * typical) {
         if (alarm.clear(key))
-          out.push_back({false, fmt::format("health: rank {} on {}, {}: no longer a straggler ({:.3f} s per step, "
-                                            "others {:.3f} s)", rank, in.node, in.gpu_of_rank(r), mine, typical)});
+          out.push_back({false, fmt::format("health: rank {} on {}: no longer a straggler ({:.3f} s per step, "
+                                            "others {:.3f} s)", rank, in.where(r), mine, typical), key});
         continue;
       }
       if (alarm.raise(key, in.now))
-        out.push_back({true, fmt::format("health: straggler: rank {} on {}, {}: {:.3f} s busy per step, {:.1f}x the "
+        out.push_back({true, fmt::format("health: straggler: rank {} on {}: {:.3f} s busy per step, {:.1f}x the "
                                          "median of the other ranks ({:.3f} s; medians of the last {} steps; "
                                          "threshold {:.1f}x: LF_HEALTH_STRAGGLER_FACTOR): every rank waits for it; "
                                          "check its GPU clocks and temperature, and what else runs there",
-                                         rank, in.node, in.gpu_of_rank(r), mine, mine / typical, typical, kWindow,
-                                         t_.straggler_factor)});
+                                         rank, in.where(r), mine, mine / typical, typical, kWindow,
+                                         t_.straggler_factor), key});
     }
   }
 

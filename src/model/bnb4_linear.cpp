@@ -26,6 +26,12 @@ using torch::autograd::variable_list;
 
 class Bnb4Linear;
 
+// The fused table for x's device and dtype. Not fused_ops_for(x) itself: its column limit is the row
+// kernels' (RMSNorm's 10240), and x here is a GEMM's input or output gradient (18944 columns at 7B's
+// MLP), which the dequantization does not care about. Falling back to ATen there cost a slow
+// dequantization every step, and a host-to-device copy of the code table that CUDA graphs refuse.
+const kernels::FusedOps* fused_ops_on(const at::Tensor& x) { return fused_ops_for(x.narrow(-1, 0, 1)); }
+
 // One dequantization buffer per device and dtype, grown to the largest weight: every quantized
 // layer dequantizes into it right before its GEMM on the same stream, so no two uses overlap.
 at::Tensor scratch(const at::Device& device, at::ScalarType dtype, int64_t numel) {
@@ -64,7 +70,7 @@ class Bnb4Linear final : public LinearFormat {
 
   // The weight in `dtype` for one GEMM: the fused kernel into the device's scratch buffer, else ATen.
   at::Tensor for_gemm(const at::Tensor& x, at::ScalarType dtype) const {
-    const auto* ops = fused_ops_for(x);
+    const auto* ops = fused_ops_on(x);
     if (!ops || !ops->dequantize_4bit) return dequantize(dtype);
     auto out = scratch(q_.data.device(), dtype, q_.numel());
     ops->dequantize_4bit(q_.data, q_.absmax, q_.nested_absmax, q_.offset, static_cast<int64_t>(q_.spec.code),
@@ -122,11 +128,11 @@ struct Dequant4Linear : public torch::autograd::Function<Dequant4Linear> {
 const kernels::FusedOps* Bnb4Linear::fused_gemm_for(const at::Tensor& x) const {
   const auto& mode = kernel_paths().quant_gemm;
   if (mode == "dequant") return nullptr;
-  LF_CHECK(mode != "fused" || x.is_cuda(), ConfigError,
+  const auto* ops = fused_ops_on(x);
+  LF_CHECK(mode != "fused" || ops, ConfigError,
            "LF_QUANT_GEMM=fused: the fused 4-bit GEMM is a CUDA kernel, and this run computes on {}, where the 4-bit "
            "layers dequantize exactly (bitsandbytes' CPU arithmetic); unset LF_QUANT_GEMM (auto) or set it to dequant",
            x.device().str());
-  const auto* ops = fused_ops_for(x);
   if (!ops || !ops->quant_gemv_4bit || q_.shape[1] % 16 || q_.spec.blocksize % 16) return nullptr;
   const int64_t rows = x.numel() / x.size(-1);
   return mode == "fused" || rows <= 8 ? ops : nullptr;

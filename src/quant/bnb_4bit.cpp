@@ -5,6 +5,10 @@
 
 #include <ATen/ATen.h>
 
+#include <map>
+#include <mutex>
+#include <string>
+
 #include "bnb_codes.h"
 #include "lf/common/error.h"
 
@@ -12,8 +16,17 @@ namespace lf::quant {
 
 namespace {
 
+// A code table on `device`, copied once per device (a copy per call would cost a host-to-device
+// transfer each dequantization, which a CUDA graph's capture refuses).
 at::Tensor table(const float* values, int64_t n, const at::Device& device) {
-  return at::from_blob(const_cast<float*>(values), {n}, at::kFloat).to(device);
+  const auto host = at::from_blob(const_cast<float*>(values), {n}, at::kFloat);
+  if (device.is_cpu()) return host;
+  static std::mutex mu;
+  static std::map<std::pair<const float*, std::string>, at::Tensor> copies;
+  std::lock_guard<std::mutex> lock(mu);
+  auto& t = copies[{values, device.str()}];
+  if (!t.defined()) t = host.to(device);
+  return t;
 }
 
 // The absmax of each block of `bs` and every element scaled to [-1, 1] by it: [n] fp32. Full blocks

@@ -125,7 +125,7 @@ void RendezvousServer::Impl::admit(asio::ip::tcp::socket s) {
 // ---- messages ---------------------------------------------------------------
 // A new connection's first message says its role (Join: an agent, StoreHello: a store
 // client); each role has its own messages. A message is one variant alternative, so a new
-// one (issue 35's page, say) is a struct in messages.h, its codec, and one line here.
+// one is a struct in messages.h, its codec, and one line here (NodeStatus: issue 35's page).
 
 void RendezvousServer::Impl::on_message(uint64_t id, Message&& m) {
   auto it = peers.find(id);
@@ -143,6 +143,7 @@ void RendezvousServer::Impl::on_message(uint64_t id, Message&& m) {
   if (auto* f = std::get_if<FailureMsg>(&m)) return on_failure_report(peer, *f);
   if (auto* s = std::get_if<StoppedMsg>(&m)) return on_stopped(peer, *s);
   if (auto* d = std::get_if<DoneMsg>(&m)) return on_done(peer, *d);
+  if (auto* s = std::get_if<NodeStatusMsg>(&m)) return on_node_status(peer, std::move(*s));
   refuse(peer, fmt::format("unexpected {} from an agent", message_name(m)));
 }
 
@@ -195,6 +196,8 @@ void RendezvousServer::Impl::finish(int code, const std::string& reason) {
     if (phase != Phase::kJoining && peers.count(id))
       refuse(peers.at(id), "the job ended before a restart let this node in");
   phase = Phase::kFinished;
+  finished_code = code;
+  finished_reason = reason;
   event("finished", -1, fmt::format("exit {}: {}", code, reason));
   join_timer.cancel();
   last_call_timer.cancel();
@@ -229,6 +232,8 @@ void RendezvousServer::start(FinishedHandler on_finished) {
 }
 
 uint16_t RendezvousServer::port() const { return impl_->acceptor.local_endpoint().port(); }
+
+JobView RendezvousServer::job_view() const { return impl_->view(); }
 
 std::string RendezvousServer::bound_address() const { return impl_->acceptor.local_endpoint().address().to_string(); }
 

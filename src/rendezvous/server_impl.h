@@ -4,6 +4,7 @@
 //   server_admission.cpp  who may join: token, job id, agreement with the members, strangers
 //   server_rounds.cpp     forming a round: waiting for nodes, node ranks, the layout
 //   server_running.cpp    a formed round: failures, stops, completion, heartbeats
+//   server_status.cpp     the nodes' statuses and the job's record (the live page's source)
 // Membership: once the job's first round formed (`formed()`), its members are the nodes of
 // `nodes` (and, between rounds, the joiners that fit the job). A connection that is not a
 // member (another config, a surplus node, a taken NODE_RANK, garbage, a silent socket) is
@@ -61,6 +62,9 @@ struct RendezvousServer::Impl : std::enable_shared_from_this<Impl> {
   std::unique_ptr<StoreService> store_service;
   FinishedHandler on_finished;
   FILE* event_log = nullptr;
+  JobRecord record;  // for the live page (job_record.h)
+  std::optional<int> finished_code;
+  std::string finished_reason;
 
   Phase phase = Phase::kJoining;
   int64_t generation = 0;
@@ -120,6 +124,12 @@ struct RendezvousServer::Impl : std::enable_shared_from_this<Impl> {
   void on_close(uint64_t id, const std::string& why);
   void heartbeat_tick();
   void close_mute(std::chrono::milliseconds older_than);
+
+  // server_status.cpp: the nodes' statuses and the job's record for the live page
+  void on_node_status(const std::shared_ptr<Peer>& peer, NodeStatusMsg&& s);
+  void record_round();
+  void record_failure(const std::shared_ptr<Peer>& peer, const FailureMsg& f);
+  JobView view() const;
 };
 
 }  // namespace lf::rdzv

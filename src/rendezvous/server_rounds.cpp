@@ -108,6 +108,7 @@ void RendezvousServer::Impl::close_round() {
     formed_at = buf;
   }
   event("layout", -1, fmt::format("{} nodes, world size {}", nodes.size(), world));
+  record_round();
   if (world != base_world)
     spdlog::info("rendezvous: generation {} runs on {} node(s), world size {} (the job's first round had {}; "
                  "lf-worker keeps its global batch)", generation, nodes.size(), world, base_world);
@@ -125,6 +126,7 @@ void RendezvousServer::Impl::close_round() {
     l.worker_master_addr = worker_addr;
     l.worker_master_port = node0->join.worker_store_port;
     l.base_world_size = elastic() ? base_world : 0;
+    l.status_interval_ms = static_cast<int64_t>(opt.node_status_interval_s * 1000);
     p->conn->send(l);
     rank_base += p->join.nproc;
   }

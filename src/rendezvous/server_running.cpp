@@ -24,6 +24,7 @@ void RendezvousServer::Impl::on_failure_report(const std::shared_ptr<Peer>& peer
   if (!f.restartable && phase == Phase::kJoining)
     return fail_all(fmt::format("{}: {}, while the job waited for nodes to join", describe(peer->join), f.message));
   if (f.generation != generation) return;  // stale: already handled
+  record_failure(peer, f);
   std::string what = f.global_rank >= 0
                          ? fmt::format("worker rank {} on node {} ({}) failed: {}", f.global_rank,
                                        peer->node_rank, peer->join.hostname, f.message)
@@ -98,6 +99,7 @@ void RendezvousServer::Impl::on_done(const std::shared_ptr<Peer>& peer, const Do
   if (d.generation != generation || phase != Phase::kRunning) return;
   peer->done = true;
   event("node_done", peer->node_rank, peer->join.hostname);
+  record.node_done(peer->node_rank);
   for (auto& [rank, id] : nodes)
     if (!peers.at(id)->done) return;
   for (auto& [rank, id] : nodes) {
@@ -117,6 +119,7 @@ void RendezvousServer::Impl::on_close(uint64_t id, const std::string& why) {
   if (!was_node || phase == Phase::kFinished) return;
   std::string reason = fmt::format("lost the agent of node {} ({}, {}): {}", rank, peer->join.hostname,
                                    peer->conn->peer(), why.empty() ? "closed" : why);
+  record.node_lost(rank, why.empty() ? "closed" : why);
   if (phase == Phase::kStopping) {
     event("node_lost", rank, reason);
     return check_all_stopped();

@@ -1,5 +1,7 @@
 #include "lf/rendezvous/wire.h"
 
+#include <bit>
+
 #include "lf/common/error.h"
 
 namespace lf::rdzv {
@@ -19,6 +21,7 @@ void WireWriter::u32(uint32_t v) {
 void WireWriter::u64(uint64_t v) {
   for (int i = 0; i < 8; ++i) buf_.push_back(static_cast<char>(v >> (8 * i)));
 }
+void WireWriter::f64(double v) { u64(std::bit_cast<uint64_t>(v)); }
 void WireWriter::str(std::string_view s) {
   u32(static_cast<uint32_t>(s.size()));
   buf_.append(s);
@@ -59,6 +62,13 @@ bool WireReader::boolean() {
   uint8_t v = u8();
   LF_CHECK(v <= 1, ProtocolError, "malformed message: boolean byte {}", v);
   return v == 1;
+}
+double WireReader::f64() { return std::bit_cast<double>(u64()); }
+uint32_t WireReader::count(size_t min_bytes_each) {
+  uint32_t n = u32();
+  LF_CHECK(min_bytes_each > 0 && n <= remaining() / min_bytes_each, ProtocolError,
+           "malformed message: list of {} elements in {} bytes", n, remaining());
+  return n;
 }
 std::string WireReader::str() {
   uint32_t n = u32();

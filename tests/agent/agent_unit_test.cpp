@@ -1,4 +1,5 @@
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -15,6 +16,7 @@
 #include "lf/agent/console_writer.h"
 #include "lf/agent/gpu_inventory.h"
 #include "lf/agent/line_relay.h"
+#include "lf/agent/status_reporter.h"
 #include "lf/agent/worker_env.h"
 #include "lf/agent/worker_group.h"
 #include "lf/agent/worker_watch.h"
@@ -284,4 +286,60 @@ TEST(WorkerGroupHeartbeat, WhenSeveralAreOverdueTheStoppedOneIsReportedFirst) {
   }
   ASSERT_EQ(reported.size(), 2u);
   EXPECT_EQ(reported[0], 1);
+}
+
+// Issue 35: what a node tells node 0's live page of a real worker: its exit (code), its lines
+// (stdout and stderr, the last one), global rank 0's progress beats step by step, and why the
+// node has no GPUs.
+TEST(NodeStatus, AWorkersExitLinesAndStepsAsTheAgentSendsThem) {
+  boost::asio::io_context io;
+  WorkerGroupOptions o;
+  o.console = false;
+  o.liveness_timeout_s = 0;
+  WorkerGroup group(io, o);
+  const auto beat1 = lf::progress_line(lf::WorkerPhase::kTraining, 1, 0, R"({"loss":2.5})");
+  const auto beat2 = lf::progress_line(lf::WorkerPhase::kTraining, 2, 0, R"({"loss":2.25})");
+  SpawnSpec spec;
+  spec.argv = {"/bin/sh", "-c", "printf '%s%s' '" + beat1 + "' '" + beat2 + "' >&3; echo hello; echo oops >&2; exit 3"};
+  spec.env = {{"PATH", "/usr/bin:/bin"}};
+  boost::asio::signal_set children(io, SIGCHLD);
+  std::function<void()> reap = [&] {
+    children.async_wait([&](boost::system::error_code ec, int) {
+      if (ec) return;
+      group.reap();
+      reap();
+    });
+  };
+  reap();
+  std::optional<WorkerExit> exited;
+  group.start({spec}, {0}, "", [&](const WorkerExit& e) {
+    exited = e;
+    io.stop();
+  }, [](int, int, pid_t, const std::string&) {});
+  boost::asio::steady_timer guard(io, std::chrono::seconds(20));
+  guard.async_wait([&](boost::system::error_code) { io.stop(); });
+  io.run();
+  ASSERT_TRUE(exited);
+  const auto s = node_status(&group, 4, {}, "libnvidia-ml.so.1 not found", {});
+  EXPECT_EQ(s.generation, 4);
+  EXPECT_EQ(s.gpu_note, "libnvidia-ml.so.1 not found");
+  ASSERT_EQ(s.ranks.size(), 1u);
+  EXPECT_TRUE(s.ranks[0].exited);
+  EXPECT_FALSE(s.ranks[0].alive);
+  EXPECT_EQ(s.ranks[0].exit_code, 3);
+  EXPECT_EQ(s.ranks[0].step, 2);
+  EXPECT_EQ(s.ranks[0].gpu, -1);
+  ASSERT_EQ(s.lines.size(), 2u);
+  EXPECT_FALSE(s.lines[0].err);
+  EXPECT_EQ(s.lines[0].text, "hello");
+  EXPECT_TRUE(s.lines[1].err);
+  EXPECT_EQ(s.lines[1].text, "oops");
+  ASSERT_EQ(s.points.size(), 2u);
+  EXPECT_EQ(s.points[1].step, 2);
+  EXPECT_EQ(s.points[1].metrics_json, R"({"loss":2.25})");
+  // Taken once: the next status carries only what is new.
+  const auto again = node_status(&group, 4, {}, "", {});
+  EXPECT_TRUE(again.lines.empty());
+  EXPECT_TRUE(again.points.empty());
+  EXPECT_EQ(again.ranks[0].last_line == "hello" || again.ranks[0].last_line == "oops", true);
 }

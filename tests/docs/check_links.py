@@ -50,7 +50,7 @@ def main():
     pages = [os.path.join(root, "README.md")] + sorted(
         os.path.join(root, "docs", f) for f in os.listdir(os.path.join(root, "docs")) if f.endswith(".md"))
     pages += [os.path.join(root, p) for p in ("docker/README.md", "src/model/README.md", "src/parallel/README.md",
-                                              "src/kernels/README.md") if os.path.exists(os.path.join(root, p))]
+                                              "src/kernels/README.md", "src/ui/README.md") if os.path.exists(os.path.join(root, p))]
     problems = [p for page in pages for p in check_file(root, page)]
     layout = open(os.path.join(root, "docs", "layout.md"), encoding="utf-8").read()
     for d in sorted(os.listdir(os.path.join(root, "src"))):

@@ -2,7 +2,7 @@
 speak to the server as a foreign, broken or hostile peer would."""
 import socket, struct
 
-MAGIC, VERSION = 0x5652464C, 3
+MAGIC, VERSION = 0x5652464C, 4
 JOIN, REFUSED = 1, 3
 
 

@@ -97,7 +97,7 @@ def test_the_yamls_are_llamafactory_yamls():
 @pytest.mark.parametrize("yaml_name,overrides,expected", [
     ("dora", ["finetuning_type=full"], "`use_dora` is only valid for LoRA training"),
     ("dora", ["finetuning_type=freeze"], "set `finetuning_type: lora` or remove use_dora"),
-    ("pt", ["stage=rm"], "`stage: rm` is not supported"),
+    ("pt", ["stage=ppo"], "ppo (PPO generates responses in the training loop) is not implemented"),
     ("pt", ["neat_packing=true"], "`neat_packing` cannot be set as True except SFT"),
 ])
 def test_what_lf_train_cannot_do_exits_2_saying_why(tmp_path, yaml_name, overrides, expected):

@@ -3,7 +3,9 @@
 // this node's workers for each generation, reports failures, obeys aborts and
 // restarts, and exits with a documented code (exit_codes.h).
 #include <cstdint>
+#include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace lf::agent {
@@ -40,6 +42,15 @@ struct AgentOptions {
   double worker_heartbeat_timeout_s = 10;
   int64_t metrics_port = -1;  // --metrics-port / LF_METRICS_PORT: Prometheus endpoint; -1 off, 0 a free port
   std::string metrics_addr;   // --metrics-addr; empty: LF_METRICS_ADDR, else 127.0.0.1 (this host only)
+  // Node 0's live page of the whole job (lf/ui/job_page.h): --ui-port / LF_UI_PORT; -1 off, 0 a
+  // free port (printed). Every node then sends its status every ui_status_interval_s.
+  int64_t ui_port = -1;
+  std::string ui_addr;  // --ui-addr; empty: LF_UI_ADDR, else 127.0.0.1 (this host only; wider: a token)
+  double ui_status_interval_s = 1;  // LF_UI_STATUS_INTERVAL_S
+  // The page's header (model, method, output_dir, config) and data preview (JSON, computed off
+  // the io thread on the first request); empty: none (`lf-train launch`).
+  std::vector<std::pair<std::string, std::string>> ui_facts;
+  std::function<std::string()> ui_preview;
   std::string event_log;  // the hosted server's event log (JSON lines)
   std::string config_hash;  // fingerprint of the command/config; must agree across nodes
   std::vector<std::string> config_items;  // "key=value" of that config: a mismatch names the keys

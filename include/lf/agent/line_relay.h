@@ -3,6 +3,7 @@
 // ("[rank 3] ..."), each written with one write() so lines from different
 // workers never interleave mid-line, to the console and/or a log file.
 #include <cstdio>
+#include <functional>
 #include <string>
 #include <string_view>
 
@@ -15,6 +16,8 @@ class LineRelay {
   void feed(std::string_view bytes);
   // End of stream: a last line without '\n' is still emitted.
   void finish();
+  // Also hands every whole line (without the prefix) to `tap` (the node status keeps the last ones).
+  void set_tap(std::function<void(std::string_view)> tap) { tap_ = std::move(tap); }
 
  private:
   void emit(std::string_view line);
@@ -22,6 +25,7 @@ class LineRelay {
   int console_fd_;
   FILE* log_;
   std::string partial_;
+  std::function<void(std::string_view)> tap_;
 };
 
 }  // namespace lf::agent

@@ -8,6 +8,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -39,6 +40,15 @@ struct WorkerStatus {
   pid_t pid = -1;
   bool alive = false;
   HeartbeatStatus heartbeat;
+  std::optional<WorkerExit> exit;  // once it ended
+  std::string last_line;           // the last line it wrote (stdout or stderr)
+};
+
+// A line a worker wrote, for node 0's live page (the console and log files get every line).
+struct OutputLine {
+  int global_rank = 0;
+  bool err = false;
+  std::string text;
 };
 
 class WorkerGroup {
@@ -63,11 +73,24 @@ class WorkerGroup {
   std::vector<pid_t> pids() const;
   // Each worker's last heartbeat and payload (for logs and the metrics exporter).
   std::vector<WorkerStatus> status() const;
+  // The lines the workers wrote since the last call, at most kKeptLines per worker (the
+  // oldest go first; each line at most kMaxKeptLine bytes).
+  std::vector<OutputLine> take_lines();
+  static constexpr size_t kKeptLines = 200;
+  static constexpr size_t kMaxKeptLine = 2000;
+  // The progress beats of global rank `rank` since the last call (empty when not ours).
+  std::vector<ProgressBeat> take_beats(int global_rank);
 
   struct Impl;
 
  private:
   std::shared_ptr<Impl> impl_;
 };
+
+// Nothing a worker started outlives the job: SIGKILL to what is left in the workers' process
+// groups (group may be null), and to what left them (setsid) and came to this agent, a child
+// subreaper, when its parent died. Killing those may hand over their own children in turn: a
+// few rounds.
+void kill_leftovers(WorkerGroup* group);
 
 }  // namespace lf::agent

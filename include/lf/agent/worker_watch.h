@@ -9,9 +9,11 @@
 // Time is passed in, so tests drive it without sleeping. Threading: the agent's io thread.
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "lf/common/heartbeat_line.h"
 
@@ -27,6 +29,13 @@ struct HeartbeatStatus {
   std::string metrics_json = "{}";
   double since_beat_s = 0;      // since any byte
   double since_progress_s = 0;  // since the last progress beat
+};
+
+// One progress beat as it came (node 0's live page draws global rank 0's, step by step).
+struct ProgressBeat {
+  WorkerPhase phase = WorkerPhase::kLoading;
+  int64_t step = 0;
+  std::string metrics_json;
 };
 
 class WorkerWatch {
@@ -47,6 +56,10 @@ class WorkerWatch {
   // The first malformed progress line's problem, once (the agent warns about it).
   std::optional<std::string> take_problem();
 
+  // The progress beats since the last call (at most kKeptBeats: the oldest go first).
+  std::vector<ProgressBeat> take_beats();
+  static constexpr size_t kKeptBeats = 1024;
+
  private:
   void on_line(std::string_view line, Clock::time_point now);
   std::string last_progress(Clock::time_point now) const;
@@ -60,6 +73,7 @@ class WorkerWatch {
   Clock::time_point last_progress_{};
   std::optional<std::string> problem_;
   bool problem_taken_ = false;
+  std::deque<ProgressBeat> beats_;
 };
 
 }  // namespace lf::agent

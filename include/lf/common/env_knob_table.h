@@ -71,6 +71,21 @@ inline constexpr EnvKnob kEnvKnobs[] = {
     {"LF_METRICS_LINGER_S", KnobType::kSeconds, "60", "", "lf-train",
      "after the job ends, serve its final values until the scraper's next visit (it sees the last step and phase "
      "done), at most this long; not at all when nothing scraped during the job; 0: leave at once"},
+    // ---- lf-train's agent: node 0's live page of the job (docs/monitoring.md "The live page")
+    {"LF_UI_PORT", KnobType::kInt, "", "", "lf-train",
+     "node 0 serves the job's live page on this TCP port (0: a free port, printed in the log); unset: no page "
+     "(--ui-port wins)"},
+    {"LF_UI_ADDR", KnobType::kString, "127.0.0.1", "", "lf-train",
+     "the IP address the live page binds: this host only by default; another (or 0.0.0.0) serves it beyond this "
+     "host, and then only with its token (--ui-addr wins)"},
+    {"LF_UI_TOKEN", KnobType::kString, "", "", "lf-train",
+     "the live page's token (?token= or Authorization: Bearer), which its data then requires; bound beyond "
+     "loopback the page always needs one: unset, one is made and printed in the page's URL"},
+    {"LF_UI_LINGER_S", KnobType::kSeconds, "60", "", "lf-train",
+     "after the job ends, node 0 serves the page until an open page polled the end once more, at most this long; "
+     "not at all when no page polled during the job; 0: leave at once"},
+    {"LF_UI_STATUS_INTERVAL_S", KnobType::kSeconds, "1", "", "lf-train",
+     "with the live page on: seconds between each node's status messages to node 0 (ranks, GPUs, lines; > 0)"},
     {"LF_NVML_LIBRARY", KnobType::kPath, "libnvidia-ml.so.1", "", "lf-train",
      "the NVML library the metrics endpoint and `lf-train doctor` load at run time (absent: no GPU series, one "
      "info line)"},

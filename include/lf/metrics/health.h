@@ -50,11 +50,20 @@ struct HealthInput {
   std::string gpu_of_rank(const RankSeries::Rank& r) const;
   // "rank 3" / "ranks 3, 7" / "no rank of this job" for an NVML GPU.
   std::string ranks_on_gpu(unsigned nvml_index) const;
+
+  // Job-wide checks (node 0's live page looks at every node's ranks at once): where each global
+  // rank runs ("node 1 (host-b), GPU 3 (GPU-...)"); null: on `node`, its GPU per gpu_of_rank.
+  const std::map<int, std::string>* places = nullptr;
+  // "node 1 (host-b), GPU 3 (GPU-8f2e...)": the rank's node and GPU, for the rules' lines.
+  std::string where(const RankSeries::Rank& r) const;
 };
 
 struct HealthEvent {
   bool warning = true;  // false: a condition cleared (info)
   std::string line;
+  // The condition ("straggler:5", "beat:3", "temp:0", "mem:0", "beat:master"): a page holds it
+  // active from its warning until the event that clears it.
+  std::string key;
 };
 
 // Onset / reminder / clear bookkeeping for keyed conditions.
@@ -84,7 +93,10 @@ std::unique_ptr<HealthRule> make_heartbeat_gap_rule(const HealthThresholds& t);
 
 class HealthMonitor {
  public:
+  // Every rule above.
   explicit HealthMonitor(HealthThresholds t);
+  // These rules only (node 0's page runs the GPU rules per node and the rank rules job-wide).
+  HealthMonitor(HealthThresholds t, std::vector<std::unique_ptr<HealthRule>> rules);
   std::vector<HealthEvent> check(const HealthInput& in);
   const HealthThresholds& thresholds() const { return t_; }
 

@@ -1,13 +1,11 @@
 #pragma once
-// The HTTP side of the metrics endpoint (Boost.Beast): GET /metrics answers the body the
-// handler builds, in Prometheus' text format; GET / a pointer to it; anything else 404.
-// Keep-alive connections, a deadline on every read and write (a slow or silent client is
-// dropped), at most kMaxConnections at once (more are closed at accept), so a scraper
-// storm costs the io thread short handler calls and never blocks it.
+// The HTTP side of the metrics endpoint (http_server.h, Boost.Beast): GET /metrics answers the
+// body the handler builds, in Prometheus' text format; GET / a pointer to it; anything else 404
+// (405 for methods other than GET and HEAD). Keep-alive connections, deadlines and the
+// connection limit are the HttpServer's.
 // Threading: everything on the given io_context's thread; the handler runs there too.
 #include <boost/asio/io_context.hpp>
 
-#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -18,7 +16,7 @@ namespace lf::metrics {
 class MetricsServer {
  public:
   using Handler = std::function<std::string()>;
-  static constexpr int kMaxConnections = 512;
+  static constexpr int kMaxConnections = 512;  // HttpServer::kMaxConnections
 
   MetricsServer(boost::asio::io_context& io, Handler handler);
   ~MetricsServer();

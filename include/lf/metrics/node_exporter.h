@@ -61,6 +61,8 @@ class NodeExporter {
   // Binds (NetworkError naming the port when in use), starts the ticks, logs the URL.
   void start();
   uint16_t port() const { return server_.port(); }
+  // The GPU sampler (null before start()): the node status for the live page shares it.
+  const GpuSampler* gpu_sampler() const { return gpus_.get(); }
   void stop();
   // The job is over: keep serving its final values until a scraper's next visit saw them (the
   // last step, phase done), at most linger_s, then call `done`. False (and no call) when

@@ -14,7 +14,10 @@ namespace lf::rdzv {
 constexpr uint32_t kFrameMagic = 0x5652464c;  // "LFRV" read little-endian
 // 2: Join carries the config items, Failure/Abort an exit code for every node, Waiting.
 // 3: Layout carries the elastic job's base world size.
-constexpr uint16_t kProtocolVersion = 3;
+// 4: NodeStatus (each node's ranks, GPUs, rank 0's steps and output lines, for node 0's live
+//    page); Layout says how often to send it. A peer of another version is refused, both
+//    versions named (FrameParser::next).
+constexpr uint16_t kProtocolVersion = 4;
 constexpr size_t kFrameHeaderSize = 12;
 constexpr uint32_t kDefaultMaxPayload = 4u << 20;
 

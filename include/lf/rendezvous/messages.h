@@ -43,6 +43,8 @@ struct LayoutMsg {
   // Elastic jobs (--nnodes MIN:MAX): the world size of the job's first round, whose global
   // batch every later round keeps (LF_BASE_WORLD_SIZE); 0: a fixed-size job.
   int64_t base_world_size = 0;
+  // > 0: send a NodeStatusMsg this often (node 0 serves the job's live page, --ui-port); 0: don't.
+  int64_t status_interval_ms = 0;
 };
 
 // server -> agent: refused (wrong token, mismatch, timeout...). The server closes after it.
@@ -124,9 +126,66 @@ struct WaitingMsg {
   std::string text;
 };
 
+// ---- node status (protocol 4): what node 0's live page shows of every node ----------------
+
+// One local rank as its agent sees it.
+struct RankStatus {
+  int64_t rank = 0;  // global
+  int64_t local_rank = 0;
+  int64_t pid = -1;
+  bool alive = false;
+  bool heard = false;     // any heartbeat so far
+  bool progress = false;  // any progress beat so far (phase, step, metrics_json are its last one's)
+  std::string phase;
+  int64_t step = 0;
+  double since_beat_s = 0;      // at the time of sending
+  double since_progress_s = 0;
+  std::string metrics_json = "{}";  // the last progress beat's record (lf/common/progress_metrics.h)
+  bool exited = false;              // the process ended in this generation: exit_code or signal
+  int64_t exit_code = 0;
+  int64_t signal = 0;
+  int64_t gpu = -1;  // the NVML index of the rank's GPU; -1: none or unknown
+  std::string last_line;  // its last output line
+};
+
+// One GPU of the node (lf/metrics/nvml.h's sample); a value below 0 is unknown.
+struct GpuStatus {
+  int64_t index = 0;
+  std::string name, uuid;
+  double utilization = -1;  // 0..1
+  double memory_used_bytes = -1, memory_total_bytes = -1;
+  double temperature_celsius = -1, power_watts = -1;
+};
+
+// A progress beat of global rank 0 (its step record: loss, learning rate, grad norm, ...), so
+// node 0 draws every step's curve point, not one a status interval.
+struct StepPoint {
+  int64_t step = 0;
+  std::string phase;
+  std::string metrics_json = "{}";
+};
+
+// A line a rank wrote (stdout or stderr), as the agent relays it.
+struct LogLine {
+  int64_t rank = 0;
+  bool err = false;
+  std::string text;
+};
+
+// agent -> server, every LayoutMsg::status_interval_ms and at each worker exit: the node's
+// ranks, GPUs, global rank 0's new progress beats and the output lines since the last one.
+struct NodeStatusMsg {
+  int64_t generation = 0;
+  std::vector<RankStatus> ranks;
+  std::vector<GpuStatus> gpus;
+  std::string gpu_note;  // why `gpus` is empty ("no NVIDIA driver: ...")
+  std::vector<StepPoint> points;
+  std::vector<LogLine> lines;
+};
+
 using Message = std::variant<JoinMsg, LayoutMsg, RefusedMsg, HeartbeatMsg, FailureMsg, AbortMsg,
                              StoppedMsg, DoneMsg, FinishedMsg, StoreHelloMsg, StoreRequestMsg,
-                             StoreReplyMsg, WaitingMsg>;
+                             StoreReplyMsg, WaitingMsg, NodeStatusMsg>;
 
 std::string encode_message(const Message& m);  // a whole frame
 Message decode_message(const Frame& frame);

@@ -15,6 +15,8 @@
 #include <memory>
 #include <string>
 
+#include "lf/rendezvous/job_record.h"
+
 namespace lf::rdzv {
 
 struct ServerOptions {
@@ -40,6 +42,9 @@ struct ServerOptions {
   // A connection must say Join or StoreHello within this, else it is refused and closed
   // (descriptors held by idle or half-sent connections would starve the real agents).
   double hello_timeout_s = 5;
+  // > 0: every node sends its status (NodeStatusMsg) this often, for node 0's live page
+  // (--ui-port); the server keeps it in its JobRecord. 0: nodes send none.
+  double node_status_interval_s = 0;
 };
 
 class RendezvousServer {
@@ -55,6 +60,8 @@ class RendezvousServer {
   uint16_t port() const;
   // The IP address the acceptor is bound to (ServerOptions::bind_host).
   std::string bound_address() const;
+  // The job as node 0's live page shows it (job_record.h); valid until the io thread runs on.
+  JobView job_view() const;
   // Flushes what is queued to every connection, closes them, then calls done
   // (at once if nothing is queued, at the latest after timeout_s).
   void shutdown(double timeout_s, std::function<void()> done);

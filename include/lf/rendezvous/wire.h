@@ -17,6 +17,9 @@ class WireWriter {
   void u64(uint64_t v);
   void i64(int64_t v) { u64(static_cast<uint64_t>(v)); }
   void boolean(bool v) { u8(v ? 1 : 0); }
+  void f64(double v);  // IEEE 754 bits, little-endian
+  // A list's element count (the elements follow, written by the caller).
+  void count(size_t n) { u32(static_cast<uint32_t>(n)); }
   void str(std::string_view s);
   void str_list(const std::vector<std::string>& v);
   std::string take() { return std::move(buf_); }
@@ -35,6 +38,10 @@ class WireReader {
   uint64_t u64();
   int64_t i64() { return static_cast<int64_t>(u64()); }
   bool boolean();
+  double f64();
+  // A list's element count; each element takes at least min_bytes_each, so a hostile count
+  // larger than the bytes left can hold is an error before anything is allocated.
+  uint32_t count(size_t min_bytes_each);
   std::string str();
   std::vector<std::string> str_list();
   // Throws unless every byte was consumed: trailing garbage is an error too.
