@@ -70,7 +70,7 @@ KeyDecl sharding_key(std::string name, std::string type, std::string note, bool 
   return d;
 }
 
-std::vector<KeyDecl> model_and_method_keys() {
+std::vector<KeyDecl> model_keys() {
   return {
       implemented("model_name_or_path", LF_FIELD(model, model_name_or_path),
                   "a local folder with config.json (and weights unless `init_weights: random`); lf-train never "
@@ -83,6 +83,29 @@ std::vector<KeyDecl> model_and_method_keys() {
           .own()
           .choices({"auto", "pretrained", "random"})
           .observe("losses"),
+      implemented("moe_aux_loss_coef", LF_FIELD(model, moe_aux_loss_coef),
+                  "mixture-of-experts models: router_aux_loss_coef x the load-balancing loss joins each "
+                  "micro-batch's loss (transformers' load_balancing_loss_func over every sparse layer, padding "
+                  "masked), as LLaMA-Factory sets output_router_logits; unset: the config.json's, when it says "
+                  "output_router_logits. No effect on a dense model (a warning), as in LLaMA-Factory")
+          .check([](const Reader& r, const std::string& key, const std::optional<double>& v) {
+            LF_CHECK(!v || (*v >= 0 && std::isfinite(*v)), ConfigError, "{}: `{}` must be >= 0, got {}",
+                     r.where(key), key, v ? *v : 0.0);
+          })
+          .sample("0.5")
+          .observe("losses"),
+      implemented("use_reentrant_gc", LF_FIELD(model, use_reentrant_gc),
+                  "with gradient checkpointing and moe_aux_loss_coef: true (LLaMA-Factory's default) is reentrant "
+                  "checkpointing, under which transformers' load-balancing loss is logged but trains nothing (its "
+                  "router logits come from the no-grad forward), and lf-train does the same; false trains the "
+                  "routers with it. The checkpointing itself is lf-train's either way")
+          .sample("false")
+          .observe("losses"),
+  };
+}
+
+std::vector<KeyDecl> method_keys() {
+  return {
       implemented("stage", LF_FIELD(objective, stage),
                   "sft (supervised fine-tuning), pt (continued pre-training on plain text: the `text` column, "
                   "eos per text, packed into cutoff_len blocks, labels = inputs, as LLaMA-Factory), dpo (pairs of a "
@@ -540,9 +563,9 @@ std::vector<KeyDecl> no_effect_keys() {
 
 std::vector<KeyDecl> build_schema() {
   std::vector<KeyDecl> all;
-  for (auto part : {model_and_method_keys(), pissa_and_llama_pro_keys(), preference_keys(), sft_loss_keys(), data_keys(),
-                    optimisation_keys(), eval_and_output_keys(), distribution_keys(), optimizer_keys(), quantization_keys(),
-                    refused_keys(), no_effect_keys()})
+  for (auto part : {model_keys(), method_keys(), pissa_and_llama_pro_keys(), preference_keys(), sft_loss_keys(),
+                    data_keys(), optimisation_keys(), eval_and_output_keys(), distribution_keys(), optimizer_keys(),
+                    quantization_keys(), refused_keys(), no_effect_keys()})
     for (auto& d : part) all.push_back(std::move(d));
   return all;
 }

@@ -21,6 +21,7 @@ void resolve_kernel_paths(KernelPaths& k) {
   k.fp32_weight_grads = knob_bool("LF_FP32_WEIGHT_GRADS").value_or(true);
   k.fused_ce = knob_bool("LF_FUSED_CE").value_or(true);
   k.varlen_attention = knob_bool("LF_VARLEN_ATTENTION").value_or(true);
+  k.grouped_mm = knob_bool("LF_GROUPED_MM").value_or(true);
   k.cuda_graphs = knob_bool("LF_CUDA_GRAPHS").value_or(true);
   k.cuda_graph_bucket = knob_int("LF_CUDA_GRAPH_BUCKET").value_or(128);
   k.quant_gemm = knob_string("LF_QUANT_GEMM").value_or("auto");

@@ -15,6 +15,13 @@ std::pair<at::Tensor, at::Tensor> rope_qk_op(const at::Tensor& q, const at::Tens
                                              const at::Tensor& sin, int64_t seq_len, int64_t head_dim);
 at::Tensor swiglu_op(const at::Tensor& gate, const at::Tensor& up);
 at::Tensor cross_entropy_rows_op(const at::Tensor& logits, const at::Tensor& targets, int64_t ignore_index);
+// moe_op.cpp
+at::Tensor moe_combine_op(const at::Tensor& y, const at::Tensor& slot_of, const at::Tensor& weights, int64_t top_k);
+std::pair<at::Tensor, at::Tensor> moe_combine_backward_op(const at::Tensor& g, const at::Tensor& y,
+                                                          const at::Tensor& slot_of, const at::Tensor& weights,
+                                                          bool dweights);
+at::Tensor moe_swiglu_halves_op(const at::Tensor& h);
+at::Tensor moe_swiglu_halves_backward_op(const at::Tensor& h, const at::Tensor& dout);
 void dequantize_4bit_op(const at::Tensor& data, const at::Tensor& absmax, const at::Tensor& nested_absmax,
                         const at::Tensor& offset, int64_t code, int64_t blocksize, const at::Tensor& out);
 at::Tensor quant_gemv_4bit_op(const at::Tensor& x, const at::Tensor& data, const at::Tensor& absmax,

@@ -16,8 +16,18 @@ bool accepts(const at::Tensor& x) {
 }  // namespace
 
 const FusedOps& fused_ops() {
-  static const FusedOps ops{&accepts, &rms_norm_op, &add_rms_norm_op, &rope_qk_op, &swiglu_op, &cross_entropy_rows_op,
-                              &dequantize_4bit_op, &quant_gemv_4bit_op};
+  static const FusedOps ops{&accepts,
+                            &rms_norm_op,
+                            &add_rms_norm_op,
+                            &rope_qk_op,
+                            &swiglu_op,
+                            &cross_entropy_rows_op,
+                            &moe_combine_op,
+                            &moe_combine_backward_op,
+                            &moe_swiglu_halves_op,
+                            &moe_swiglu_halves_backward_op,
+                            &dequantize_4bit_op,
+                            &quant_gemv_4bit_op};
   return ops;
 }
 

@@ -5,8 +5,11 @@
 
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <cmath>
 #include <mutex>
+#include <tuple>
+#include <utility>
 
 #include "lf/common/error.h"
 #include "lf/model/checkpointing.h"
@@ -17,13 +20,44 @@
 
 namespace lf::model {
 
-at::Tensor rope_inv_freq(const ModelConfig& c) {
+namespace {
+
+// transformers' _compute_yarn_parameters: each frequency between its extrapolated (theta^-2i/d) and
+// interpolated (/ factor) value, by a linear ramp over the dimensions whose wavelengths fit between
+// beta_fast and beta_slow rotations in original_max_position_embeddings.
+at::Tensor yarn_inv_freq(const ModelConfig& c, const RopeConfig& r, const at::Tensor& pos_freqs) {
+  const double dim = static_cast<double>(c.head_dim), base = r.theta;
+  const auto correction_dim = [&](double rotations) {
+    return dim * std::log(static_cast<double>(r.original_max_position_embeddings) / (rotations * 2 * M_PI)) /
+           (2 * std::log(base));
+  };
+  double low = correction_dim(r.beta_fast), high = correction_dim(r.beta_slow);
+  if (r.truncate) low = std::floor(low), high = std::ceil(high);
+  low = std::max(low, 0.0);
+  high = std::min(high, dim - 1);
+  if (low == high) high += 0.001;
+  const auto ramp = at::clamp((at::arange(c.head_dim / 2, at::kFloat) - low) / (high - low), 0, 1);
+  const auto extrapolation = 1 - ramp;
+  const auto interpolated = 1.0 / (r.factor * pos_freqs), extrapolated = 1.0 / pos_freqs;
+  return interpolated * (1 - extrapolation) + extrapolated * extrapolation;
+}
+
+}  // namespace
+
+double rope_attention_scaling(const RopeConfig& r) { return r.type == "yarn" ? r.attention_factor : 1.0; }
+
+at::Tensor rope_inv_freq(const ModelConfig& c) { return rope_inv_freq(c, c.rope); }
+
+at::Tensor rope_inv_freq(const ModelConfig& c, const RopeConfig& r) {
   // As transformers computes it: fp32 powers of theta over even dims.
   const int64_t d = c.head_dim;
   auto exponents = at::arange(0, d, 2, at::TensorOptions().dtype(at::kLong)).to(at::kFloat) / static_cast<double>(d);
-  auto inv_freq = 1.0 / at::pow(c.rope.theta, exponents);
-  if (c.rope.type == "llama3") {
-    const auto& r = c.rope;
+  if (r.type == "yarn") return yarn_inv_freq(c, r, at::pow(r.theta, exponents));
+  auto inv_freq = 1.0 / at::pow(r.theta, exponents);
+  // linear divides every frequency by factor; dynamic NTK is the default one on rows within
+  // max_position_embeddings (the trainer refuses longer ones).
+  if (r.type == "linear") inv_freq = inv_freq / r.factor;
+  if (r.type == "llama3") {
     const double old_len = static_cast<double>(r.original_max_position_embeddings);
     const double low_freq_wavelen = old_len / r.low_freq_factor;
     const double high_freq_wavelen = old_len / r.high_freq_factor;
@@ -42,11 +76,13 @@ CausalLM::CausalLM(ModelConfig config, const at::TensorOptions& o)
   const auto& c = config_;
   const int64_t h = c.hidden_size;
   embed_tokens_ = at::empty({c.vocab_size, h}, o);
+  router_aux_ = std::make_unique<RouterAuxLoss>(layout_.moe_layers);
   layers_.reserve(layout_.layers.size());
-  for (const auto& spec : layout_.layers) layers_.push_back(build_decoder_layer(spec, o));
+  for (const auto& spec : layout_.layers) layers_.push_back(build_decoder_layer(spec, o, router_aux_.get()));
   norm_ = build_norm(layout_.final_norm, h, c.rms_norm_eps, o);
   if (!c.tie_word_embeddings) lm_head_ = at::empty({c.vocab_size, h}, o);
   inv_freq_ = rope_inv_freq(c).to(o.device());
+  if (c.local_rope) local_inv_freq_ = rope_inv_freq(c, *c.local_rope).to(o.device());
   check_layout();
 }
 
@@ -78,7 +114,12 @@ void CausalLM::check_layout() {
 
 at::Tensor CausalLM::embed(const at::Tensor& input_ids) const {
   LF_CHECK(input_ids.dim() == 2, ConfigError, "input_ids must be [B,T], got {} dims", input_ids.dim());
-  return embed_for_compute(embed_tokens_, input_ids, compute_dtype_, &embed_rows_to_sink_);
+  auto x = embed_for_compute(embed_tokens_, input_ids, compute_dtype_, &embed_rows_to_sink_);
+  // Gemma: times sqrt(hidden_size) rounded to the activations' dtype (transformers rounds it to the
+  // weights' dtype, which is the activations' under bf16 training).
+  if (config_.embedding_multiplier != 1.0)
+    x = x * at::scalar_tensor(config_.embedding_multiplier, x.options()).to(compute_dtype_);
+  return x;
 }
 
 RopeTables CausalLM::rope(int64_t seq_len, const at::Tensor& position_ids, const at::Tensor& segment_ids) const {
@@ -86,12 +127,22 @@ RopeTables CausalLM::rope(int64_t seq_len, const at::Tensor& position_ids, const
   at::Tensor pos = position_ids.defined()
                        ? position_ids.to(inv_freq_.device(), at::kFloat).unsqueeze(1).unsqueeze(-1)  // [B,1,T,1]
                        : at::arange(seq_len, inv_freq_.options()).unsqueeze(-1);                    // [T,1]
-  auto freqs = pos * inv_freq_;
-  auto emb = at::cat({freqs, freqs}, -1);
-  RopeTables r{emb.cos().to(compute_dtype_), emb.sin().to(compute_dtype_), {}, {}};
+  const auto tables = [&](const at::Tensor& inv_freq, const RopeConfig& rc) {
+    auto freqs = pos * inv_freq;
+    auto emb = at::cat({freqs, freqs}, -1);
+    auto cos = emb.cos(), sin = emb.sin();
+    if (const double s = rope_attention_scaling(rc); s != 1.0) cos = cos * s, sin = sin * s;  // yarn
+    return std::make_pair(cos.to(compute_dtype_), sin.to(compute_dtype_));
+  };
+  RopeTables r;
+  std::tie(r.cos, r.sin) = tables(inv_freq_, config_.rope);
+  if (local_inv_freq_.defined()) std::tie(r.local_cos, r.local_sin) = tables(local_inv_freq_, *config_.local_rope);
   if (!segment_ids.defined()) return r;
   const auto device = inv_freq_.device();
-  if (varlen_attention_supported(device, compute_dtype_, config_.head_dim))
+  // Sliding-window layers mask within the packed sequences' mask (the varlen kernel takes no window).
+  const auto& sl = config_.sliding_layers;
+  const bool sliding = std::find(sl.begin(), sl.end(), true) != sl.end();
+  if (!sliding && varlen_attention_supported(device, compute_dtype_, config_.head_dim))
     r.varlen = varlen_segments(segment_ids, device);  // give segment_ids on the host: no sync
   else
     r.attn_mask = packed_causal_mask(segment_ids.to(device));

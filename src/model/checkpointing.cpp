@@ -22,6 +22,8 @@ struct LayerCheckpoint : public torch::autograd::Function<LayerCheckpoint> {
     ctx->saved_data["layer"] = reinterpret_cast<int64_t>(layer);
     ctx->saved_data["cos"] = rope->cos;
     ctx->saved_data["sin"] = rope->sin;
+    ctx->saved_data["local_cos"] = rope->local_cos;
+    ctx->saved_data["local_sin"] = rope->local_sin;
     ctx->saved_data["mask"] = rope->attn_mask;
     ctx->saved_data["cu_seqlens"] = rope->varlen.cu_seqlens;
     ctx->saved_data["max_seqlen"] = rope->varlen.max_seqlen;
@@ -39,9 +41,12 @@ struct LayerCheckpoint : public torch::autograd::Function<LayerCheckpoint> {
     const auto saved = ctx->get_saved_variables();
     const auto& x = saved[0];
     const auto* layer = reinterpret_cast<const DecoderLayer*>(ctx->saved_data["layer"].toInt());
-    const RopeTables rope{ctx->saved_data["cos"].toTensor(), ctx->saved_data["sin"].toTensor(),
+    const RopeTables rope{ctx->saved_data["cos"].toTensor(),
+                          ctx->saved_data["sin"].toTensor(),
                           ctx->saved_data["mask"].toTensor(),
-                          {ctx->saved_data["cu_seqlens"].toTensor(), ctx->saved_data["max_seqlen"].toInt()}};
+                          {ctx->saved_data["cu_seqlens"].toTensor(), ctx->saved_data["max_seqlen"].toInt()},
+                          ctx->saved_data["local_cos"].toTensor(),
+                          ctx->saved_data["local_sin"].toTensor()};
     const bool training = ctx->saved_data["training"].toBool();
     auto gen = at::globalContext().defaultGenerator(x.device());
     const bool rng = ctx->saved_data.count("rng") > 0;

@@ -1,5 +1,6 @@
 #include "lf/model/config.h"
 
+#include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -26,26 +27,61 @@ T require(const json& j, const char* key, const std::string& source) {
   return it->get<T>();
 }
 
+// transformers' _compute_yarn_parameters: factor (else max_position_embeddings / original), the
+// attention factor from mscale / mscale_all_dim when not given, beta_fast 32, beta_slow 1.
+void parse_yarn(const json& j, const json& params, ModelConfig& c, const std::string& where) {
+  auto& r = c.rope;
+  r.original_max_position_embeddings = get_or<int64_t>(
+      params, "original_max_position_embeddings", get_or<int64_t>(j, "original_max_position_embeddings", 0));
+  LF_CHECK(r.original_max_position_embeddings > 0, ConfigError, "{}: missing original_max_position_embeddings", where);
+  r.factor = get_or<double>(params, "factor", static_cast<double>(c.max_position_embeddings) /
+                                                  static_cast<double>(r.original_max_position_embeddings));
+  const auto mscale = [](double scale, double m) { return scale <= 1 ? 1.0 : 0.1 * m * std::log(scale) + 1.0; };
+  const double ms = get_or<double>(params, "mscale", 0.0), ms_all = get_or<double>(params, "mscale_all_dim", 0.0);
+  r.attention_factor = get_or<double>(
+      params, "attention_factor", ms != 0 && ms_all != 0 ? mscale(r.factor, ms) / mscale(r.factor, ms_all) : mscale(r.factor, 1.0));
+  const double fast = get_or<double>(params, "beta_fast", 0.0), slow = get_or<double>(params, "beta_slow", 0.0);
+  r.beta_fast = fast != 0 ? fast : 32;  // transformers: `or 32`
+  r.beta_slow = slow != 0 ? slow : 1;
+  r.truncate = get_or<bool>(params, "truncate", true);
+}
+
 void parse_rope(const json& j, ModelConfig& c, const std::string& source) {
   // transformers 5 folds rope_theta into rope_parameters; 4.x has rope_theta + rope_scaling.
   json params = json::object();
   if (j.contains("rope_parameters") && j["rope_parameters"].is_object()) params = j["rope_parameters"];
   else if (j.contains("rope_scaling") && j["rope_scaling"].is_object()) params = j["rope_scaling"];
-  c.rope.theta = get_or<double>(params, "rope_theta", get_or<double>(j, "rope_theta", 10000.0));
-  c.rope.type = get_or<std::string>(params, "rope_type", get_or<std::string>(params, "type", "default"));
-  if (c.rope.type == "llama3") {
-    c.rope.factor = require<double>(params, "factor", source + " rope llama3");
-    c.rope.low_freq_factor = require<double>(params, "low_freq_factor", source + " rope llama3");
-    c.rope.high_freq_factor = require<double>(params, "high_freq_factor", source + " rope llama3");
-    c.rope.original_max_position_embeddings =
-        require<int64_t>(params, "original_max_position_embeddings", source + " rope llama3");
-  } else {
-    LF_CHECK(c.rope.type == "default", ConfigError,
-             "{}: rope_type '{}' is not supported (supported: default, llama3)", source, c.rope.type);
-  }
+  c.rope = read_rope(j, params, c, get_or<double>(j, "rope_theta", 10000.0), source);
 }
 
 }  // namespace
+
+RopeConfig read_rope(const json& j, const json& params, const ModelConfig& mc, double default_theta,
+                     const std::string& source) {
+  ModelConfig c = mc;  // parse_yarn reads max_position_embeddings
+  c.rope = RopeConfig{};
+  c.rope.theta = get_or<double>(params, "rope_theta", default_theta);
+  c.rope.type = get_or<std::string>(params, "rope_type", get_or<std::string>(params, "type", "default"));
+  const double partial = get_or<double>(params, "partial_rotary_factor", get_or<double>(j, "partial_rotary_factor", 1.0));
+  LF_CHECK(partial == 1.0, ConfigError,
+           "{}: partial_rotary_factor {} is not supported (lf-train rotates every dimension of a head)", source, partial);
+  const std::string where = source + " rope " + c.rope.type;
+  if (c.rope.type == "llama3") {
+    c.rope.factor = require<double>(params, "factor", where);
+    c.rope.low_freq_factor = require<double>(params, "low_freq_factor", where);
+    c.rope.high_freq_factor = require<double>(params, "high_freq_factor", where);
+    c.rope.original_max_position_embeddings = require<int64_t>(params, "original_max_position_embeddings", where);
+  } else if (c.rope.type == "linear" || c.rope.type == "dynamic") {
+    c.rope.factor = require<double>(params, "factor", where);
+  } else if (c.rope.type == "yarn") {
+    parse_yarn(j, params, c, where);
+  } else {
+    LF_CHECK(c.rope.type == "default", ConfigError,
+             "{}: rope_type '{}' is not supported (supported: default, linear, dynamic, yarn, llama3)", source,
+             c.rope.type);
+  }
+  return c.rope;
+}
 
 ModelConfig parse_model_config(const std::string& json_text, const std::string& source) {
   json j;
@@ -77,6 +113,11 @@ ModelConfig parse_model_config(const std::string& json_text, const std::string& 
       arch = j["architectures"][0].get<std::string>();
     c.model_type = get_or<std::string>(j, "model_type", "");
     family = find_model_spec(arch, c.model_type);
+    if (!family) {
+      const auto why = refused_architecture_reason(arch, c.model_type);
+      LF_CHECK(why.empty(), ConfigError, "{}: architecture '{}' (model_type '{}') is not supported: {}; supported: {}",
+               source, arch, c.model_type, why, supported_architectures());
+    }
     LF_CHECK(family, ConfigError, "{}: unknown architecture '{}' (model_type '{}'); supported: {}", source, arch,
              c.model_type, supported_architectures());
     c.spec = family;
@@ -97,8 +138,8 @@ ModelConfig parse_model_config(const std::string& json_text, const std::string& 
     c.torch_dtype = get_or<std::string>(j, "torch_dtype", get_or<std::string>(j, "dtype", "float32"));
     const std::string act = get_or<std::string>(j, "hidden_act", "silu");
     LF_CHECK(act == "silu", ConfigError, "{}: hidden_act '{}' is not supported (silu only)", source, act);
-    family->read_config(j, c, source);  // the family's own keys (biases, q/k norms, sliding window)
     parse_rope(j, c, source);
+    family->read_config(j, c, source);  // the family's own keys (biases, q/k norms, sliding window, its RoPE)
   } catch (const nlohmann::json::exception& e) {
     LF_THROW(ConfigError, "{}: bad value: {}", source, e.what());
   }

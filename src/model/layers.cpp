@@ -20,19 +20,29 @@ namespace {
 at::Tensor as(const at::Tensor& w, const at::Tensor& x) { return cast_for_compute(w, x.scalar_type()); }
 
 // q/k [B,H,T,D]; cos/sin [T,D] or [B,1,T,D]. rotate_half(x) = cat(-x2, x1).
-at::Tensor apply_rope(const at::Tensor& x, const RopeTables& rope) {
+at::Tensor apply_rope(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) {
   const int64_t half = x.size(-1) / 2;
   auto x1 = x.narrow(-1, 0, half);
   auto x2 = x.narrow(-1, half, half);
   auto rotated = at::cat({x2.neg(), x1}, -1);
-  return x * rope.cos + rotated * rope.sin;
+  return x * cos + rotated * sin;
 }
 
 // Causal over the row, or within each packed sequence (neat_packing): the varlen kernel on a
-// GPU, the block-diagonal mask elsewhere.
-at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const RopeTables& rope) {
+// GPU, the block-diagonal mask elsewhere. A sliding-window layer's mask keeps keys
+// i - window < j <= i of it (transformers' create_sliding_window_causal_mask). scale 0: 1/sqrt(D).
+at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const RopeTables& rope,
+                     double scale, int64_t window) {
+  if (window > 0) {
+    const int64_t t = q.size(2);
+    const auto i = at::arange(t, at::TensorOptions().dtype(at::kLong).device(q.device()));
+    const auto d = i.unsqueeze(1) - i.unsqueeze(0);  // [T, T]: query - key
+    auto mask = at::logical_and(d >= 0, d < window);
+    if (rope.attn_mask.defined()) mask = at::logical_and(rope.attn_mask, mask);
+    return masked_attention(q, k, v, mask.dim() == 2 ? mask.view({1, 1, t, t}) : mask, scale);
+  }
   if (rope.varlen.defined()) return varlen_causal_attention(q, k, v, rope.varlen);
-  return rope.attn_mask.defined() ? masked_attention(q, k, v, rope.attn_mask) : causal_attention(q, k, v);
+  return rope.attn_mask.defined() ? masked_attention(q, k, v, rope.attn_mask, scale) : causal_attention(q, k, v, scale);
 }
 
 }  // namespace
@@ -93,6 +103,11 @@ void Linear::named_parameters(const std::string& prefix, std::vector<NamedParam>
 // ATen code after it, which is the reference the kernels are tested against (tests/kernels).
 
 at::Tensor RmsNorm::forward(const at::Tensor& x) const {
+  if (one_plus_) {  // Gemma: everything in fp32, one rounding at the end
+    auto h = x.to(at::kFloat);
+    h = h * at::rsqrt(h.pow(2).mean(-1, /*keepdim=*/true) + eps_);
+    return (h * (1.0 + cast_for_compute(weight_, at::kFloat))).to(x.scalar_type());
+  }
   if (const auto* fused = fused_ops_for(x)) return fused->rms_norm(x, as(weight_, x), eps_);
   auto h = x.to(at::kFloat);
   h = h * at::rsqrt(h.pow(2).mean(-1, /*keepdim=*/true) + eps_);
@@ -112,17 +127,19 @@ at::Tensor Attention::forward_with(const at::Tensor& x, const RopeTables& rope, 
   const auto out = [&](const at::Tensor& o) {
     return o_values ? o_proj_.forward(o, training) : o_proj_.forward_for_backward(o, training);
   };
+  const auto& cos = local_rope_ ? rope.local_cos : rope.cos;
+  const auto& sin = local_rope_ ? rope.local_sin : rope.sin;
   // Qwen3's q/k norms sit between the projections and RoPE, which the fused path rotates in place:
   // it takes the ATen path (untested on CUDA with the norms in between; kept exact rather than fast).
-  if (const auto* fused = qk_norm_ ? nullptr : fused_ops_for(x)) {
+  if (const auto* fused = qk_norm_ || window_ > 0 || scale_ != 0 ? nullptr : fused_ops_for(x)) {
     // 2-D projections: their outputs are then not views, so RoPE may rotate them in place.
     const auto x2 = x.reshape({b * t, x.size(2)});
     auto q = q_proj_.forward(x2, training);  // [B*T, H*D]
     auto k = k_proj_.forward(x2, training);  // [B*T, K*D]
     auto v = v_proj_.forward(x2, training).view({b, t, num_kv_heads_, head_dim_}).transpose(1, 2);
-    std::tie(q, k) = fused->rope_qk(q, k, rope.cos, rope.sin, t, head_dim_);
+    std::tie(q, k) = fused->rope_qk(q, k, cos, sin, t, head_dim_);
     auto o = attention(q.view({b, t, num_heads_, head_dim_}).transpose(1, 2),
-                       k.view({b, t, num_kv_heads_, head_dim_}).transpose(1, 2), v, rope);  // [B,H,T,D]
+                       k.view({b, t, num_kv_heads_, head_dim_}).transpose(1, 2), v, rope, 0, 0);  // [B,H,T,D]
     return out(o.transpose(1, 2).reshape({b, t, num_heads_ * head_dim_}));
   }
   // [B,T,H*D] -> [B,T,H,D] (-> Qwen3's q/k norms) -> [B,H,T,D]
@@ -132,9 +149,9 @@ at::Tensor Attention::forward_with(const at::Tensor& x, const RopeTables& rope, 
   q = q.transpose(1, 2);
   k = k.transpose(1, 2);
   auto v = v_proj_.forward(x, training).view({b, t, num_kv_heads_, head_dim_}).transpose(1, 2);
-  q = apply_rope(q, rope);
-  k = apply_rope(k, rope);
-  auto o = attention(q, k, v, rope);                              // [B,H,T,D]
+  q = apply_rope(q, cos, sin);
+  k = apply_rope(k, cos, sin);
+  auto o = attention(q, k, v, rope, scale_, window_);             // [B,H,T,D]
   o = o.transpose(1, 2).reshape({b, t, num_heads_ * head_dim_});  // [B,T,H*D]
   return out(o);
 }
@@ -152,6 +169,12 @@ at::Tensor Mlp::forward_with(const at::Tensor& x, bool training, bool down_value
   // the rounding of x's summed gradient, and CPU runs stay bit-identical to earlier commits
   // (scripts/fixtures/bitwise_runs.py). The fused path has always run gate_proj first.
   at::Tensor gate, up;
+  if (gelu_tanh_) {  // Gemma's GeGLU, as transformers' Gemma3MLP: gate first
+    gate = gate_proj_.forward(x, training);
+    up = up_proj_.forward(x, training);
+    const auto act = at::gelu(gate, "tanh") * up;
+    return down_values ? down_proj_.forward(act, training) : down_proj_.forward_for_backward(act, training);
+  }
   if (fused) {
     gate = gate_proj_.forward(x, training);
     up = up_proj_.forward(x, training);
@@ -169,6 +192,10 @@ at::Tensor DecoderLayer::forward(const at::Tensor& x, const RopeTables& rope, bo
 
 std::pair<at::Tensor, at::Tensor> DecoderLayer::forward_keeping_mid(const at::Tensor& x, const RopeTables& rope,
                                                                     bool training) const {
+  if (attn_out_norm_) {  // sandwich norms (Gemma): each block's output normed before its residual add
+    const auto h = x + attn_out_norm_->forward(self_attn_.forward(input_layernorm_.forward(x), rope, training));
+    return {h + mlp_out_norm_->forward(mlp_->forward(post_attention_layernorm_.forward(h), training)), h};
+  }
   at::Tensor h, n;
   if (const auto* fused = fused_ops_for(x)) {
     // The residual add and the next norm in one kernel: h = x + attn, n = norm(h).
@@ -184,12 +211,15 @@ std::pair<at::Tensor, at::Tensor> DecoderLayer::forward_keeping_mid(const at::Te
 
 at::Tensor DecoderLayer::attention_half_for_backward(const at::Tensor& x, const RopeTables& rope,
                                                      bool training) const {
+  // The output norm's backward reads o_proj's output: the sandwich layer recomputes it whole.
+  if (attn_out_norm_) return x + attn_out_norm_->forward(self_attn_.forward(input_layernorm_.forward(x), rope, training));
   return x + self_attn_.forward_for_backward(input_layernorm_.forward(x), rope, training);
 }
 
 // The fused add_rms_norm rounds h to the activation dtype before normalising it: norm(h) of the
 // kept h is the forward's n, bit for bit.
 at::Tensor DecoderLayer::mlp_half_for_backward(const at::Tensor& h, bool training) const {
+  if (mlp_out_norm_) return h + mlp_out_norm_->forward(mlp_->forward(post_attention_layernorm_.forward(h), training));
   return h + mlp_->forward_for_backward(post_attention_layernorm_.forward(h), training);
 }
 
@@ -224,6 +254,12 @@ void DecoderLayer::named_parameters(const std::string& prefix, std::vector<Named
   out.push_back({prefix + "input_layernorm.weight", &input_layernorm_.weight_});
   self_attn_.named_parameters(prefix + "self_attn.", out);
   mlp_->named_parameters(prefix + "mlp.", out);
+  if (attn_out_norm_) {  // Gemma's names: its post_attention_layernorm norms the attention's output
+    out.push_back({prefix + "post_attention_layernorm.weight", &attn_out_norm_->weight_});
+    out.push_back({prefix + "pre_feedforward_layernorm.weight", &post_attention_layernorm_.weight_});
+    out.push_back({prefix + "post_feedforward_layernorm.weight", &mlp_out_norm_->weight_});
+    return;
+  }
   out.push_back({prefix + "post_attention_layernorm.weight", &post_attention_layernorm_.weight_});
 }
 

@@ -51,12 +51,30 @@ std::string shape_str(const std::vector<int64_t>& s) { return fmt::format("[{}]"
 
 }  // namespace
 
+namespace {
+
+// [n, piece...] for a parameter's n HF pieces (experts held fused): the view of it they fill.
+std::vector<int64_t> pieces_shape(const ParamSpec& p) {
+  std::vector<int64_t> shape{static_cast<int64_t>(p.hf.size())};
+  shape.insert(shape.end(), p.hf[0].shape.begin(), p.hf[0].shape.end());
+  return shape;
+}
+
+}  // namespace
+
+bool reads_whole_from(const ParamSpec& p, const SafetensorsCheckpoint& ckpt) {
+  if (!p.reads_whole || p.hf.size() == 1 || !ckpt.contains(p.name)) return false;
+  return std::none_of(p.hf.begin(), p.hf.end(), [&](const HfTensor& t) { return ckpt.contains(t.name); });
+}
+
 void read_hf_tensors(const ParamSpec& p, const SafetensorsCheckpoint& ckpt, at::Tensor& dst) {
-  const auto read = [&](const HfTensor& t, at::Tensor to) {
-    to.copy_(read_tensor(ckpt.info(t.name), ckpt.data(t.name)).to(to.scalar_type()));
+  const auto read = [&](const std::string& name, at::Tensor to) {
+    to.copy_(read_tensor(ckpt.info(name), ckpt.data(name)).to(to.scalar_type()));
   };
-  if (p.hf.size() == 1) return read(p.hf[0], dst);
-  for (size_t k = 0; k < p.hf.size(); ++k) read(p.hf[k], dst.select(0, static_cast<int64_t>(k)));
+  if (p.hf.size() == 1) return read(p.hf[0].name, dst);
+  if (reads_whole_from(p, ckpt)) return read(p.name, dst);
+  auto pieces = dst.view(pieces_shape(p));  // dst is contiguous: allocated by the model or a gather
+  for (size_t k = 0; k < p.hf.size(); ++k) read(p.hf[k].name, pieces.select(0, static_cast<int64_t>(k)));
 }
 
 std::vector<LazyTensor> hf_lazy_tensors(const ParamSpec& p, c10::ScalarType dtype, std::function<at::Tensor()> fetch) {
@@ -66,8 +84,8 @@ std::vector<LazyTensor> hf_lazy_tensors(const ParamSpec& p, c10::ScalarType dtyp
   auto left = std::make_shared<size_t>(p.hf.size());
   std::vector<LazyTensor> out;
   for (size_t k = 0; k < p.hf.size(); ++k)
-    out.push_back({p.hf[k].name, p.hf[k].shape, dtype, [value, left, fetch, k] {
-                     if (!value->defined()) *value = fetch();
+    out.push_back({p.hf[k].name, p.hf[k].shape, dtype, [value, left, fetch, k, shape = pieces_shape(p)] {
+                     if (!value->defined()) *value = fetch().contiguous().view(shape);
                      auto piece = value->select(0, static_cast<int64_t>(k));
                      if (--*left == 0) value->reset();
                      return piece;
@@ -80,7 +98,14 @@ void load_weights(CausalLM& model, const SafetensorsCheckpoint& ckpt) {
   auto params = model.named_parameters();
   std::set<std::string> expected;
   std::vector<std::string> missing, misshaped, unexpected;
-  for (const auto& p : layout.params)
+  for (const auto& p : layout.params) {
+    if (reads_whole_from(p, ckpt)) {  // transformers 5's fused experts
+      expected.insert(p.name);
+      const auto& info = ckpt.info(p.name);
+      if (info.shape != p.shape)
+        misshaped.push_back(fmt::format("{} (file {}, model {})", p.name, shape_str(info.shape), shape_str(p.shape)));
+      continue;
+    }
     for (const auto& t : p.hf) {
       expected.insert(t.name);
       if (!ckpt.contains(t.name)) {
@@ -91,6 +116,7 @@ void load_weights(CausalLM& model, const SafetensorsCheckpoint& ckpt) {
       if (info.shape != t.shape)
         misshaped.push_back(fmt::format("{} (file {}, model {})", t.name, shape_str(info.shape), shape_str(t.shape)));
     }
+  }
   const auto& ignored = layout.hf_ignored;
   for (const auto& n : ckpt.names()) {
     if (expected.count(n) || std::find(ignored.begin(), ignored.end(), n) != ignored.end()) continue;
@@ -124,6 +150,13 @@ std::unique_ptr<CausalLM> load_causal_lm(const std::string& path, const LoadOpti
   auto config = load_model_config(config_path);
   const auto saved_4bit = o.random_init ? std::nullopt : saved_bnb4_spec(config_path);
   const bool quantized = o.quantize || saved_4bit;
+  // The fused expert tensors [E, 2I, C] / [E, C, I] have no 4-bit format (bitsandbytes quantizes each
+  // expert's own Linear in transformers' per-expert layout): QLoRA would leave most of the weights dense.
+  LF_CHECK(!quantized || config.moe.num_experts == 0, ConfigError,
+           "{}: a 4-bit base (quantization_bit: 4 or a saved bitsandbytes model) is not implemented for "
+           "mixture-of-experts families ({}: {} experts in fused tensors, which lf-train does not store in 4 bits); "
+           "train it with LoRA on the bf16 base (remove quantization_bit), or quantize a dense family",
+           path, config.architecture_name, config.moe.num_experts);
   // Quantized: built and read on the host, each linear then stored in 4 bits on the device (the dense
   // model need not fit there). Random weights are drawn on the device: 7B drawn on the host took 200 s
   // on the H200's host, and there is no file to stream layer by layer.

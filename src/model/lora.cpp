@@ -117,8 +117,13 @@ std::vector<std::string> apply_lora(CausalLM& model, const LoraConfig& c, at::Ge
                "name it in additional_target)", t);
       LF_CHECK(matched.count(t), ConfigError,
                "lora_target '{}' names no module of {} (its linear layers: {}, also as self_attn.q_proj or "
-               "model.layers.N.mlp.down_proj; or 'all')",
-               t, model.config().architecture_name, fmt::join(linear_short_names(model), ", "));
+               "model.layers.N.mlp.down_proj; or 'all'){}",
+               t, model.config().architecture_name, fmt::join(linear_short_names(model), ", "),
+               model.layout().moe_layers == 0
+                   ? ""
+                   : ". Its router (mlp.gate) and experts (mlp.experts) are fused parameters in transformers 5, not "
+                     "nn.Linear modules: peft cannot adapt them through target_modules, so LLaMA-Factory's LoRA never "
+                     "does; train them with finetuning_type: full or freeze");
     }
   for (auto& p : model.named_parameters()) p.tensor->set_requires_grad(false);
   auto lora_on = [&](const std::string& module) {

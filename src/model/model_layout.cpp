@@ -17,8 +17,16 @@ struct UnitBuilder {
   std::string prefix;  // "model.layers.3."
   int64_t layer = -1;  // decoder layers only
 
-  void tensor(const std::string& local, std::vector<int64_t> shape, ParamInit init) {
-    out.params.push_back({prefix + local, local, shape, unit, init, {{prefix + local, shape}}, 1.0});
+  ParamSpec& tensor(const std::string& local, std::vector<int64_t> shape, ParamInit init) {
+    ParamSpec p;
+    p.name = prefix + local;
+    p.local = local;
+    p.shape = shape;
+    p.unit = unit;
+    p.init = init;
+    p.hf = {{prefix + local, shape}};
+    out.params.push_back(std::move(p));
+    return out.params.back();
   }
   // weight [out, in] (HF's init: normal), bias [out] (zeros).
   void linear(const std::string& path, int64_t in, int64_t out_features, bool bias) {
@@ -29,6 +37,7 @@ struct UnitBuilder {
   void norm(const std::string& path, NormKind kind, int64_t size) {
     switch (kind) {
       case NormKind::kRms: tensor(path + ".weight", {size}, ParamInit::kOnes); return;
+      case NormKind::kRmsOnePlus: tensor(path + ".weight", {size}, ParamInit::kZeros); return;  // 1 + 0
     }
   }
 };
@@ -45,6 +54,38 @@ void attention_tensors(UnitBuilder& u, const AttentionSpec& a, NormKind norm) {
   }
 }
 
+// A router over experts (MoeSpec): the router's weight, the experts fused (each read from and
+// written to the checkpoint's per-expert tensors, or read whole from transformers 5's fused ones),
+// then the shared expert and its gate (Qwen2-MoE), whose linears LoRA may adapt as peft does.
+void moe_tensors(UnitBuilder& u, const MlpSpec& m) {
+  const auto& e = m.moe;
+  const std::string hf = u.prefix + e.names.block + ".";
+  u.tensor("mlp.gate.weight", {e.experts, m.hidden}, ParamInit::kNormal).hf = {{hf + "gate.weight", {e.experts, m.hidden}}};
+  // Each expert's pieces in the order they fill the fused tensor (gate_up_proj: its gate rows, then its up rows).
+  std::vector<HfTensor> gate_up, down;
+  for (int64_t k = 0; k < e.experts; ++k) {
+    const std::string expert = fmt::format("{}experts.{}.", hf, k);
+    gate_up.push_back({expert + e.names.gate + ".weight", {e.expert_intermediate, m.hidden}});
+    gate_up.push_back({expert + e.names.up + ".weight", {e.expert_intermediate, m.hidden}});
+    down.push_back({expert + e.names.down + ".weight", {m.hidden, e.expert_intermediate}});
+  }
+  const double active = static_cast<double>(e.top_k) / static_cast<double>(e.experts);
+  const auto experts = [&](const char* local, std::vector<int64_t> shape, std::vector<HfTensor> pieces) {
+    auto& p = u.tensor(local, std::move(shape), ParamInit::kNormal);
+    p.hf = std::move(pieces);
+    p.reads_whole = true;
+    p.active = active;
+  };
+  experts("mlp.experts.gate_up_proj", {e.experts, 2 * e.expert_intermediate, m.hidden}, std::move(gate_up));
+  experts("mlp.experts.down_proj", {e.experts, m.hidden, e.expert_intermediate}, std::move(down));
+  if (e.shared_intermediate > 0) {
+    u.linear("mlp.shared_expert.gate_proj", m.hidden, e.shared_intermediate, false);
+    u.linear("mlp.shared_expert.up_proj", m.hidden, e.shared_intermediate, false);
+    u.linear("mlp.shared_expert.down_proj", e.shared_intermediate, m.hidden, false);
+  }
+  if (e.shared_gate) u.linear("mlp.shared_expert_gate", m.hidden, 1, false);
+}
+
 void mlp_tensors(UnitBuilder& u, const MlpSpec& m) {
   switch (m.kind) {
     case MlpKind::kSwiGlu:
@@ -52,6 +93,7 @@ void mlp_tensors(UnitBuilder& u, const MlpSpec& m) {
       u.linear("mlp.up_proj", m.hidden, m.intermediate, m.bias);
       u.linear("mlp.down_proj", m.intermediate, m.hidden, m.bias);
       return;
+    case MlpKind::kMoe: moe_tensors(u, m); return;
   }
 }
 
@@ -59,7 +101,8 @@ void mlp_tensors(UnitBuilder& u, const MlpSpec& m) {
 // 12·L·C, counted with the hidden size).
 double attention_flops_per_position(const AttentionSpec& a) {
   switch (a.kind) {
-    case AttentionKind::kFullCausal: return 12.0 * static_cast<double>(a.hidden);
+    case AttentionKind::kFullCausal:
+    case AttentionKind::kSlidingWindow: return 12.0 * static_cast<double>(a.hidden);  // no window discount (PaLM)
   }
   return 0;
 }
@@ -69,8 +112,15 @@ void layer_tensors(ModelLayout& out, int64_t index, const LayerSpec& l) {
   u.norm("input_layernorm", l.norm, l.attention.hidden);
   attention_tensors(u, l.attention, l.norm);
   mlp_tensors(u, l.mlp);
-  u.norm("post_attention_layernorm", l.norm, l.mlp.hidden);
+  if (l.sandwich_norms) {  // Gemma: post_attention_layernorm norms the attention's output
+    u.norm("post_attention_layernorm", l.norm, l.attention.hidden);
+    u.norm("pre_feedforward_layernorm", l.norm, l.mlp.hidden);
+    u.norm("post_feedforward_layernorm", l.norm, l.mlp.hidden);
+  } else {
+    u.norm("post_attention_layernorm", l.norm, l.mlp.hidden);
+  }
   out.attention_flops_per_token_position += attention_flops_per_position(l.attention);
+  out.moe_layers += l.mlp.kind == MlpKind::kMoe;
 }
 
 }  // namespace
@@ -103,11 +153,13 @@ ModelLayout model_layout(const ModelConfig& c) {
   return out;
 }
 
-int64_t num_parameters(const ModelConfig& c) {
+int64_t ModelLayout::total_params() const {
   int64_t n = 0;
-  for (const auto& p : model_layout(c).params) n += p.numel();
+  for (const auto& p : params) n += p.numel();
   return n;
 }
+
+int64_t num_parameters(const ModelConfig& c) { return model_layout(c).total_params(); }
 
 bool lora_target_matches(const std::string& full, const std::string& t) {
   return full == t || (full.size() > t.size() && full.ends_with(t) && full[full.size() - t.size() - 1] == '.');

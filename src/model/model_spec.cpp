@@ -4,7 +4,35 @@ namespace lf::model {
 namespace {
 
 // Every family lf-train runs: one line each, its spec defined in its own file.
-const ModelSpec* const kFamilies[] = {&kLlamaSpec, &kQwen2Spec, &kQwen3Spec, &kMistralSpec};
+const ModelSpec* const kFamilies[] = {&kLlamaSpec, &kQwen2Spec, &kQwen3Spec, &kMistralSpec,
+                                      &kQwen3MoeSpec, &kQwen2MoeSpec, &kMixtralSpec, &kGemma3Spec};
+
+// Families users ask for that lf-train refuses, with what it lacks (the README lists them).
+struct Refused {
+  const char* architecture;
+  const char* model_type;
+  const char* reason;
+};
+const Refused kRefused[] = {
+    {"DeepseekV2ForCausalLM", "deepseek_v2",
+     "DeepSeek's multi-head latent attention and its grouped, bias-corrected expert routing are not implemented"},
+    {"DeepseekV3ForCausalLM", "deepseek_v3",
+     "DeepSeek's multi-head latent attention and its sigmoid routing with score-correction bias are not implemented"},
+    {"Glm4MoeForCausalLM", "glm4_moe", "GLM-4.5's sigmoid routing with score-correction bias is not implemented"},
+    {"Qwen3NextForCausalLM", "qwen3_next", "Qwen3-Next's gated linear-attention (Gated DeltaNet) layers are not implemented"},
+    {"Qwen3_5MoeForCausalLM", "qwen3_5_moe", "Qwen3.5's linear-attention layers are not implemented"},
+    {"GptOssForCausalLM", "gpt_oss",
+     "gpt-oss's attention sinks, expert biases and clamped SwiGLU are not implemented"},
+    {"Llama4ForCausalLM", "llama4_text", "Llama 4's sigmoid top-1 routing and chunked attention are not implemented"},
+    {"SwitchTransformersForConditionalGeneration", "switch_transformers",
+     "expert capacity with token dropping (and encoder-decoder models) are not implemented"},
+    {"JambaForCausalLM", "jamba", "Jamba's Mamba layers are not implemented"},
+    {"Gemma2ForCausalLM", "gemma2", "Gemma 2's attention and final logit soft-capping are not implemented"},
+    {"Gemma3ForConditionalGeneration", "gemma3",
+     "Gemma 3's vision tower is not implemented (a text-only Gemma3ForCausalLM checkpoint trains)"},
+    {"PhimoeForCausalLM", "phimoe", "PhiMoE's sparsemixer routing is not implemented"},
+    {"DbrxForCausalLM", "dbrx", "DBRX's fused Wqkv attention with clipping is not implemented"},
+};
 
 }  // namespace
 
@@ -12,6 +40,12 @@ const ModelSpec* find_model_spec(const std::string& architecture, const std::str
   for (const auto* f : kFamilies)
     if (architecture == f->architecture || (architecture.empty() && model_type == f->model_type)) return f;
   return nullptr;
+}
+
+std::string refused_architecture_reason(const std::string& architecture, const std::string& model_type) {
+  for (const auto& r : kRefused)
+    if (architecture == r.architecture || (architecture.empty() && model_type == r.model_type)) return r.reason;
+  return "";
 }
 
 std::string supported_architectures() {

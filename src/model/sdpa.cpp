@@ -41,17 +41,19 @@ bool use_native_gqa(const at::Tensor& q, const at::Tensor& k, const at::Tensor& 
 
 }  // namespace
 
-at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
+at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale) {
   const int64_t n_rep = q.size(1) / k.size(1);
+  const auto s = scale > 0 ? std::optional<double>(scale) : std::nullopt;
   if (n_rep == 1 || use_native_gqa(q, k, v))
-    return at::scaled_dot_product_attention(q, k, v, {}, 0.0, /*is_causal=*/true, std::nullopt,
-                                            /*enable_gqa=*/n_rep != 1);
-  return at::scaled_dot_product_attention(q, repeat_kv(k, n_rep), repeat_kv(v, n_rep), {}, 0.0, true);
+    return at::scaled_dot_product_attention(q, k, v, {}, 0.0, /*is_causal=*/true, s, /*enable_gqa=*/n_rep != 1);
+  return at::scaled_dot_product_attention(q, repeat_kv(k, n_rep), repeat_kv(v, n_rep), {}, 0.0, true, s);
 }
 
-at::Tensor masked_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& mask) {
+at::Tensor masked_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& mask,
+                            double scale) {
   const int64_t n_rep = q.size(1) / k.size(1);
-  return at::scaled_dot_product_attention(q, repeat_kv(k, n_rep), repeat_kv(v, n_rep), mask, 0.0, /*is_causal=*/false);
+  const auto s = scale > 0 ? std::optional<double>(scale) : std::nullopt;
+  return at::scaled_dot_product_attention(q, repeat_kv(k, n_rep), repeat_kv(v, n_rep), mask, 0.0, /*is_causal=*/false, s);
 }
 
 std::string sdpa_backend_name(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {

@@ -13,11 +13,11 @@ namespace {
 // What one decoder layer saves per token for its backward on the fused path (layers.cpp):
 // its input x, the normed input (q/k/v's input), q, k, v (rotated in place), the attention's
 // output (o_proj's input), the residual midpoint h and its norm (gate/up's input): 4 [C] + 2 [q]
-// + 2 [kv]; SwiGLU's gate and up and their product (down_proj's input): 3 [I]; the attention's
+// + 2 [kv]; the MLP's (memory_inputs.h's mlp_saved: a SwiGLU's 3 [I], or the experts'); the attention's
 // fp32 log-sum-exp per head; LoRA's [r] hidden per adapted projection (lora_linear.cpp).
 double layer_bytes_per_token(const MemoryInputs& in) {
   const auto& a = in.plan->adapter;
-  double b = in.c * (4 * in.h + 2 * in.q + 2 * in.kv + 3 * in.i) + 4 * in.heads;
+  double b = in.c * (4 * in.h + 2 * in.q + 2 * in.kv) + in.mlp_saved + 4 * in.heads;
   if (a.lora()) {
     b += in.c * static_cast<double>(a.lora_rank) * in.lora_linears;
     // Dropout on the adapters' input: each adapted projection keeps its dropped-out input and mask.
@@ -62,7 +62,9 @@ std::vector<MemoryTerm> layer_backward(const MemoryInputs& in) {
                    "one checkpointed layer's activations, recomputed for its backward"});
   // The MLP's backward: the incoming [C] gradient, then down_proj's [I] input gradient and
   // SwiGLU's two [I] gradients at once.
-  out.push_back({"backward", in.tokens * in.c * (in.h + 3 * in.i), "one layer's gradients ([C] in, 3 x [I] in the MLP)"});
+  out.push_back({"backward", in.tokens * (in.c * in.h + in.mlp_backward),
+                 in.mc->moe.num_experts > 0 ? "one layer's gradients ([C] in, the experts' k slots of [C] and [I])"
+                                            : "one layer's gradients ([C] in, 3 x [I] in the MLP)"});
   const double layers = static_cast<double>(in.units.size() - 2);
   if (in.stage == 3) {
     const double gathered = std::min(1.0 + static_cast<double>(in.comm.prefetch_units), layers);

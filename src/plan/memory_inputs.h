@@ -21,7 +21,10 @@ struct MemoryInputs {
   int64_t row_len = 0, micro_batch = 0;
   double h = 0, q = 0, kv = 0, i = 0, v = 0, heads = 0;
   int64_t layers_bw = 0;           // decoder layers a gradient passes through
-  double linear_params = 0;        // one decoder layer's linear weights (elements)
+  double linear_params = 0;        // a decoder layer's linear weights (elements; experts and router included), on average
+  // Bytes one token's MLP keeps for backward, and its MLP backward's working set (the largest), averaged
+  // over the layers: a SwiGLU's 3 [I]; a mixture of experts' router and its k slots (layout_mlp_bytes).
+  double mlp_saved = 0, mlp_backward = 0;
   double lora_linears = 0;         // adapted projections of one layer
   int64_t world = 1, stage = 0;
   bool zero = false, ddp = false, offload = false;

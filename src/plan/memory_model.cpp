@@ -8,6 +8,7 @@
 #include <numeric>
 
 #include "lf/common/error.h"
+#include "lf/model/model_layout.h"
 #include "lf/plan/zero_bytes.h"
 #include "memory_inputs.h"
 
@@ -119,6 +120,32 @@ ZeroCommInputs zero_comm_inputs(const config::ParallelSection& p, const MemoryIn
   return z;
 }
 
+// The decoder layers' weights and what their MLPs keep per token, averaged over the layers (a
+// mixture of experts' layers differ from its dense ones). SwiGLU (layers.cpp): gate, up and their
+// product, 3 [I]; backward 3 [I]. Router over experts (moe_block.cpp, moe_experts.cpp): the logits
+// [E] and the fp32 softmax, the top-k, three int64 [k] routing indices, then per chosen slot h [2I]
+// and y [C]; backward per slot dy [C], da [I], dh [2I], the recomputed swiglu [I] and dx [C]; a
+// shared expert as a SwiGLU.
+static void layer_mlp_bytes(const model::ModelConfig& mc, MemoryInputs& in) {
+  const auto layout = model::model_layout(mc);
+  const double layers = static_cast<double>(std::max<int64_t>(1, mc.num_layers)), c = in.c;
+  for (const auto& p : layout.params)
+    if (p.unit >= 1 && p.unit <= mc.num_layers && p.shape.size() >= 2) in.linear_params += static_cast<double>(p.numel()) / layers;
+  for (const auto& l : layout.layers) {
+    const auto& m = l.mlp;
+    if (m.kind == model::MlpKind::kSwiGlu) {
+      in.mlp_saved += c * 3 * static_cast<double>(m.intermediate) / layers;
+      in.mlp_backward = std::max(in.mlp_backward, c * 3 * static_cast<double>(m.intermediate));
+      continue;
+    }
+    const auto& e = m.moe;
+    const double k = static_cast<double>(e.top_k), ie = static_cast<double>(e.expert_intermediate),
+                 is = static_cast<double>(e.shared_intermediate), experts = static_cast<double>(e.experts);
+    in.mlp_saved += (experts * (c + 8) + k * (24 + 8 + c * (2 * ie + in.h)) + c * 3 * is) / layers;
+    in.mlp_backward = std::max(in.mlp_backward, k * c * (2 * in.h + 4 * ie) + c * 3 * is);
+  }
+}
+
 MemoryInputs memory_inputs(const config::JobPlan& p, const model::ModelConfig& mc, const WorldLayout& w) {
   LF_CHECK(mc.hidden_size > 0 && mc.num_layers > 0 && mc.vocab_size > 0 && mc.num_heads > 0, ConfigError,
            "the memory model needs the model's sizes (hidden_size, num_hidden_layers, vocab_size, "
@@ -141,7 +168,7 @@ MemoryInputs memory_inputs(const config::JobPlan& p, const model::ModelConfig& m
   in.v = static_cast<double>(mc.vocab_size);
   in.heads = static_cast<double>(mc.num_heads);
   in.layers_bw = layers_in_backward(mc, p.adapter);
-  for (const auto& l : decoder_linears(mc)) in.linear_params += static_cast<double>(l.in * l.out);
+  layer_mlp_bytes(mc, in);
   in.lora_linears = static_cast<double>(lora_linears(mc, p.adapter).size());
   in.world = std::max<int64_t>(1, w.world());
   in.stage = p.parallel.zero_stage;

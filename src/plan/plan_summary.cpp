@@ -5,6 +5,7 @@
 #include <fmt/ranges.h>
 
 
+#include "lf/model/model_layout.h"
 #include "lf/plan/model_units.h"
 
 namespace lf::plan {
@@ -89,12 +90,13 @@ json memory_json(const MemoryPrediction& m) {
           {"host_per_rank", {{"bytes", m.host_total()}, {"terms", terms_json(m.host)}}}};
 }
 
-json kernels_json(const config::JobPlan& p, const WorldLayout& w) {
+json kernels_json(const config::JobPlan& p, const model::ModelConfig& mc, const WorldLayout& w) {
   const auto& k = p.model.kernels;
-  const auto refusal = cuda_graphs_refusal(p, w);
+  auto refusal = cuda_graphs_refusal(p, w);
+  if (refusal.empty() && mc.moe.num_experts > 0) refusal = "mixture-of-experts layers";
   return {{"fused_kernels", k.fused_kernels}, {"lean_recompute", k.lean_recompute}, {"fused_lora", k.fused_lora},
           {"fp32_weight_grads", k.fp32_weight_grads}, {"fused_ce", k.fused_ce}, {"varlen_attention", k.varlen_attention},
-          {"cuda_graphs", k.cuda_graphs}, {"cuda_graph_bucket", k.cuda_graph_bucket},
+          {"cuda_graphs", k.cuda_graphs}, {"cuda_graph_bucket", k.cuda_graph_bucket}, {"grouped_mm", k.grouped_mm},
           {"cuda_graphs_apply", refusal.empty()}, {"cuda_graphs_off_because", refusal}};
 }
 
@@ -118,6 +120,18 @@ json plan_summary(const config::JobPlan& p, const model::ModelConfig& mc, const 
                 {"vocab_size", mc.vocab_size}, {"heads", mc.num_heads}, {"kv_heads", mc.num_kv_heads},
                 {"tie_word_embeddings", mc.tie_word_embeddings}, {"parameters", counts.total},
                 {"trainable", counts.trainable}, {"frozen", counts.frozen}};
+  const auto layout = model::model_layout(mc);
+  if (layout.moe_layers > 0) {
+    // Each token passes through k of E experts: the active parameters FLOPs and MFU count.
+    j["model"]["active_parameters"] = static_cast<int64_t>(layout.active_params());
+    j["model"]["experts"] = {{"num_experts", mc.moe.num_experts}, {"top_k", mc.moe.top_k},
+                             {"expert_intermediate_size", mc.moe.intermediate_size},
+                             {"shared_expert_intermediate_size", mc.moe.shared_expert_intermediate_size},
+                             {"sparse_layers", layout.moe_layers},
+                             {"aux_loss_coef", p.model.moe_aux_loss_coef && *p.model.moe_aux_loss_coef > 0
+                                                   ? *p.model.moe_aux_loss_coef
+                                                   : mc.moe.output_router_logits ? mc.moe.router_aux_loss_coef : 0.0}};
+  }
   j["adapter"] = adapter_json(p.adapter);
   j["world"] = {{"nnodes", w.nnodes}, {"nproc_per_node", w.nproc_per_node}, {"world_size", w.world()}};
   j["batch"] = {{"per_device_train_batch_size", p.schedule.per_device_train_batch_size},
@@ -131,7 +145,7 @@ json plan_summary(const config::JobPlan& p, const model::ModelConfig& mc, const 
                     {"loss_scaling", p.precision.fp16 ? "dynamic" : "none"}};
   j["checkpointing"] = {{"gradient_checkpointing", p.model.gradient_checkpointing},
                         {"lean_recompute", p.model.kernels.lean_recompute}};
-  j["kernels"] = kernels_json(p, w);
+  j["kernels"] = kernels_json(p, mc, w);
   j["memory"] = memory_json(memory);
   return j;
 }

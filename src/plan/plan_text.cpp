@@ -17,9 +17,17 @@ std::string millions(const json& n) {
 std::string on(const json& j, const char* key, const char* name) { return j[key].get<bool>() ? name : ""; }
 
 std::string model_line(const json& m) {
-  return fmt::format("{} ({}): {} layers, hidden {}, vocab {}, {} parameters, {} trainable", m["path"].get<std::string>(),
-                     m["architecture"].get<std::string>(), m["layers"].get<int64_t>(), m["hidden_size"].get<int64_t>(),
-                     m["vocab_size"].get<int64_t>(), millions(m["parameters"]), millions(m["trainable"]));
+  auto s = fmt::format("{} ({}): {} layers, hidden {}, vocab {}, {} parameters, {} trainable", m["path"].get<std::string>(),
+                       m["architecture"].get<std::string>(), m["layers"].get<int64_t>(), m["hidden_size"].get<int64_t>(),
+                       m["vocab_size"].get<int64_t>(), millions(m["parameters"]), millions(m["trainable"]));
+  if (m.contains("experts")) {
+    const auto& e = m["experts"];
+    s += fmt::format("; experts: {} of {} per token in {} sparse layers, {} parameters active per token",
+                     e["top_k"].get<int64_t>(), e["num_experts"].get<int64_t>(), e["sparse_layers"].get<int64_t>(),
+                     millions(m["active_parameters"]));
+    if (e["aux_loss_coef"].get<double>() > 0) s += fmt::format(", load-balancing loss x {}", e["aux_loss_coef"].get<double>());
+  }
+  return s;
 }
 
 std::string adapter_line(const json& a) {

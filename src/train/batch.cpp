@@ -63,7 +63,9 @@ Batch collate(const TokenizedDataset& data, const std::vector<int64_t>& indices,
   Batch out;
   out.input_ids = at::full({b, t}, static_cast<int64_t>(pad_id), at::TensorOptions().dtype(at::kLong));
   out.labels = at::full({b, t}, model::kIgnoreIndex, at::TensorOptions().dtype(at::kLong));
+  out.attention_mask = at::zeros({b, t}, at::TensorOptions().dtype(at::kLong));
   auto* ids = out.input_ids.data_ptr<int64_t>();
+  auto* mask = out.attention_mask.data_ptr<int64_t>();
   auto* lab = out.labels.data_ptr<int64_t>();
   if (data.has_segments()) collate_segments(data, indices, t, out);
   for (int64_t r = 0; r < b; ++r) {
@@ -72,6 +74,7 @@ Batch collate(const TokenizedDataset& data, const std::vector<int64_t>& indices,
     for (size_t j = 0; j < src_ids.size(); ++j) {
       ids[r * t + static_cast<int64_t>(j)] = src_ids[j];
       lab[r * t + static_cast<int64_t>(j)] = src_lab[j];
+      mask[r * t + static_cast<int64_t>(j)] = 1;
       if (j > 0 && src_lab[j] != model::kIgnoreIndex) ++out.num_targets;
     }
     out.num_tokens += static_cast<int64_t>(src_ids.size());
@@ -87,6 +90,7 @@ Batch no_target_batch(int32_t pad_id, int64_t pad_to_multiple_of) {
   Batch out;
   out.input_ids = at::full({1, pad_to_multiple_of}, static_cast<int64_t>(pad_id), at::TensorOptions().dtype(at::kLong));
   out.labels = at::full({1, pad_to_multiple_of}, model::kIgnoreIndex, at::TensorOptions().dtype(at::kLong));
+  out.attention_mask = at::zeros({1, pad_to_multiple_of}, at::TensorOptions().dtype(at::kLong));
   return out;
 }
 

@@ -33,7 +33,7 @@ int64_t host_peak_rss_bytes() {
 // The median step after 3 warm-up steps, and the median of each phase over the same steps.
 // Per device: this rank's tokens (`rank_tokens` of this session).
 json perf_report(const TrainSummary& sum, int64_t first_step, int64_t rank_tokens, const PhaseClock& phases,
-                 const c10::Device& device) {
+                 const c10::Device& device, const ModelFlops& flops) {
   std::vector<const StepRecord*> steady;
   for (const auto& r : sum.steps)
     if (r.step > first_step + 3 || sum.steps.size() <= 3) steady.push_back(&r);
@@ -54,6 +54,12 @@ json perf_report(const TrainSummary& sum, int64_t first_step, int64_t rank_token
                {"real_tokens_per_s_overall",
                 static_cast<double>(rank_tokens) / std::max(sum.runtime_s, 1e-9)},
                {"peak_memory_gib", static_cast<double>(sum.peak_memory_bytes) / (1 << 30)},
+               // The median step's model FLOPs (active parameters: a mixture of experts' k of E) per second,
+               // and their share of 790 TFLOP/s, the H200's measured dense bf16 ceiling (shared/bench's mfu_vs_790).
+               {"model_tflops_per_s", med->seconds > 0 ? step_model_flops(flops, static_cast<double>(med->padded_tokens),
+                                                                          static_cast<double>(med->padded_token_positions)) /
+                                                             med->seconds / 1e12
+                                                       : 0.0},
                {"host_peak_rss_gib", static_cast<double>(host_peak_rss_bytes()) / (1 << 30)},
                {"device", device.str()}};
   if (phases.enabled()) {
@@ -107,7 +113,9 @@ void Trainer::State::finish(TrainSummary& sum, const TrainPlan& plan, const Loop
       device.is_cuda()
           ? c10::getDeviceAllocator(c10::DeviceType::CUDA)->getDeviceStats(device.index()).allocated_bytes[0].peak
           : host_peak_rss_bytes();
-  auto perf = perf_report(sum, counts.first_step, counts.rank_tokens_seen - counts.first_rank_tokens, phases, device);
+  auto perf = perf_report(sum, counts.first_step, counts.rank_tokens_seen - counts.first_rank_tokens, phases, device,
+                          model_flops);
+  perf["mfu_vs_790"] = perf["model_tflops_per_s"].get<double>() / 790.0;
   if (device.is_cuda())  // what the allocator held: a CUDA graph's pool is reserved, not "allocated", between replays
     perf["peak_reserved_gib"] = static_cast<double>(c10::getDeviceAllocator(c10::DeviceType::CUDA)
                                                         ->getDeviceStats(device.index())

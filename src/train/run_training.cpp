@@ -215,6 +215,13 @@ std::unique_ptr<model::CausalLM> load_model(const config::JobPlan& c, const Toke
            "{} attends over a sliding window of {} tokens, and lf-train's attention is full causal: rows of up to "
            "cutoff_len {} tokens would be trained differently; set cutoff_len <= {}",
            c.model.model_name_or_path, window, c.data.cutoff_len, window);
+  // Dynamic NTK RoPE is the default one on positions below max_position_embeddings (transformers
+  // rescales the base only for a longer batch, and keeps the longer base for later batches).
+  const auto& mc = model->config();
+  LF_CHECK(mc.rope.type != "dynamic" || c.data.cutoff_len <= mc.max_position_embeddings, ConfigError,
+           "{}: rope_type dynamic rescales RoPE for rows longer than max_position_embeddings {}, depending on the "
+           "batches seen before, which lf-train does not replay; set cutoff_len <= {}",
+           c.model.model_name_or_path, mc.max_position_embeddings, mc.max_position_embeddings);
   LF_CHECK(tokenizer.vocab_size() <= vocab, ConfigError,
            "the tokenizer at {} has {} tokens but the model's vocab_size is {}: token ids would index outside the "
            "embedding (use the tokenizer that belongs to this model)",

@@ -60,6 +60,7 @@ struct StepGraphSetup {
   bool single_process = false;         // world 1, no unit hooks, no gradient routes
   bool dropout = false;                // any dropout in training (LoRA's)
   bool neat_packing = false;           // per-batch sequence offsets (varlen attention)
+  bool experts = false;                // mixture-of-experts layers (routing decides the experts' row counts)
   bool requested = true;               // the plan's kernels.cuda_graphs (LF_CUDA_GRAPHS=0: off, for comparison)
   MicroStepFn step;
 };

@@ -90,10 +90,13 @@ void Trainer::State::log_step(const StepRecord& r, const TrainPlan& plan, LoopSt
     // The objective's metrics since the last line (TRL's reward metrics: objective.h).
     objective->log_metrics(metrics_since_log, e);
     std::fill(metrics_since_log.begin(), metrics_since_log.end(), 0.0);
-    log_event(e, json::object(), step);
+    // The load-balancing loss beside the loss (trainer_log.jsonl only: HF's log_history has none).
+    json extra = r.has_aux_loss ? json{{"aux_loss", r.aux_loss}} : json::object();
+    log_event(e, extra, step);
     if (display.lines())
-      spdlog::info("step {}/{} loss {:.4f} lr {:.3e} grad_norm {:.3f} {:.0f} tok/s ETA {}", step, plan.total,
-                   e["loss"].get<double>(), r.lr, r.grad_norm, tokens_per_s, eta);
+      spdlog::info("step {}/{} loss {:.4f}{} lr {:.3e} grad_norm {:.3f} {:.0f} tok/s ETA {}", step, plan.total,
+                   e["loss"].get<double>(), r.has_aux_loss ? fmt::format(" (aux {:.4f})", r.aux_loss) : "", r.lr,
+                   r.grad_norm, tokens_per_s, eta);
     loop.loss_since_log = 0;
     loop.last_logged = step;
   }

@@ -70,6 +70,7 @@ std::unique_ptr<MicroStepGraph> Trainer::State::make_graph() {
   g.single_process = world == 1 && strategy->unit_hooks() == nullptr && !routed;
   g.dropout = s.lora.has_value() && c.adapter.lora_dropout > 0;
   g.neat_packing = c.data.neat_packing;
+  g.experts = m.layout().moe_layers > 0;
   g.requested = c.model.kernels.cuda_graphs;
   g.step = [this](const DeviceBatch& d, const at::Tensor& factor) {
     auto loss = forward_loss_sum(d, /*target_rows=*/{});  // every row: shapes fixed by [B,T] alone
@@ -87,16 +88,25 @@ std::unique_ptr<MicroStepGraph> Trainer::State::make_graph() {
 }
 
 at::Tensor Trainer::State::eager_micro_step(const Batch& b, double factor, PhaseClock& phases) {
+  auto& router = m.router_aux_loss();
+  // The load-balancing loss counts this batch's real tokens; its nodes stay live through backward
+  // (a checkpointed layer attaches its gradient when recomputed).
+  if (aux_coef > 0) router.begin(b.attention_mask.to(device), aux_step.grad_weight);
   at::Tensor loss_sum;
   {
     RECORD_USER_SCOPE("lf::forward");  // named spans for LF_PROFILE_TRACE
     loss_sum = forward_loss_sum(b);
+  }
+  if (aux_coef > 0) {
+    aux_step.sum += router.value().detach().to(at::kDouble);
+    ++aux_step.batches;
   }
   phases.lap(Phase::kForward);
   {
     RECORD_USER_SCOPE("lf::backward");
     torch::autograd::backward({loss_sum * factor});
   }
+  router.end();
   phases.lap(Phase::kBackward);
   return loss_sum;
 }
@@ -139,6 +149,7 @@ StepRecord Trainer::State::run_step(const std::vector<int64_t>& perm, int64_t st
   const double lr = c.optim.learning_rate * stepper.sched.factor(stepper.sched_step);
   const double scale = stepper.fp16 ? stepper.scaler.scale() : 1.0;
   at::Tensor loss_acc = at::zeros({}, at::TensorOptions().dtype(at::kDouble).device(device));
+  aux_step = {aux_trains ? aux_coef * scale : 0.0, at::zeros_like(loss_acc), 0};  // eager_micro_step adds to it
   StepRecord rec;
   // Micro-steps of the whole step (equal on every rank; this rank's may run out first).
   const int64_t per_micro = layout.micro_batch * layout.world;
@@ -169,14 +180,19 @@ StepRecord Trainer::State::run_step(const std::vector<int64_t>& perm, int64_t st
                               static_cast<double>(rec.padded_tokens)};
   const auto metric_sums = objective->take_metric_sums();  // the objective's, in the same reduction
   sums.insert(sums.end(), metric_sums.begin(), metric_sums.end());
+  // HF's Trainer adds each micro-batch's coef x aux loss to its loss: after the objective's sums.
+  const size_t aux_at = sums.size();
+  if (aux_coef > 0) sums.insert(sums.end(), {aux_step.sum.item<double>(), static_cast<double>(aux_step.batches)});
   if (world > 1) sums = strategy->all_reduce_sums(std::move(sums));
-  const double step_loss = sums[0];
+  const double step_loss = sums[0] + (aux_coef > 0 ? aux_coef * sums[aux_at] : 0.0);
+  if (aux_coef > 0) rec.has_aux_loss = true, rec.aux_loss = sums[aux_at] / std::max(1.0, sums[aux_at + 1]);
   rec.step_tokens = static_cast<int64_t>(sums[1]);
   rec.step_padded_tokens = static_cast<int64_t>(sums[2]);
   metrics_since_log.resize(metric_sums.size(), 0.0);
   for (size_t i = 0; i < metric_sums.size(); ++i) metrics_since_log[i] += sums[3 + i];
   last_step_metrics = json::object();
-  objective->log_metrics(std::vector<double>(sums.begin() + 3, sums.end()), last_step_metrics);
+  objective->log_metrics(std::vector<double>(sums.begin() + 3, sums.begin() + 3 + static_cast<int64_t>(metric_sums.size())),
+                         last_step_metrics);
   LF_CHECK(std::isfinite(step_loss), NonFiniteLossError,
            "the training loss is {} at step {} of {} (epoch {:.2f}, lr {:.3g}); lower learning_rate, check the data, or "
            "use bf16 instead of fp16",

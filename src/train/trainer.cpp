@@ -5,6 +5,7 @@
 #include <c10/core/GradMode.h>
 
 #include <algorithm>
+#include <map>
 
 #include "lf/common/log.h"
 #include "lf/common/progress_deadline.h"
@@ -13,6 +14,7 @@
 #include "lf/parallel/make_strategy.h"
 #include "lf/train/data_order.h"
 #include "lf/train/lm_loss.h"
+#include "lf/train/router_loss_coef.h"
 #include "peak_flops.h"
 #include "pissa_outputs.h"
 #include "phase_profile.h"
@@ -63,12 +65,16 @@ double Trainer::State::evaluate() {
   const int64_t batches = (n + bs - 1) / bs;
   const int64_t rounds = strategy->needs_every_forward() ? (batches + world - 1) / world : 0;
   int64_t round = 0;
+  auto& router = m.router_aux_loss();
   for (int64_t begin = rank * bs; begin < n; begin += bs * world, ++round) {
     std::vector<int64_t> idx;
     for (int64_t i = begin; i < std::min(n, begin + bs); ++i) idx.push_back(i);
     const auto b = collate(*s.eval, idx, s.pad_id);
+    if (aux_coef > 0) router.begin(b.attention_mask.to(device), 0.0);  // HF's eval loss includes it too
     const double sum = forward_loss_sum(b).item<double>();
     sum_of_means += b.num_targets > 0 ? sum / static_cast<double>(b.num_targets) : 0.0;
+    if (aux_coef > 0) sum_of_means += aux_coef * router.value().item<double>();
+    router.end();
   }
   for (; round < rounds; ++round) (void)forward_loss_sum(no_target_batch(s.pad_id));
   m.set_training(was_training);
@@ -120,9 +126,19 @@ Trainer::Trainer(TrainerSetup setup) {
   // an embedding's (nn.Embedding).
   for (auto& p : model::lora_parameters(st.m))
     if (p.unit != 0) st.non_embedding_params += p.tensor->numel();
-  int64_t trainable = 0;
-  for (auto& p : model::trainable_parameters(st.m, st.s.lora.has_value())) trainable += p.tensor->numel();
+  // The trainable parameters a token's weight gradients cover: an expert's share of k / E (MFU on
+  // active parameters).
+  std::map<const at::Tensor*, double> active;
+  const auto params = st.m.named_parameters();
+  for (size_t k = 0; k < params.size(); ++k) active[params[k].tensor] = st.m.layout().params[k].active;
+  double trainable = 0;
+  for (auto& p : model::trainable_parameters(st.m, st.s.lora.has_value())) {
+    const auto it = active.find(p.tensor);
+    trainable += static_cast<double>(p.tensor->numel()) * (it == active.end() ? 1.0 : it->second);
+  }
   st.model_flops = model_flops(st.m, trainable);
+  st.aux_coef = router_aux_loss_coef(c, st.m);
+  st.aux_trains = router_aux_loss_trains(c, st.aux_coef);
   st.peak_flops = peak_flops_per_s(st.device, st.m.compute_dtype(), c.logging.peak_tflops);
   st.make_objective();
   // CUDA graphs capture the LM loss's micro-step; the preference stages' run eagerly.

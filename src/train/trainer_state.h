@@ -146,6 +146,17 @@ struct Trainer::State {
   int64_t rank = 0, world = 1;
   int64_t non_embedding_params = 0;
   ModelFlops model_flops;  // for lf_train_mfu
+  // Mixture of experts: router_aux_loss_coef of the load-balancing loss in training (moe_aux_loss_coef,
+  // else the config.json's under output_router_logits); 0: the loss is not computed.
+  double aux_coef = 0;
+  bool aux_trains = true;  // false: only logged (router_loss_coef.h's router_aux_loss_trains)
+  // The current step's load-balancing losses (train_step.cpp): the gradient weight of its micro-steps
+  // (aux_coef x the loss scale; 0 when only logged), this rank's sum of them and their count.
+  struct AuxStep {
+    double grad_weight = 0;
+    at::Tensor sum;
+    int64_t batches = 0;
+  } aux_step;
   double peak_flops = 0;   // the device's peak FLOP/s (peak_flops.h); 0: MFU not reported
 
   StepState stepper;    // train_step.cpp
@@ -177,7 +188,8 @@ struct Trainer::State {
   void report_progress(const StepRecord& r);  // the step's numbers to the agent (heartbeats)
   // ---- step_graph use (train_step.cpp): the graph of this run's micro-step, or nullptr.
   std::unique_ptr<MicroStepGraph> make_graph();
-  // One micro-step's forward and backward of loss x factor, eagerly; returns the loss sum.
+  // One micro-step's forward and backward of loss x factor, eagerly; returns the loss sum. With the
+  // load-balancing loss on, its gradient weighs aux_step.grad_weight and its value joins aux_step.
   at::Tensor eager_micro_step(const Batch& b, double factor, PhaseClock& phases);
   // A micro-step of a rank with no examples under a strategy that needs every forward.
   void forward_backward_without_targets();

@@ -71,6 +71,7 @@ BenchModel load_bench_model(const BenchModelOptions& o, const c10::Device& devic
     model::LoraConfig lc;
     lc.rank = o.lora_rank;
     lc.alpha = o.lora_alpha;
+    lc.target = model::parse_lora_target(o.lora_target);
     model::apply_lora(m, lc);
     for (auto& p : model::lora_parameters(m)) b.trainable.push_back(*p.tensor);
   } else {
@@ -133,6 +134,8 @@ std::string run_bench_model(const BenchModelOptions& o) {
   const auto& m = *b.m;
   int64_t n_params = 0, n_train = 0;
   for (auto& p : b.m->named_parameters()) n_params += p.tensor->numel();
+  // FLOPs count the parameters a token passes through (hf_reference.py's active_params).
+  const double n_active = b.m->layout().active_params();
   for (auto& t : b.trainable) n_train += t.numel();
   std::unique_ptr<AdamW> opt;
   if (o.optimizer == "adamw") opt = std::make_unique<AdamW>(b.trainable);
@@ -145,13 +148,13 @@ std::string run_bench_model(const BenchModelOptions& o) {
   const double tok = static_cast<double>(o.mbs * o.seq);
   const auto& cfg = m.config();
   const double attn = 12.0 * cfg.num_layers * cfg.hidden_size * o.seq;
-  const double ftok = (o.mode == "lora" ? 4.0 : 6.0) * static_cast<double>(n_params) + attn;
+  const double ftok = (o.mode == "lora" ? 4.0 : 6.0) * n_active + attn;
   nlohmann::ordered_json r = {
       {"impl", "lf-train"}, {"model_config", o.model_config}, {"mode", o.mode}, {"seq", o.seq}, {"mbs", o.mbs},
       {"param_dtype", model::scalar_type_name(b.param_dtype)},
       {"compute_dtype", model::scalar_type_name(m.compute_dtype())},
       {"optimizer", o.optimizer}, {"ckpt", o.gradient_checkpointing}, {"fused_loss", o.fused_loss},
-      {"params", n_params}, {"trainable", n_train},
+      {"params", n_params}, {"active_params", std::llround(n_active)}, {"trainable", n_train},
       {"init_s", std::round(b.init_s * 10) / 10},
       {"step_s", std::round(med * 1e4) / 1e4},
       {"tok_s_per_gpu", std::llround(tok / med)},

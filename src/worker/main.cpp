@@ -36,6 +36,7 @@ int main(int argc, char** argv) {
   b->add_option("--optimizer", bench.optimizer, "adamw | none");
   b->add_option("--lora-rank", bench.lora_rank);
   b->add_option("--lora-alpha", bench.lora_alpha);
+  b->add_option("--lora-target", bench.lora_target, "all, or names: q_proj,k_proj,v_proj,o_proj");
   b->add_option("--device", bench.device, "auto | cuda | cpu");
   b->add_flag("--verbose", bench.verbose, "per-step loss and time on stderr");
   b->add_flag("--fused-loss", bench.fused_loss, "chunked fused LM head + cross-entropy");

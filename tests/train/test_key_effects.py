@@ -91,6 +91,12 @@ def fx(tmp_path_factory):
     info["gappy"] = {"file_name": "gappy.json"}
     (data / "dataset_info.json").write_text(json.dumps(info))
     f["data"] = data
+    # A mixture-of-experts model (tests/fixtures/train/lf_families's Qwen3-MoE) with the tiny tokenizer.
+    moe = t / "moe_model"
+    shutil.copytree(os.path.join(ROOT, "tests", "fixtures", "train", "lf_families", "qwen3_moe", "model"), moe)
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copy(os.path.join(ROOT, "configs", "models", "tiny", name), moe)
+    f["moe_model"] = moe
     return f
 
 
@@ -125,6 +131,11 @@ SETUP = {
     "preserve_thinking": lambda f: ({"dataset_dir": str(f["data"]), "dataset": "think", "template": "qwen3",
                                      "mask_history": "true"}, {"preserve_thinking": "true"}),
     "preprocessing_batch_size": lambda f: ({"packing": "true"}, {"preprocessing_batch_size": "4"}),
+    # The load-balancing loss needs experts: the fixture's Qwen3-MoE.
+    "moe_aux_loss_coef": lambda f: ({"model_name_or_path": str(f["moe_model"])}, {"moe_aux_loss_coef": "0.5"}),
+    # Reentrant checkpointing drops the load-balancing loss's gradient (transformers): off, it trains.
+    "use_reentrant_gc": lambda f: ({"model_name_or_path": str(f["moe_model"]), "moe_aux_loss_coef": "0.5",
+                                    "disable_gradient_checkpointing": "false"}, {"use_reentrant_gc": "false"}),
     # Enough examples for several of the tokenizer's chunks of 64 (its threads take whole chunks).
     "preprocessing_num_workers": lambda f: ({"max_samples": "400"}, {"preprocessing_num_workers": "1"}),
     "eval_dataset": lambda f: ({}, {"eval_dataset": "identity"}),

@@ -190,6 +190,10 @@ inline constexpr EnvKnob kEnvKnobs[] = {
     {"LF_VARLEN_ATTENTION", KnobType::kBool, "1", "", "lf-worker",
      "1: neat_packing on a GPU runs flash attention over each packed sequence (variable lengths, no mask); 0: "
      "SDPA under the block-diagonal mask, as on the CPU (for comparison)"},
+    {"LF_GROUPED_MM", KnobType::kBool, "1", "", "lf-worker",
+     "1: a mixture-of-experts layer on a GPU runs its experts' projections as ATen's grouped GEMMs (bf16, "
+     "torch._grouped_mm: one launch for every expert, no host sync); 0: one GEMM per expert, as on the CPU (for "
+     "comparison)"},
     {"LF_LEAN_RECOMPUTE", KnobType::kBool, "1", "", "lf-worker",
      "1: activation checkpointing's recompute leaves out each layer's down_proj GEMM (backward reads its input, "
      "not its output); 0: the whole layer again, as torch.utils.checkpoint (for comparison)"},

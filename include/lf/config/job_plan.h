@@ -30,6 +30,7 @@ struct KernelPaths {
   bool fp32_weight_grads = true;   // LF_FP32_WEIGHT_GRADS
   bool fused_ce = true;            // LF_FUSED_CE
   bool varlen_attention = true;    // LF_VARLEN_ATTENTION
+  bool grouped_mm = true;          // LF_GROUPED_MM: MoE experts through ATen's grouped GEMM on a GPU
   bool cuda_graphs = true;         // LF_CUDA_GRAPHS
   int64_t cuda_graph_bucket = 128; // LF_CUDA_GRAPH_BUCKET
   std::string quant_gemm = "auto";  // LF_QUANT_GEMM: auto | dequant | fused (model/bnb4_linear.cpp)
@@ -42,6 +43,14 @@ struct ModelSection {
   std::string init_weights = "auto";
   // LLaMA-Factory checkpoints every decoder layer unless disable_gradient_checkpointing: true.
   bool gradient_checkpointing = true;
+  // Mixture-of-experts models: the load-balancing loss's weight in the training loss (LLaMA-Factory
+  // sets output_router_logits and router_aux_loss_coef from it). Unset or 0: the config.json's
+  // router_aux_loss_coef when it says output_router_logits, else none (transformers).
+  std::optional<double> moe_aux_loss_coef;
+  // LLaMA-Factory's use_reentrant_gc (default true): under activation checkpointing transformers then
+  // records the routers' logits in the checkpoint's no-grad forward, and the load-balancing loss adds
+  // to the logged loss but no gradient; false: it trains the routers. No effect on a dense model.
+  bool use_reentrant_gc = true;
   KernelPaths kernels;
 };
 

@@ -1,5 +1,5 @@
 #pragma once
-// The fused kernels (rms_norm.h, rope.h, swiglu.h, cross_entropy.h) as autograd ops on at::Tensors, behind one
+// The fused kernels (rms_norm.h, rope.h, swiglu.h, cross_entropy.h, moe.h) as autograd ops on at::Tensors, behind one
 // table that the model's dispatch (lf/model/fused_dispatch.h) calls. Built only with
 // LF_WITH_CUDA (lf_kernels); the header itself is torch-only so that the CPU build's model can
 // hold a table pointer (and tests can install the CPU-emulated build of the same ops).
@@ -35,6 +35,15 @@ struct FusedOps {
   // the logits with d(sum loss)/d logits (zero rows where ignored). Not autograd; see
   // lf/kernels/cross_entropy.h.
   at::Tensor (*cross_entropy_rows)(const at::Tensor& logits, const at::Tensor& targets, int64_t ignore_index);
+  // Mixture of experts (lf/kernels/moe.h; not autograd: model/moe_experts.cpp's node calls them).
+  // y [S, C] contiguous, slot_of [N·k] int64, weights [N, k] (undefined: each 1) -> [N, C].
+  at::Tensor (*moe_combine)(const at::Tensor& y, const at::Tensor& slot_of, const at::Tensor& weights, int64_t top_k);
+  // g [N, C] -> {dy [S, C], dweights [N, k] in weights' dtype (undefined unless asked)}.
+  std::pair<at::Tensor, at::Tensor> (*moe_combine_backward)(const at::Tensor& g, const at::Tensor& y,
+                                                            const at::Tensor& slot_of, const at::Tensor& weights,
+                                                            bool dweights);
+  at::Tensor (*moe_swiglu_halves)(const at::Tensor& h);                             // [S, 2I] -> [S, I]
+  at::Tensor (*moe_swiglu_halves_backward)(const at::Tensor& h, const at::Tensor& dout);  // -> [S, 2I]
   // A 4-bit weight in bitsandbytes' format (lf/quant/bnb_4bit.h: packed codes, absmax fp32 or uint8
   // codes + nested_absmax + offset when nested; code 0 nf4, 1 fp4) dequantized into `out` ([numel],
   // contiguous, its dtype), bit-equal to quant::dequantize_4bit. Null where the build has none.

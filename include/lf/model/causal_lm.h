@@ -12,6 +12,7 @@
 #include <ATen/core/Tensor.h>
 #include <c10/core/ScalarType.h>
 
+#include <memory>
 #include <optional>
 #include <vector>
 
@@ -19,6 +20,7 @@
 #include "lf/model/grad_sink.h"
 #include "lf/model/layers.h"
 #include "lf/model/model_layout.h"
+#include "lf/model/router_aux_loss.h"
 #include "lf/model/unit_hooks.h"
 
 namespace lf::model {
@@ -79,6 +81,9 @@ class CausalLM {
                            UnitHooks* hooks = nullptr, const at::Tensor& segment_ids = {}) const;
   // The head's unit index (final norm + lm_head) for a strategy's hooks.
   int64_t head_unit() const { return layout_.head_unit(); }
+  // The load-balancing loss of the mixture-of-experts layers (router_aux_loss.h): begin() it before
+  // a forward whose loss it joins, read value() after. No sparse layer: sparse_layers() == 0.
+  RouterAuxLoss& router_aux_loss() const { return *router_aux_; }
 
   // Every parameter with its layout name ("model.layers.0.self_attn.q_proj.weight") and unit, in
   // the layout's order; a tied lm_head is not listed. LoRA weights are not listed here (lora.h).
@@ -107,9 +112,15 @@ class CausalLM {
   RmsNorm norm_;
   at::Tensor lm_head_;  // [V,C]; undefined when tied
   at::Tensor inv_freq_;  // [D/2] fp32, on the parameters' device
+  at::Tensor local_inv_freq_;  // the sliding layers' (config.local_rope), or undefined
+  std::unique_ptr<RouterAuxLoss> router_aux_;  // the MoE layers hold its address
 };
 
-// The RoPE inverse frequencies, [head_dim/2] fp32, with llama3 scaling applied.
+// The RoPE inverse frequencies, [head_dim/2] fp32, with the scaling of `rope` (the config's, or its
+// sliding layers' local_rope: linear, yarn, llama3; dynamic: the default ones within
+// max_position_embeddings) applied, and the factor yarn scales cos and sin by (1 for the others).
 at::Tensor rope_inv_freq(const ModelConfig& config);
+at::Tensor rope_inv_freq(const ModelConfig& config, const RopeConfig& rope);
+double rope_attention_scaling(const RopeConfig& rope);
 
 }  // namespace lf::model

@@ -6,10 +6,12 @@
 
 #include "lf/model/layers.h"
 #include "lf/model/model_layout.h"
+#include "lf/model/router_aux_loss.h"
 
 namespace lf::model {
 
-DecoderLayer build_decoder_layer(const LayerSpec& spec, const at::TensorOptions& options);
+// `aux`: the model's router loss, which a mixture-of-experts MLP reports its routing to.
+DecoderLayer build_decoder_layer(const LayerSpec& spec, const at::TensorOptions& options, RouterAuxLoss* aux = nullptr);
 RmsNorm build_norm(NormKind kind, int64_t size, double eps, const at::TensorOptions& options);  // [size]
 
 }  // namespace lf::model

@@ -67,6 +67,7 @@ struct Linear {
 struct RmsNorm {
   at::Tensor weight_;  // [C]
   double eps_ = 1e-6;
+  bool one_plus_ = false;  // Gemma: (x̂ · (1 + w)) in fp32, rounded once (NormKind::kRmsOnePlus)
   at::Tensor forward(const at::Tensor& x) const;  // fp32 inside, result in x's dtype
 };
 
@@ -77,6 +78,7 @@ struct RopeTables {
   at::Tensor sin;
   at::Tensor attn_mask;  // [B, 1, T, T] bool (true: attend), or undefined: causal over the row
   VarlenSegments varlen;  // neat_packing on a GPU instead of attn_mask (varlen_attention.h)
+  at::Tensor local_cos, local_sin;  // the sliding layers' own RoPE (Gemma 3), or undefined
 };
 
 // Qwen3's per-head RMSNorm of queries and keys ([.., H, D] over D), before RoPE (qwen3_layers.cpp).
@@ -92,6 +94,9 @@ struct Attention {
   Linear q_proj_, k_proj_, v_proj_, o_proj_;
   std::unique_ptr<QkNorm> qk_norm_;  // AttentionSpec::qk_norm (Qwen3)
   int64_t num_heads_ = 0, num_kv_heads_ = 0, head_dim_ = 0;
+  double scale_ = 0;        // the scores' scale; 0: 1/sqrt(D)
+  int64_t window_ = 0;      // > 0: a sliding-window layer (keys i - window < j <= i)
+  bool local_rope_ = false; // RopeTables' local tables (Gemma 3's sliding layers)
   at::Tensor forward(const at::Tensor& x, const RopeTables& rope, bool training) const;  // [B,T,C]
   // The same graph with o_proj's output unwritten (Linear::forward_for_backward).
   at::Tensor forward_for_backward(const at::Tensor& x, const RopeTables& rope, bool training) const;
@@ -118,9 +123,10 @@ struct FeedForward {
   virtual bool draws_random(bool training) const = 0;
 };
 
-// MlpKind::kSwiGlu: down(silu(gate(x)) * up(x)).
+// MlpKind::kSwiGlu: down(act(gate(x)) * up(x)), act SiLU (or Gemma's GELU-tanh).
 struct Mlp final : FeedForward {
   Linear gate_proj_, up_proj_, down_proj_;
+  bool gelu_tanh_ = false;  // MlpActivation::kGeluTanh
   at::Tensor forward(const at::Tensor& x, bool training) const override;
   at::Tensor forward_for_backward(const at::Tensor& x, bool training) const override;
   void named_parameters(const std::string& prefix, std::vector<NamedParam>& out) override;
@@ -135,8 +141,11 @@ struct Mlp final : FeedForward {
 struct DecoderLayer {
   RmsNorm input_layernorm_;
   Attention self_attn_;
-  RmsNorm post_attention_layernorm_;
+  RmsNorm post_attention_layernorm_;  // the MLP's input norm (Gemma's pre_feedforward_layernorm)
   std::unique_ptr<FeedForward> mlp_;
+  // Sandwich norms (LayerSpec::sandwich_norms, Gemma): on the attention's output (Gemma's
+  // post_attention_layernorm) and on the MLP's (post_feedforward_layernorm); null otherwise.
+  std::unique_ptr<RmsNorm> attn_out_norm_, mlp_out_norm_;
 
   at::Tensor forward(const at::Tensor& x, const RopeTables& rope, bool training) const;  // [B,T,C]
   // Activation checkpointing's lean recompute (checkpointing.cpp) splits the layer at its

@@ -43,7 +43,9 @@ std::unique_ptr<CausalLM> load_causal_lm(const std::string& model_name_or_path, 
 void load_weights(CausalLM& model, const SafetensorsCheckpoint& ckpt);
 
 // A parameter's HF tensors (checked present, of their shapes) copied into `dst`: the one tensor,
-// or each of several into dst.select(0, k) (experts held fused).
+// or each of n pieces into the k-th of dst viewed as [n, piece...] (experts held fused), or the
+// whole tensor under the parameter's own name when the checkpoint holds that instead (reads_whole_from).
+bool reads_whole_from(const ParamSpec& param, const SafetensorsCheckpoint& ckpt);
 void read_hf_tensors(const ParamSpec& param, const SafetensorsCheckpoint& ckpt, at::Tensor& dst);
 // The HF tensors a parameter is saved as: `fetch` gives its whole value (a collective under a
 // sharded strategy), called once, when the writer reaches the first of them.

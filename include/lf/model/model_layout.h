@@ -16,15 +16,39 @@
 
 namespace lf::model {
 
-// The norms of a decoder layer: RMSNorm over C in fp32, scaled by its weight (Llama).
-// Gemma's x̂ · (1 + w) is another kind (its init: zeros).
-enum class NormKind { kRms };
+// The norms of a decoder layer: RMSNorm over C in fp32, scaled by its weight (Llama: the normed
+// value rounded to the activation dtype, then times w); Gemma's x̂ · (1 + w), all in fp32 and
+// rounded once (its weights start at zero).
+enum class NormKind { kRms, kRmsOnePlus };
 // What a layer's queries attend over: every earlier position of their row (or of their packed
-// sequence). Sliding-window layers are another kind.
-enum class AttentionKind { kFullCausal };
-// A layer's feed-forward block: SwiGLU, down(silu(gate(x)) * up(x)). A router over experts
-// is another kind.
-enum class MlpKind { kSwiGlu };
+// sequence); or only the last `window` of those (Gemma 3's sliding layers).
+enum class AttentionKind { kFullCausal, kSlidingWindow };
+// A gated MLP's gate activation: SiLU (SwiGLU) or GELU's tanh approximation (Gemma's GeGLU).
+enum class MlpActivation { kSilu, kGeluTanh };
+// A layer's feed-forward block: SwiGLU, down(silu(gate(x)) * up(x)); or a router over experts
+// (MoeSpec: top-k of softmax(gate(x)), each chosen expert a SwiGLU, their outputs weighted and
+// summed, no token dropped), with an optional shared expert (Qwen2-MoE).
+enum class MlpKind { kSwiGlu, kMoe };
+
+// How a family's checkpoints name one expert's tensors (the Hub's and transformers 5's
+// save_pretrained layout): "model.layers.N.<block>.experts.E.<gate>.weight".
+struct ExpertNames {
+  const char* block = "mlp";  // Mixtral: "block_sparse_moe"
+  const char* gate = "gate_proj";
+  const char* up = "up_proj";
+  const char* down = "down_proj";
+};
+
+// MlpKind::kMoe. Experts are held fused (transformers 5's layout): gate_up_proj [E, 2I, C]
+// (expert e's gate rows, then its up rows), down_proj [E, C, I]; the router gate.weight [E, C].
+struct MoeSpec {
+  int64_t experts = 0, top_k = 0, expert_intermediate = 0;
+  bool norm_topk_prob = false;       // renormalise the k chosen probabilities to sum 1
+  int64_t shared_intermediate = 0;   // Qwen2-MoE's shared expert (a SwiGLU every token passes); 0: none
+  bool shared_gate = false;          // its output scaled by sigmoid(shared_expert_gate(x))
+  int64_t index = 0;                 // this layer's place among the model's MoE layers (the aux loss)
+  ExpertNames names;
+};
 
 struct AttentionSpec {
   AttentionKind kind = AttentionKind::kFullCausal;
@@ -32,18 +56,26 @@ struct AttentionSpec {
   bool qkv_bias = false;  // q_proj, k_proj, v_proj
   bool o_bias = false;
   bool qk_norm = false;   // an RMSNorm over head_dim of every query and key head before RoPE (Qwen3)
+  int64_t window = 0;     // kSlidingWindow: a query sees keys i - window < j <= i
+  double scale = 0;       // the scores' scale; 0: 1 / sqrt(head_dim) (Gemma: query_pre_attn_scalar^-0.5)
+  bool local_rope = false;  // RoPE from the config's local_rope (Gemma 3's sliding layers)
 };
 
 struct MlpSpec {
   MlpKind kind = MlpKind::kSwiGlu;
   int64_t hidden = 0, intermediate = 0;
   bool bias = false;
+  MlpActivation activation = MlpActivation::kSilu;
+  MoeSpec moe;  // kMoe only
 };
 
-// One pre-norm decoder layer: x + attention(norm(x)), then h + mlp(norm(h)).
+// One pre-norm decoder layer: x + attention(norm(x)), then h + mlp(norm(h)). With sandwich norms
+// (Gemma 2/3) the attention's and the MLP's outputs are normed too before their residual add:
+// h = x + norm(attention(norm(x))), y = h + norm(mlp(norm(h))).
 struct LayerSpec {
   NormKind norm = NormKind::kRms;
   double norm_eps = 1e-6;
+  bool sandwich_norms = false;
   AttentionSpec attention;
   MlpSpec mlp;
 };
@@ -64,9 +96,12 @@ struct ParamSpec {
   std::vector<int64_t> shape;
   int64_t unit = 0;  // 0 the embedding, 1 + i decoder layer i, the head after the last layer
   ParamInit init = ParamInit::kNormal;
-  // The HF tensors it is read from and written back to: one of its own shape, or several of
-  // shape[1:] stacked along dim 0 (experts held fused; loader.h's hf_weights).
+  // The HF tensors it is read from and written back to: one of its own shape, or n pieces of one
+  // shape that fill it in order (the tensor viewed as [n, piece...]: experts held fused, each
+  // expert's gate and up rows side by side in gate_up_proj; loader.h's read_hf_tensors).
   std::vector<HfTensor> hf;
+  // A checkpoint may hold it whole instead, under `name` at `shape` (transformers 5's fused experts).
+  bool reads_whole = false;
   double active = 1.0;  // the share of it one token's forward uses (an expert of E, top k: k / E)
 
   int64_t numel() const;
@@ -93,6 +128,11 @@ struct ModelLayout {
   // position it attends over.
   double params_per_token = 0;
   double attention_flops_per_token_position = 0;
+  int64_t moe_layers = 0;  // layers whose MLP is a router over experts
+
+  // Every parameter, and those one token's forward uses (experts: k of E).
+  int64_t total_params() const;
+  double active_params() const { return params_per_token; }
 
   int64_t head_unit() const { return static_cast<int64_t>(unit_names.size()) - 1; }
 };

@@ -10,11 +10,13 @@ namespace lf::model {
 // q [B,H,T,D], k/v [B,K,T,D] with H % K == 0; causal, no mask, default scale 1/sqrt(D).
 // Uses SDPA's native grouped-query support when the fused kernel chosen for these
 // inputs accepts it, else repeats k/v (so the flash/efficient kernels still run).
-at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v);
+// scale: the scores' (0: 1/sqrt(D)).
+at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale = 0);
 
 // Attention under an explicit boolean mask [B or 1, 1, T, T] (true: attend), e.g. the
 // block-diagonal causal mask of packed sequences (packed_attention.h); k/v repeated for GQA.
-at::Tensor masked_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& mask);
+at::Tensor masked_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& mask,
+                            double scale = 0);
 
 // Which SDPA kernel runs for these inputs: "flash_attention", "efficient_attention",
 // "cudnn_attention", "math", ... and whether GQA went native ("+gqa") or via repeat_kv.

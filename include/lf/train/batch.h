@@ -21,6 +21,9 @@ struct Batch {
   // causal mask (else undefined: attention spans the row, as LLaMA-Factory's plain packing).
   at::Tensor segment_ids;   // [B,T] int64
   at::Tensor position_ids;  // [B,T] int64
+  // [B,T] int64, 1 on real tokens, 0 on the padding collate adds (HF's attention_mask): which tokens
+  // the mixture-of-experts load-balancing loss counts (router_aux_loss.h).
+  at::Tensor attention_mask;
   int64_t num_targets = 0;  // labels[:, 1:] != -100: the tokens the loss sums over
   int64_t num_tokens = 0;   // real (unpadded) input tokens
 };

@@ -18,7 +18,9 @@ struct ModelFlops {
   double attention_per_token_position = 0;
 };
 
-ModelFlops model_flops(model::CausalLM& m, int64_t trainable_params);
+// trainable_params: those a token's weight gradients cover (a mixture of experts: each expert's k / E).
+ModelFlops model_flops(model::CausalLM& m, double trainable_params);
+
 
 // A step's model FLOPs from its padded tokens (Σ B·T) and Σ B·T² over its micro-batches.
 inline double step_model_flops(const ModelFlops& f, double padded_tokens, double padded_token_positions) {

@@ -92,6 +92,10 @@ struct StepRecord {
   int64_t step_padded_tokens = 0;  // B x T of the whole step (every rank)
   int64_t padded_token_positions = 0;  // B x T x T over this rank's micro-batches (attention FLOPs)
   double seconds = 0;         // wall time of the step (forward, backward, optimizer)
+  // Mixture of experts with the load-balancing loss on: its mean over the step's micro-batches (every
+  // rank); `loss` holds router_aux_loss_coef x its sum, as HF's Trainer adds it per micro-batch.
+  bool has_aux_loss = false;
+  double aux_loss = 0;
   // LF_PROFILE_PHASES=1 only: forward, backward, DDP finish, optimizer seconds (else zeros).
   std::array<double, 4> phase_seconds{};
 };

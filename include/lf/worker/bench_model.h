@@ -2,7 +2,8 @@
 // `lf-worker bench-model`: forward + backward (+ optimizer step) throughput of one
 // model shape on random weights and tokens, measured like ../shared/bench/hf_reference.py
 // (median step time after warm-up; MFU with 6N (full) / 4N (LoRA) + 12·L·H·S FLOPs per
-// token), printed as one `RESULT {json}` line.
+// token, N the parameters a token's forward uses: a mixture of experts' active ones), printed
+// as one `RESULT {json}` line.
 #include <cstdint>
 #include <string>
 
@@ -20,6 +21,7 @@ struct BenchModelOptions {
   std::string optimizer = "adamw";  // adamw (fused) | none
   int64_t lora_rank = 16;
   double lora_alpha = 32;
+  std::string lora_target = "all";  // comma-separated (hf_reference.py adapts q,k,v,o on MoE shapes)
   std::string device = "auto";
   bool fused_loss = false;              // chunked head + CE (fused_loss.h)
   bool gradient_checkpointing = false;  // per decoder layer (hf_reference.py --ckpt)
