@@ -99,6 +99,12 @@ void plot_losses(const json& log_history, const fs::path& out, const std::string
   }
 }
 
+// What the allocator held at its peak: a CUDA graph's pool is reserved, not "allocated", between replays.
+double peak_reserved_gib(const c10::Device& device) {
+  const auto stats = c10::getDeviceAllocator(c10::DeviceType::CUDA)->getDeviceStats(device.index());
+  return static_cast<double>(stats.reserved_bytes[0].peak) / (1 << 30);
+}
+
 }  // namespace
 
 void Trainer::State::finish(TrainSummary& sum, const TrainPlan& plan, const LoopState& loop,
@@ -116,12 +122,7 @@ void Trainer::State::finish(TrainSummary& sum, const TrainPlan& plan, const Loop
   auto perf = perf_report(sum, counts.first_step, counts.rank_tokens_seen - counts.first_rank_tokens, phases, device,
                           model_flops);
   perf["mfu_vs_790"] = perf["model_tflops_per_s"].get<double>() / 790.0;
-  if (device.is_cuda())  // what the allocator held: a CUDA graph's pool is reserved, not "allocated", between replays
-    perf["peak_reserved_gib"] = static_cast<double>(c10::getDeviceAllocator(c10::DeviceType::CUDA)
-                                                        ->getDeviceStats(device.index())
-                                                        .reserved_bytes[0]
-                                                        .peak) /
-                                (1 << 30);
+  if (device.is_cuda()) perf["peak_reserved_gib"] = peak_reserved_gib(device);
   if (stepper.graph) perf["cuda_graphs"] = stepper.graph->describe();
   spdlog::info("perf: {}", perf.dump());
 

@@ -185,6 +185,31 @@ void check_offload_host_memory(const config::JobPlan& c, const comm::WorldInfo& 
                                          world.world_size, world.local_world_size));
 }
 
+// The loaded model against the job: the rows it attends over, its RoPE, the tokenizer's and the data's ids.
+void check_model_fits(const config::JobPlan& c, const model::CausalLM& model, const Tokenizer& tokenizer,
+                      const SftData& data) {
+  const int64_t vocab = model.config().vocab_size;
+  // Mistral's sliding window: full causal attention is the same function on rows no longer than it.
+  const int64_t window = model.config().sliding_window;
+  LF_CHECK(window == 0 || c.data.cutoff_len <= window, ConfigError,
+           "{} attends over a sliding window of {} tokens, and lf-train's attention is full causal: rows of up to "
+           "cutoff_len {} tokens would be trained differently; set cutoff_len <= {}",
+           c.model.model_name_or_path, window, c.data.cutoff_len, window);
+  // Dynamic NTK RoPE is the default one on positions below max_position_embeddings (transformers
+  // rescales the base only for a longer batch, and keeps the longer base for later batches).
+  const auto& mc = model.config();
+  LF_CHECK(mc.rope.type != "dynamic" || c.data.cutoff_len <= mc.max_position_embeddings, ConfigError,
+           "{}: rope_type dynamic rescales RoPE for rows longer than max_position_embeddings {}, depending on the "
+           "batches seen before, which lf-train does not replay; set cutoff_len <= {}",
+           c.model.model_name_or_path, mc.max_position_embeddings, mc.max_position_embeddings);
+  LF_CHECK(tokenizer.vocab_size() <= vocab, ConfigError,
+           "the tokenizer at {} has {} tokens but the model's vocab_size is {}: token ids would index outside the "
+           "embedding (use the tokenizer that belongs to this model)",
+           tokenizer.source().string(), tokenizer.vocab_size(), vocab);
+  const int32_t max_id = std::max(max_token_id(data.train), max_token_id(data.eval));
+  LF_CHECK(max_id < vocab, ConfigError, "the dataset holds token id {} but the model's vocab_size is {}", max_id, vocab);
+}
+
 // The model on this worker's device, checked against the tokenizer and data, with LoRA
 // applied when asked (its config into *lora).
 std::unique_ptr<model::CausalLM> load_model(const config::JobPlan& c, const Tokenizer& tokenizer,
@@ -208,26 +233,8 @@ std::unique_ptr<model::CausalLM> load_model(const config::JobPlan& c, const Toke
   auto model = model::load_causal_lm(c.model.model_name_or_path, lo);
   if (const auto q = model::quantized_base(*model); q.linears > 0) spdlog::info("{}", model::describe(q));
   model->set_compute_dtype(mixed);
+  check_model_fits(c, *model, tokenizer, data);
   const int64_t vocab = model->config().vocab_size;
-  // Mistral's sliding window: full causal attention is the same function on rows no longer than it.
-  const int64_t window = model->config().sliding_window;
-  LF_CHECK(window == 0 || c.data.cutoff_len <= window, ConfigError,
-           "{} attends over a sliding window of {} tokens, and lf-train's attention is full causal: rows of up to "
-           "cutoff_len {} tokens would be trained differently; set cutoff_len <= {}",
-           c.model.model_name_or_path, window, c.data.cutoff_len, window);
-  // Dynamic NTK RoPE is the default one on positions below max_position_embeddings (transformers
-  // rescales the base only for a longer batch, and keeps the longer base for later batches).
-  const auto& mc = model->config();
-  LF_CHECK(mc.rope.type != "dynamic" || c.data.cutoff_len <= mc.max_position_embeddings, ConfigError,
-           "{}: rope_type dynamic rescales RoPE for rows longer than max_position_embeddings {}, depending on the "
-           "batches seen before, which lf-train does not replay; set cutoff_len <= {}",
-           c.model.model_name_or_path, mc.max_position_embeddings, mc.max_position_embeddings);
-  LF_CHECK(tokenizer.vocab_size() <= vocab, ConfigError,
-           "the tokenizer at {} has {} tokens but the model's vocab_size is {}: token ids would index outside the "
-           "embedding (use the tokenizer that belongs to this model)",
-           tokenizer.source().string(), tokenizer.vocab_size(), vocab);
-  const int32_t max_id = std::max(max_token_id(data.train), max_token_id(data.eval));
-  LF_CHECK(max_id < vocab, ConfigError, "the dataset holds token id {} but the model's vocab_size is {}", max_id, vocab);
   if (c.adapter.finetuning_type == "lora") {
     model::LoraConfig lc;
     lc.rank = c.adapter.lora_rank;
