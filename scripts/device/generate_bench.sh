@@ -4,7 +4,7 @@
 # same shape (Qwen2.5-0.5B, random weights, bf16, prompts of 128 tokens, 256 new tokens a row, no stop token):
 #   scripts/device/generate_bench.sh
 #   BATCH=32 PROMPT=128 NEW=256 scripts/device/generate_bench.sh
-# with `.deps` carried (scripts/device/fetch_debs.sh). Prints `LF_GEN {json}`, `HF_GEN {json}` and one
+# with `.deps` carried (scripts/device/fetch_debs.sh). Prints `GEN_LF {json}`, `GEN_HF {json}` and one
 # `GEN_ROW` line (both tokens/s and the ratio). Outputs under $OUT (default out/device).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -23,10 +23,10 @@ if [[ ! -x $BUILD/src/train/lf-generate-bench || ${REBUILD:-1} == 1 ]]; then
 fi
 
 timeout 240 $BUILD/src/train/lf-generate-bench $CFG --batch $BATCH --prompt $PROMPT --new $NEW --dtype bf16 \
-  2>&1 | tee "$OUT/generate_lf.log" | grep -E "^LF_GEN|rror"
+  2>&1 | tee "$OUT/generate_lf.log" | grep -E "^GEN_LF|rror"
 
 # The peer: transformers' generate (its static default: the dynamic KV cache, SDPA), the same shape and dtype.
-timeout 240 python3 - "$CFG" "$BATCH" "$PROMPT" "$NEW" <<'PYEOF' 2>&1 | tee "$OUT/generate_hf.log" | grep -E "^HF_GEN|rror"
+timeout 240 python3 - "$CFG" "$BATCH" "$PROMPT" "$NEW" <<'PYEOF' 2>&1 | tee "$OUT/generate_hf.log" | grep -E "^GEN_HF|rror"
 import json, sys, time
 import torch
 from transformers import AutoConfig, AutoModelForCausalLM
@@ -44,7 +44,7 @@ with torch.no_grad():
         out = model.generate(ids, **kw)
         torch.cuda.synchronize(); best = min(best, time.time() - t0)
 assert out.shape[1] == prompt + new, out.shape
-print("HF_GEN " + json.dumps({"batch": batch, "prompt": prompt, "new": new, "dtype": "bf16", "seconds": round(best, 4),
+print("GEN_HF " + json.dumps({"batch": batch, "prompt": prompt, "new": new, "dtype": "bf16", "seconds": round(best, 4),
                               "tokens_per_s": round(batch * new / best, 1), "transformers": __import__("transformers").__version__}))
 PYEOF
 
@@ -54,7 +54,7 @@ def row(path, tag):
     for l in open(path):
         if l.startswith(tag):
             return json.loads(l.split(" ", 1)[1])
-lf, hf = row(sys.argv[1], "LF_GEN"), row(sys.argv[2], "HF_GEN")
+lf, hf = row(sys.argv[1], "GEN_LF"), row(sys.argv[2], "GEN_HF")
 if lf and hf:
     print(f"GEN_ROW 0.5b greedy batch {lf['batch']}: lf-train {lf['tokens_per_s']:.0f} tok/s, transformers generate "
           f"{hf['tokens_per_s']:.0f} tok/s, ratio {lf['tokens_per_s'] / hf['tokens_per_s']:.2f}x")

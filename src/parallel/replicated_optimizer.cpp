@@ -9,18 +9,37 @@
 #include "lf/common/error.h"
 #include "lf/model/causal_lm.h"
 #include "lf/model/tensor_io.h"
+#include "lf/optim/adamw.h"
 #include "lf/optim/grad_utils.h"
 
 namespace lf::parallel {
 namespace fs = std::filesystem;
 
+namespace {
+
+// The parameters in HF's optimizer-group order (decaying first, each at lr x 1 then at the LoRA+ ratio):
+// the order the gradient norm sums them in, which the bitwise fixture (issue 28) was made with.
+std::vector<const model::NamedParam*> hf_group_order(const StrategySetup& s) {
+  const double ratio = s.optim.loraplus_lr_ratio == 1.0 ? 0.0 : s.optim.loraplus_lr_ratio;
+  std::vector<const model::NamedParam*> out;
+  for (const bool decays : {true, false})
+    for (const double scale : ratio > 0 ? std::vector<double>{1.0, ratio} : std::vector<double>{1.0})
+      for (const auto& p : s.trainable)
+        if (optim::hf_decays(p.name) == decays &&
+            (ratio <= 0 || (optim::loraplus_lr_scale(p.name, p.tensor->dim(), ratio) != 1.0) == (scale != 1.0)))
+          out.push_back(&p);
+  return out;
+}
+
+}  // namespace
+
 ReplicatedOptimizer::ReplicatedOptimizer(const StrategySetup& s) : fused_clip_(s.optim.fused_clip) {
   LF_CHECK(!s.trainable.empty(), ConfigError, "the model has no trainable parameters");
   optim::OptimizerInputs in;
-  for (const auto& p : s.trainable) {
-    named_.emplace_back(p.name, *p.tensor);
-    tensors_.push_back(*p.tensor);
-    in.params.push_back({p.name, *p.tensor});
+  for (const auto* p : hf_group_order(s)) {
+    named_.emplace_back(p->name, *p->tensor);
+    tensors_.push_back(*p->tensor);
+    in.params.push_back({p->name, *p->tensor});
   }
   in.learning_rate = s.optim.learning_rate;
   in.weight_decay = s.optim.weight_decay;

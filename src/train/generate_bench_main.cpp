@@ -1,7 +1,7 @@
 // lf-generate-bench: greedy generation throughput of lf/train/generation.h on random weights (a benchmark, not
 // a test; scripts/device/generate_bench.sh runs it beside transformers' generate on the same shape):
 //   lf-generate-bench CONFIG_JSON [--batch 32] [--prompt 128] [--new 256] [--dtype bf16|fp32] [--reps 3]
-// Every row generates --new tokens (no stop token); prints `LF_GEN {json}` with the new tokens a second over
+// Every row generates --new tokens (no stop token); prints `GEN_LF {json}` with the new tokens a second over
 // the best of --reps timed runs after one warm-up.
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
@@ -56,7 +56,7 @@ int main(int argc, char** argv) {
       best = std::min(best, s);
       LF_CHECK(out[0].size() == static_cast<size_t>(fresh), lf::BackendError, "generated {} tokens, not {}", out[0].size(), fresh);
     }
-    std::printf("LF_GEN {\"batch\": %ld, \"prompt\": %ld, \"new\": %ld, \"dtype\": \"%s\", \"seconds\": %.4f, \"tokens_per_s\": %.1f}\n",
+    std::printf("GEN_LF {\"batch\": %ld, \"prompt\": %ld, \"new\": %ld, \"dtype\": \"%s\", \"seconds\": %.4f, \"tokens_per_s\": %.1f}\n",
                 batch, prompt, fresh, dtype.c_str(), best, static_cast<double>(batch * fresh) / best);
     return 0;
   } catch (const lf::Error& e) {
