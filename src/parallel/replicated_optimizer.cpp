@@ -11,17 +11,24 @@
 #include "lf/model/tensor_io.h"
 #include "lf/optim/adamw.h"
 #include "lf/optim/grad_utils.h"
+#include "lf/optim/optimizer_options.h"
 
 namespace lf::parallel {
 namespace fs = std::filesystem;
 
 namespace {
 
-// The parameters in HF's optimizer-group order (decaying first, each at lr x 1 then at the LoRA+ ratio):
-// the order the gradient norm sums them in, which the bitwise fixture (issue 28) was made with.
+// The order the gradient norm sums the parameters in. AdamW: HF's optimizer groups (decaying first, each
+// at lr x 1 then at the LoRA+ ratio), the order lf-train's AdamW runs and the bitwise fixture (issue 28)
+// were made with. The registry's other optimizers: the model's order, HF's clip_grad_norm over
+// model.parameters() (Muon's bf16 steps carry the difference past 1e-5 of LLaMA-Factory's losses).
 std::vector<const model::NamedParam*> hf_group_order(const StrategySetup& s) {
   const double ratio = s.optim.loraplus_lr_ratio == 1.0 ? 0.0 : s.optim.loraplus_lr_ratio;
   std::vector<const model::NamedParam*> out;
+  if (optim::optimizer_name(s.optim.optimizer, ratio > 0) != "adamw") {
+    for (const auto& p : s.trainable) out.push_back(&p);
+    return out;
+  }
   for (const bool decays : {true, false})
     for (const double scale : ratio > 0 ? std::vector<double>{1.0, ratio} : std::vector<double>{1.0})
       for (const auto& p : s.trainable)
