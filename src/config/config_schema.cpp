@@ -16,37 +16,6 @@ namespace {
 
 using namespace schema;
 
-KeyDecl refused(std::string name, std::string reason) {
-  KeyDecl d;
-  d.name = std::move(name);
-  d.policy = KeyPolicy::kRefused;
-  d.note = std::move(reason);
-  return d;
-}
-
-// Keys accepted without effect, with the reason (undeclared LLaMA-Factory keys get a generic one).
-KeyDecl no_effect(std::string name, std::string why) {
-  KeyDecl d;
-  d.name = std::move(name);
-  d.policy = KeyPolicy::kNoEffect;
-  d.note = std::move(why);
-  return d;
-}
-
-// Keys whose accepted values describe what lf-train always does: no field to set.
-KeyDecl only_values(std::string name, std::vector<std::string> allowed, std::string note) {
-  KeyDecl d;
-  d.name = std::move(name);
-  d.policy = KeyPolicy::kOnlyValues;
-  d.note = std::move(note);
-  d.type = "text";
-  d.choices = std::move(allowed);
-  d.check = [key = d.name, allowed = d.choices](const Reader& r, const JobPlan&) {
-    if (r.has(key)) check_choice(r, key, r.text(key), allowed, "");
-  };
-  return d;
-}
-
 // The sharding keys are read together (sharding.cpp), after every other key: their
 // `read` is that step, so here they only say what they are.
 KeyDecl sharding_key(std::string name, std::string type, std::string note, bool own, std::string default_text,

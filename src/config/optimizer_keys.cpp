@@ -17,35 +17,6 @@ const std::string kGalore = kFull + "\nuse_galore: true";
 const std::string kApollo = kFull + "\nuse_apollo: true";
 const std::string kBadam = kFull + "\nuse_badam: true";
 
-KeyDecl only(std::string name, std::vector<std::string> allowed, std::string note) {
-  KeyDecl d;
-  d.name = std::move(name);
-  d.policy = KeyPolicy::kOnlyValues;
-  d.note = std::move(note);
-  d.type = "text";
-  d.choices = std::move(allowed);
-  d.check = [key = d.name, allowed = d.choices](const Reader& r, const JobPlan&) {
-    if (r.has(key)) check_choice(r, key, r.text(key), allowed, "");
-  };
-  return d;
-}
-
-KeyDecl refused(std::string name, std::string reason) {
-  KeyDecl d;
-  d.name = std::move(name);
-  d.policy = KeyPolicy::kRefused;
-  d.note = std::move(reason);
-  return d;
-}
-
-KeyDecl no_effect(std::string name, std::string why) {
-  KeyDecl d;
-  d.name = std::move(name);
-  d.policy = KeyPolicy::kNoEffect;
-  d.note = std::move(why);
-  return d;
-}
-
 // LLaMA-Factory's FinetuningArguments.__post_init__, parser and _create_*_optimizer refusals that the plan
 // can tell (the world-size ones are the optimizer's, optim/optimizer.h; ZeRO's are zero_roles.cpp's).
 void check_optimizer_rules(const Reader& r, const JobPlan& c) {
@@ -172,7 +143,7 @@ std::vector<KeyDecl> badam_keys() {
                   "a fresh AdamW (weight decay 0.01, badam's), switched every badam_switch_interval steps")
           .sample("true", kFull)
           .observe("losses"),
-      only("badam_mode", {"layer"},
+      only_values("badam_mode", {"layer"},
            "layer (one decoder layer at a time); ratio (badam's sparse BlockOptimizerRatio) is not implemented"),
       implemented("badam_start_block", LF_FIELD(optim, optimizer.badam.start_block),
                   "the first layer that trains; unset: 0 (ascending), the last (descending)")

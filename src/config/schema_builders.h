@@ -143,6 +143,37 @@ inline const auto not_empty = [](const Reader& r, const std::string& key, const 
 inline const auto positive_when_set = [](const Reader& r, const std::string& key, const auto& v) {
   LF_CHECK(!v || *v > 0, ConfigError, "{}: `{}` must be > 0 when set, got {}", r.where(key), key, v ? *v : 0);
 };
+// A key refused with its reason, and one accepted without effect with the reason (undeclared
+// LLaMA-Factory keys get a generic one): the declarations every key group shares.
+inline KeyDecl refused(std::string name, std::string reason) {
+  KeyDecl d;
+  d.name = std::move(name);
+  d.policy = KeyPolicy::kRefused;
+  d.note = std::move(reason);
+  return d;
+}
+inline KeyDecl no_effect(std::string name, std::string why) {
+  KeyDecl d;
+  d.name = std::move(name);
+  d.policy = KeyPolicy::kNoEffect;
+  d.note = std::move(why);
+  return d;
+}
+
+// Keys whose accepted values describe what lf-train always does: no field to set.
+inline KeyDecl only_values(std::string name, std::vector<std::string> allowed, std::string note) {
+  KeyDecl d;
+  d.name = std::move(name);
+  d.policy = KeyPolicy::kOnlyValues;
+  d.note = std::move(note);
+  d.type = "text";
+  d.choices = std::move(allowed);
+  d.check = [key = d.name, allowed = d.choices](const Reader& r, const JobPlan&) {
+    if (r.has(key)) check_choice(r, key, r.text(key), allowed, "");
+  };
+  return d;
+}
+
 inline constexpr double kNoLimit = std::numeric_limits<double>::infinity();
 // torch.optim.AdamW's own checks, in its words ("Invalid beta parameter at index 1: 1.5"): lo <= v,
 // and v < hi when hi is finite. A value torch refuses must not train here either.
