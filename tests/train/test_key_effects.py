@@ -108,6 +108,12 @@ SETUP = {
     "finetuning_type": lambda f: ({"model_name_or_path": str(f["model"])}, {"finetuning_type": "lora"}),
     "adapter_name_or_path": lambda f: ({"finetuning_type": "lora", "model_name_or_path": str(f["model"])},
                                        {"adapter_name_or_path": str(f["adapter"])}),
+    # A reference model other than the policy's start: the trained tiny model (and its adapter merged into it).
+    "ref_model": lambda f: ({"stage": "dpo", "dataset": PREFERENCE_DATA["dpo"]}, {"ref_model": str(f["model"])}),
+    "ref_model_adapters": lambda f: ({"stage": "dpo", "dataset": PREFERENCE_DATA["dpo"], "ref_model": str(f["model"])},
+                                     {"ref_model_adapters": str(f["adapter"])}),
+    "ref_model_quantization_bit": lambda f: ({"stage": "dpo", "dataset": PREFERENCE_DATA["dpo"], "ref_model": str(f["model"])},
+                                             {"ref_model_quantization_bit": "4"}),
     "create_new_adapter": lambda f: ({"finetuning_type": "lora", "model_name_or_path": str(f["model"]),
                                       "adapter_name_or_path": str(f["adapter"])}, {"create_new_adapter": "true"}),
     "dataset": lambda f: ({}, {"dataset": "sharegpt_demo"}),

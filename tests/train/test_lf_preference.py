@@ -28,6 +28,10 @@ LF_TRAIN = os.environ["LF_TRAIN_BIN"]
 FIX = os.path.join(ROOT, "tests", "fixtures", "train", "lf_pref")
 EXPECTED = json.load(open(os.path.join(FIX, "expected.json")))
 RUNS = EXPECTED["runs"]
+# ref_model / ref_model_adapters, pref_bco_weight and ld_alpha (scripts/fixtures/lf_pref_ref_reference.py): keys over
+# the same YAML and policy, "{fixture}" standing for that fixture's folder (its ref_model/ and ref_adapter/).
+REF_FIX = os.path.join(ROOT, "tests", "fixtures", "train", "lf_pref_ref")
+REF_RUNS = json.load(open(os.path.join(REF_FIX, "expected.json")))["runs"]
 
 
 def yaml_value(v):
@@ -111,6 +115,55 @@ def test_run_is_llamafactorys(run, model, tmp_path):
     if stage == "kto":
         assert (out / "training_rewards_chosen.png").exists()
     assert (out / "training_loss.png").exists()
+
+
+def ref_keys(keys):
+    return {k: v.replace("{fixture}", REF_FIX) if isinstance(v, str) else v for k, v in keys.items()}
+
+
+@pytest.mark.parametrize("run", sorted(REF_RUNS))
+def test_reference_model_bco_and_ld_alpha_are_llamafactorys(run, model, tmp_path):
+    """A reference model of its own (LoRA and full policies, its adapter merged; kto too), BCO's term with its
+    running baseline over the steps, LD-DPO's weighting (sigmoid and simpo): LLaMA-Factory's numbers per step."""
+    out = tmp_path / run
+    _, log = train(out, model, ref_keys(REF_RUNS[run]["keys"]))
+    assert_same_steps(steps_of(out), REF_RUNS[run]["steps"])
+    if "ref_model" in REF_RUNS[run]["keys"]:
+        assert "reference model: " in log and "ref_model " in log, log[-3000:]
+
+
+def test_bco_and_ref_model_two_ranks_and_zero3_equal_one_process(model, tmp_path):
+    """BCO's baseline is an all-reduce per micro-step (the mean of the ranks' means) and a ref_model is loaded
+    whole on each rank beside the ZeRO-3-sharded policy: both equal one process replaying the same micro-batches."""
+    keys = dict(ref_keys({"ref_model": "{fixture}/ref_model"}), pref_bco_weight=0.5, finetuning_type="full",
+                learning_rate=1e-3, max_steps=4)
+    one = tmp_path / "one"
+    train(one, model, dict(keys, per_device_train_batch_size=4, gradient_accumulation_steps=1))
+    want = steps_of(one)
+    for sharding in ({}, {"zero_stage": 3}):
+        out = tmp_path / f"two-{len(sharding)}"
+        train(out, model, dict(keys, per_device_train_batch_size=2, gradient_accumulation_steps=1, **sharding), ranks=2)
+        got = steps_of(out)
+        assert len(got) == len(want)
+        for g, w in zip(got, want):
+            for key in w:
+                if isinstance(w[key], float) and not key.startswith("logits/") and key != "train_runtime":
+                    assert abs(g[key] - w[key]) <= 2 * tolerance(key, w[key], w), (sharding, key, g[key], w[key])
+
+
+@pytest.mark.parametrize("keys,words", [
+    ({"pref_loss": "orpo", "ref_model": "{fixture}/ref_model"}, ["ref_model", "orpo", "no reference"]),
+    ({"ref_model_adapters": "{fixture}/ref_adapter"}, ["ref_model_adapters", "ref_model is not set"]),
+    ({"pref_loss": "simpo", "pref_bco_weight": 0.5}, ["pref_bco_weight", "simpo"]),
+    ({"stage": "kto", "dataset": "kto_en_demo", "ld_alpha": 0.5}, ["ld_alpha", "kto"]),
+    ({"ref_model": "{fixture}/ref_model", "ref_model_quantization_bit": 8}, ["ref_model_quantization_bit: 8",
+                                                                          "LLM.int8()"]),
+])
+def test_reference_keys_where_they_do_not_apply_are_errors(keys, words, model, tmp_path):
+    rc, log = train(tmp_path / "out", model, ref_keys(keys), expect_ok=False)
+    assert rc == 2, log[-3000:]
+    for w in words:
+        assert w in log, f"{w!r} not in:\n{log[-3000:]}"
 
 
 def test_two_ranks_and_zero3_equal_one_process(model, tmp_path):

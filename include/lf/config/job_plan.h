@@ -95,6 +95,13 @@ struct ObjectiveSection {
   double simpo_gamma = 0.5;           // dpo simpo: the target reward margin
   double kto_chosen_weight = 1;       // kto: the desirable examples' loss weight
   double kto_rejected_weight = 1;     // kto: the undesirable examples' loss weight
+  double pref_bco_weight = 0;         // dpo with a reference: BCO's term, baseline TRL's RunningMoments
+  std::optional<double> ld_alpha;     // dpo: LD-DPO's weight of the response tokens past the shorter one
+  // dpo, kto: the reference model, when not the policy's start (LLaMA-Factory's create_ref_model):
+  // loaded frozen in the compute dtype, its adapters merged, quantized to 4 bits when asked.
+  std::string ref_model;
+  std::vector<std::string> ref_model_adapters;
+  std::optional<int64_t> ref_model_quantization_bit;
   // sft's token-weighted cross-entropies (LLaMA-Factory's, token_weighted_objective.cpp): DFT weighs each
   // target token by its probability, EAFT by (its top-20 entropy / 3) ^ eaft_alpha.
   bool use_dft_loss = false;
