@@ -3,7 +3,10 @@
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
 
+#include <optional>
+
 #include "lf/model/causal_lm.h"
+#include "lf/model/key_padding.h"
 #include "lf/model/layers.h"
 #include "lf/model/lm_head_logps.h"
 #include "lf/model/loss.h"
@@ -56,6 +59,9 @@ SequenceLogps sequence_logps(const ObjectiveContext& ctx, const Batch& b, const 
   out.length = t;
   out.valid = mask.sum(1).to(at::kFloat).to(device);
   const auto ids = b.input_ids.to(device);
+  std::optional<model::KeyPaddingScope> pads;  // only on padded rows: the mask costs the flash kernel
+  if (b.attention_mask.defined() && b.num_tokens < n * t)
+    pads.emplace(b.attention_mask.sum(1).clamp_min(1).to(device));  // an all-pad row keeps one key (no NaN)
   const auto x = m.hidden_states(ids, {}, hooks);  // [N,T,C]
   out.logps = model::run_unit(hooks, m.head_unit(), x, [&](const at::Tensor& h) {
     const auto normed = m.final_norm(h);  // [N,T,C]

@@ -32,7 +32,9 @@ struct LogpsOptions {
   std::optional<double> ld_alpha;
 };
 
-// Rows `b` (collate()'d, on the host) of the model: differentiable when autograd is on.
+// Rows `b` (collate()'d, on the host) of the model: differentiable when autograd is on. Padded rows run
+// under HF's padding mask (model/key_padding.h): the pad positions' logits, which TRL's logits/* metrics
+// average over, are LLaMA-Factory's; the log-probabilities do not depend on it.
 SequenceLogps sequence_logps(const ObjectiveContext& ctx, const Batch& b, const LogpsOptions& options = {});
 
 // LD-DPO's weight of each target position of `labels` [N, T] (host), flattened over the shifted [N, T-1]
