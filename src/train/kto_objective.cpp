@@ -16,6 +16,7 @@
 
 #include "lf/common/error.h"
 #include "lf/common/log.h"
+#include "lf/model/causal_lm.h"
 #include "lf/parallel/strategy.h"
 #include "phase_profile.h"
 #include "reference_logps.h"
