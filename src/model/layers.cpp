@@ -46,7 +46,8 @@ at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
   if (rope.varlen.defined()) return varlen_causal_attention(q, k, v, rope.varlen);
   if (rope.attn_mask.defined()) return masked_attention(q, k, v, rope.attn_mask, scale);
   // A KeyPaddingScope (key_padding.h): HF's padding mask on right-padded rows.
-  if (const auto pad_mask = key_padding_mask(q.size(2)); pad_mask.defined()) return masked_attention(q, k, v, pad_mask, scale);
+  if (const auto pad_mask = key_padding_mask(q.size(2)); pad_mask.defined())
+    return masked_attention(q, k, v, pad_mask, scale);
   return causal_attention(q, k, v, scale);
 }
 

@@ -37,7 +37,8 @@ std::vector<double> reference_logps(const ObjectiveContext& ctx, const Tokenized
   std::vector<double> out(data.size(), 0.0);
   // One forward's rows, written back by row index.
   auto run = [&](const std::vector<int64_t>& rows) {
-    const auto lp = sequence_logps(ctx, collate(data, rows, ctx.pad_id), options).logps.to(at::kDouble).cpu().contiguous();
+    const auto lp =
+        sequence_logps(ctx, collate(data, rows, ctx.pad_id), options).logps.to(at::kDouble).cpu().contiguous();
     const double* p = lp.data_ptr<double>();
     for (size_t i = 0; i < rows.size(); ++i) out[static_cast<size_t>(rows[i])] = p[i];
   };

@@ -42,7 +42,8 @@ std::unique_ptr<model::CausalLM> load_reference_model(const config::JobPlan& pla
   for (auto& p : ref->named_parameters()) p.tensor->set_requires_grad(false);
   ref->set_training(false);
   spdlog::info("reference model: {}{}{}, {} on {}", o.ref_model,
-               o.ref_model_adapters.empty() ? "" : fmt::format(" with {} adapter(s) merged", o.ref_model_adapters.size()),
+               o.ref_model_adapters.empty() ? ""
+                                            : fmt::format(" with {} adapter(s) merged", o.ref_model_adapters.size()),
                o.ref_model_quantization_bit ? ", decoder linears in 4 bits" : "", c10::toString(lo.param_dtype),
                lo.device.str());
   return ref;
