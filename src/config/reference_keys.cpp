@@ -28,19 +28,22 @@ void check_ref_bits(const Reader& r, const std::string& key, const std::optional
 }  // namespace
 
 std::vector<KeyDecl> reference_keys() {
-  const std::string dpo = "stage: dpo";
+  const std::string dpo = "stage: dpo", with_ref = "stage: dpo\nref_model: ref_folder";
   return {
       implemented("ref_model", LF_FIELD(objective, ref_model),
                   "dpo (with a reference), kto: the reference model's folder instead of the policy's start; loaded "
                   "frozen in the compute dtype, its log-probabilities computed once before step 1, then freed")
+          .sample("ref_folder", dpo)  // test_key_effects.py gives it a model folder
           .observe("losses"),
       implemented("ref_model_adapters", LF_FIELD(objective, ref_model_adapters),
                   "with ref_model: PEFT adapters merged into it in turn (peft's merge_and_unload)")
+          .sample("adapter_folder", with_ref)
           .observe("losses"),
       implemented("ref_model_quantization_bit", LF_FIELD(objective, ref_model_quantization_bit),
                   "with ref_model: 4 loads the reference's decoder linear layers in bitsandbytes' 4-bit format "
                   "(quantization_type, double_quantization as for the policy); 8 (LLM.int8()) refused")
           .check(check_ref_bits)
+          .sample("4", with_ref)
           .observe("losses"),
       implemented("pref_bco_weight", LF_FIELD(objective, pref_bco_weight),
                   "dpo with a reference: BCO's term, losses (dpo + w bco) / (1 + w), its reward baseline TRL's "
