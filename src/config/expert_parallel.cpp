@@ -17,6 +17,10 @@ void check_expert_parallel(const JobPlan& plan, int64_t world, int64_t experts) 
            "implemented (the experts are not in ZeRO's units, and ZeRO would shard each rank's experts again); use "
            "zero_stage 0 (the non-expert parameters then train data-parallel) or drop the key",
            ep, p.zero_stage, p.sharding_source.empty() ? "zero_stage" : p.sharding_source);
+  LF_CHECK(!plan.adapter.freeze(), ConfigError,
+           "expert_model_parallel_size {} with finetuning_type freeze is not implemented (a frozen expert would be "
+           "saved from this rank's slice, not gathered); use finetuning_type full or lora, or drop the key",
+           ep);
   LF_CHECK(world % ep == 0, ConfigError,
            "expert_model_parallel_size {} does not divide the world size {}: use a divisor of it", ep, world);
   LF_CHECK(ep == world, ConfigError,
