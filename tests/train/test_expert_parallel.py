@@ -56,6 +56,24 @@ def test_expert_parallel_equals_one_process(tmp_path, family, mode, checkpointin
             "model.layers.0.block_sparse_moe.experts.3.w2.weight" in names, sorted(names)[:20]
 
 
+def test_a_checkpoint_resumes_in_one_process_and_at_expert_parallel(tmp_path):
+    """Each rank writes its expert slices' optimizer state as element ranges (optimizer-rank<R>), rank 0 the
+    rest (optimizer.safetensors); resumed from step 3 by one process (assembling the ranges) and by 2 expert-
+    parallel ranks, steps 4-6 and the final weights equal the uninterrupted expert-parallel run's."""
+    extra = [f"model_name_or_path={family_model(tmp_path, 'qwen3_moe')}", "moe_aux_loss_coef=0.1", "max_steps=6",
+             "eval_strategy=no", "cutoff_len=64"]
+    ep = ("expert_model_parallel_size=2",)
+    whole = train(tmp_path / "whole", "full", (1, 2, 2), *extra, *ep, "save_steps=3",
+                  distributed_line="expert parallel over 2 ranks")
+    ckpt = tmp_path / "whole" / "checkpoint-3"
+    files = sorted(f for f in os.listdir(ckpt) if f.startswith("optimizer"))
+    assert files == ["optimizer-rank0.safetensors", "optimizer-rank1.safetensors", "optimizer.safetensors"], files
+    for layout, more in (((1, 1, 2), ("gradient_accumulation_steps=4",)), ((1, 2, 2), ep)):
+        resumed = train(tmp_path / f"resumed{layout[1]}", "full", layout, *extra, *more, f"resume_from_checkpoint={ckpt}",
+                        distributed_line="expert parallel over 2 ranks")
+        same(resumed, (whole[0][3:], whole[1]), f"resumed on {layout[1]} rank(s)")
+
+
 def plan_run(*args):
     env = {k: v for k, v in os.environ.items() if k not in ("NNODES", "NPROC_PER_NODE", "CUDA_VISIBLE_DEVICES")}
     env["CUDA_VISIBLE_DEVICES"] = ""
