@@ -382,6 +382,15 @@ std::vector<KeyDecl> distribution_keys() {
           .own()
           .choices({"fp32", "bf16"})
           .observe("losses", 2),
+      implemented("expert_model_parallel_size", LF_FIELD(parallel, expert_parallel_size),
+                  "LLaMA-Factory's Megatron (mcore) key: mixture-of-experts models, each sparse layer's experts "
+                  "placed over this many ranks (E / size each), tokens sent to their experts' ranks and back by "
+                  "all-to-all; the expert weights' gradients stay with their owner, the other parameters train "
+                  "data-parallel. Equal to the world size, zero_stage 0 (docs/training.md, mixture of experts)")
+          .own()
+          .check(positive)
+          .sample("2")
+          .observe("log:expert parallel over 2 ranks", 2),
       sharding_key("zero_stage", "0|1|2|3",
                    "lf-train's own: 0 data parallel (DDP), 1 optimizer state sharded, 2 + gradients, 3 + parameters",
                    true, "0", "log:ZeRO-", "2"),

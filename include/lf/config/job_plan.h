@@ -195,6 +195,9 @@ struct ParallelSection {
   double allgather_bucket_mb = 25;  // allgather_bucket_size
   double prefetch_bucket_mb = 25;   // stage3_prefetch_bucket_size
   bool pin_memory = true;           // offloaded state in page-locked host memory
+  // expert_model_parallel_size (LLaMA-Factory's Megatron key): each sparse layer's experts placed
+  // over this many ranks, tokens dispatched by all-to-all (1: every rank holds every expert).
+  int64_t expert_parallel_size = 1;
   // Where the stage came from, for messages ("deepspeed: ds_z3_config.json", "zero_stage: 2", "").
   std::string sharding_source;
   // DeepSpeed's explicit train_batch_size (checked against the world by check_world_size).
