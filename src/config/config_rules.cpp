@@ -25,9 +25,11 @@ void check_between_keys(const Reader& r, const JobPlan& c) {
            "number of examples) or `eval_dataset`, or `eval_strategy: no`",
            r.where("eval_strategy"), c.eval.eval_strategy);
   // LoRA's options need LoRA (LLaMA-Factory's rules).
-  LF_CHECK(c.adapter.adapter_name_or_path.empty() || c.adapter.peft(), ConfigError,
-           "{}: `adapter_name_or_path` is only valid for the LoRA and OFT methods (LLaMA-Factory's rule); "
-           "finetuning_type is {}",
+  // LLaMA-Factory 0.9.5 refuses it with OFT too; under lora it loads any peft adapter (an OFT one included).
+  LF_CHECK(c.adapter.adapter_name_or_path.empty() || c.adapter.lora(), ConfigError,
+           "{}: `adapter_name_or_path` is only valid for the LoRA method (LLaMA-Factory's rule); finetuning_type is "
+           "{}: set `finetuning_type: lora` (it loads, merges or trains on LoRA and OFT adapters alike, as "
+           "LLaMA-Factory's PeftModel.from_pretrained)",
            r.where("adapter_name_or_path"), c.adapter.finetuning_type);
   LF_CHECK(c.adapter.additional_target.empty() || c.adapter.peft(), ConfigError,
            "{}: `additional_target` names modules to train beside LoRA or OFT; finetuning_type is {}",

@@ -40,22 +40,11 @@ at::Tensor skew_symmetric(const at::Tensor& q, int64_t b) {
   return m - m.transpose(-2, -1);
 }
 
-}  // namespace
-
-OftWeights make_oft_weights(const OftConfig& c, int64_t in, const c10::Device& device) {
-  OftWeights w;
-  w.block_size_ = oft_block_size_for(c, in);
-  const int64_t r = in / w.block_size_, n = w.block_size_ * (w.block_size_ - 1) / 2;
-  w.weight_ = at::zeros({r, n}, at::TensorOptions().dtype(at::kFloat).device(device)).set_requires_grad(true);
-  w.use_cayley_neumann_ = c.use_cayley_neumann;
-  w.neumann_terms_ = c.num_cayley_neumann_terms;
-  return w;
-}
-
 // peft's _cayley_batch. Under autocast (activations in bf16 / fp16) torch runs its bmm's in that dtype while R
 // stays fp32 (eye's dtype): `mm` is the product's dtype, the sums are fp32 as there.
 at::Tensor oft_rotations_in(const OftWeights& w, at::ScalarType mm) {
-  const auto q = skew_symmetric(w.weight_, w.block_size_);  // [r, b, b] fp32
+  // One use of the weight per forward, through its strategy's gradient route (grad_sink.h), in fp32 (peft's).
+  const auto q = skew_symmetric(cast_for_compute(w.weight_, at::kFloat), w.block_size_);  // [r, b, b]
   const int64_t r = q.size(0), b = w.block_size_;
   if (!w.use_cayley_neumann_) {
     // (I - Q)(I + Q)^-1: solve(I + Q, I - Q, left=False).
@@ -81,7 +70,22 @@ at::Tensor oft_rotations_in(const OftWeights& w, at::ScalarType mm) {
   return rot;
 }
 
-at::Tensor oft_rotations(const OftWeights& w) { return oft_rotations_in(w, at::kFloat); }
+}  // namespace
+
+OftWeights make_oft_weights(const OftConfig& c, int64_t in, const c10::Device& device) {
+  OftWeights w;
+  w.block_size_ = oft_block_size_for(c, in);
+  const int64_t r = in / w.block_size_, n = w.block_size_ * (w.block_size_ - 1) / 2;
+  w.weight_ = at::zeros({r, n}, at::TensorOptions().dtype(at::kFloat).device(device)).set_requires_grad(true);
+  w.use_cayley_neumann_ = c.use_cayley_neumann;
+  w.neumann_terms_ = c.num_cayley_neumann_terms;
+  return w;
+}
+
+at::Tensor oft_rotations(const OftWeights& w) {
+  c10::NoGradGuard no_grad;  // merges and checks: no gradient, no route
+  return oft_rotations_in(w, at::kFloat);
+}
 
 at::Tensor oft_rotate(const at::Tensor& x, const OftWeights& w) {
   const auto dt = x.scalar_type();
