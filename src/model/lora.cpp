@@ -76,6 +76,26 @@ void mark_modules_to_save(CausalLM& model, const LoraConfig& c, const Targeted& 
   }
 }
 
+// Each of lora_target's names adapts a linear module of the model (`matched`: those that named one).
+void check_targets_named(const CausalLM& model, const std::vector<std::string>& targets,
+                         const std::set<std::string>& matched) {
+  for (const auto& t : targets) {
+    LF_CHECK(t != "lm_head" && t != "embed_tokens" && !t.ends_with(".lm_head") && !t.ends_with(".embed_tokens"),
+             ConfigError,
+             "lora_target '{}': LoRA on the embedding or lm_head is not supported (to train it fully beside LoRA, "
+             "name it in additional_target)", t);
+    LF_CHECK(matched.count(t), ConfigError,
+             "lora_target '{}' names no module of {} (its linear layers: {}, also as self_attn.q_proj or "
+             "model.layers.N.mlp.down_proj; or 'all'){}",
+             t, model.config().architecture_name, fmt::join(linear_short_names(model), ", "),
+             model.layout().moe_layers == 0
+                 ? ""
+                 : ". Its router (mlp.gate) and experts (mlp.experts) are fused parameters in transformers 5, not "
+                   "nn.Linear modules: peft cannot adapt them through target_modules, so LLaMA-Factory's LoRA never "
+                   "does; train them with finetuning_type: full or freeze");
+  }
+}
+
 }  // namespace
 
 std::vector<std::string> parse_lora_target(const std::string& text) {
@@ -110,22 +130,7 @@ std::vector<std::string> apply_lora(CausalLM& model, const LoraConfig& c, at::Ge
   const auto linears = model.linears();
   for (const auto& l : linears)
     if (!all) (void)targeted(l.spec->module);
-  if (!all)
-    for (const auto& t : c.target) {
-      LF_CHECK(t != "lm_head" && t != "embed_tokens" && !t.ends_with(".lm_head") && !t.ends_with(".embed_tokens"),
-               ConfigError,
-               "lora_target '{}': LoRA on the embedding or lm_head is not supported (to train it fully beside LoRA, "
-               "name it in additional_target)", t);
-      LF_CHECK(matched.count(t), ConfigError,
-               "lora_target '{}' names no module of {} (its linear layers: {}, also as self_attn.q_proj or "
-               "model.layers.N.mlp.down_proj; or 'all'){}",
-               t, model.config().architecture_name, fmt::join(linear_short_names(model), ", "),
-               model.layout().moe_layers == 0
-                   ? ""
-                   : ". Its router (mlp.gate) and experts (mlp.experts) are fused parameters in transformers 5, not "
-                     "nn.Linear modules: peft cannot adapt them through target_modules, so LLaMA-Factory's LoRA never "
-                     "does; train them with finetuning_type: full or freeze");
-    }
+  if (!all) check_targets_named(model, c.target, matched);
   for (auto& p : model.named_parameters()) p.tensor->set_requires_grad(false);
   auto lora_on = [&](const std::string& module) {
     if (!all) return targeted(module);
