@@ -44,6 +44,10 @@ void check_between_keys(const Reader& r, const JobPlan& c) {
   LF_CHECK(c.optim.loraplus_lr_ratio == 0 || c.adapter.finetuning_type == "lora", ConfigError,
            "{}: `loraplus_lr_ratio` is LoRA's (lora_B learns faster); finetuning_type is {}",
            r.where("loraplus_lr_ratio"), c.adapter.finetuning_type);
+  LF_CHECK(!c.adapter.use_rslora || c.adapter.finetuning_type == "lora", ConfigError,
+           "{}: `use_rslora` is only valid for LoRA training (LLaMA-Factory's rule); finetuning_type is {}: set "
+           "`finetuning_type: lora` or remove use_rslora",
+           r.where("use_rslora"), c.adapter.finetuning_type);
   LF_CHECK(!c.adapter.use_dora || c.adapter.finetuning_type == "lora", ConfigError,
            "{}: `use_dora` is only valid for LoRA training (LLaMA-Factory's rule); finetuning_type is {}: set "
            "`finetuning_type: lora` or remove use_dora",
