@@ -59,7 +59,7 @@ std::vector<KeyDecl> oft_keys() {
                   "OFT: rotation blocks per layer (peft's r; 0: from oft_block_size, and exactly one of the two is "
                   "non-zero)")
           .check(non_negative)
-          .sample("4", "finetuning_type: oft\noft_block_size: 0")
+          .sample("4", "finetuning_type: oft\noft_block_size: 0\noft_rank: 2")
           .observe("losses"),
       implemented("oft_block_size", LF_FIELD(adapter, oft_block_size),
                   "OFT: the size of each orthogonal block of a layer's input (peft moves a size that does not divide "
