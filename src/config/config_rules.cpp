@@ -26,15 +26,29 @@ void check_between_keys(const Reader& r, const JobPlan& c) {
            "number of examples) or `eval_dataset`, or `eval_strategy: no`",
            r.where("eval_strategy"), c.eval.eval_strategy);
   // LoRA's options need LoRA (LLaMA-Factory's rules).
-  LF_CHECK(c.adapter.adapter_name_or_path.empty() || c.adapter.finetuning_type == "lora", ConfigError,
-           "{}: `adapter_name_or_path` is only valid for the LoRA method (LLaMA-Factory's rule); finetuning_type is {}",
+  // LLaMA-Factory 0.9.5 refuses it with OFT too; under lora it loads any peft adapter (an OFT one included).
+  LF_CHECK(c.adapter.adapter_name_or_path.empty() || c.adapter.lora(), ConfigError,
+           "{}: `adapter_name_or_path` is only valid for the LoRA method (LLaMA-Factory's rule); finetuning_type is "
+           "{}: set `finetuning_type: lora` (it loads, merges or trains on LoRA and OFT adapters alike, as "
+           "LLaMA-Factory's PeftModel.from_pretrained)",
            r.where("adapter_name_or_path"), c.adapter.finetuning_type);
-  LF_CHECK(c.adapter.additional_target.empty() || c.adapter.finetuning_type == "lora", ConfigError,
-           "{}: `additional_target` names modules to train beside LoRA; finetuning_type is {}",
+  LF_CHECK(c.adapter.additional_target.empty() || c.adapter.peft(), ConfigError,
+           "{}: `additional_target` names modules to train beside LoRA or OFT; finetuning_type is {}",
            r.where("additional_target"), c.adapter.finetuning_type);
+  // peft's OFTConfig: r x oft_block_size = in_features, so exactly one of them is given.
+  LF_CHECK(!c.adapter.oft() || (c.adapter.oft_rank == 0) != (c.adapter.oft_block_size == 0), ConfigError,
+           "{}: finetuning_type oft needs exactly one of oft_rank and oft_block_size non-zero (peft's OFTConfig: "
+           "r x oft_block_size = in_features); got oft_rank {} and oft_block_size {}: set oft_block_size: 0 to use "
+           "oft_rank, or oft_rank: 0 (LLaMA-Factory's defaults: oft_rank 0, oft_block_size 32)",
+           r.where(c.adapter.oft_rank != 0 ? "oft_rank" : "oft_block_size"), c.adapter.oft_rank,
+           c.adapter.oft_block_size);
   LF_CHECK(c.optim.loraplus_lr_ratio == 0 || c.adapter.finetuning_type == "lora", ConfigError,
            "{}: `loraplus_lr_ratio` is LoRA's (lora_B learns faster); finetuning_type is {}",
            r.where("loraplus_lr_ratio"), c.adapter.finetuning_type);
+  LF_CHECK(!c.adapter.use_rslora || c.adapter.finetuning_type == "lora", ConfigError,
+           "{}: `use_rslora` is only valid for LoRA training (LLaMA-Factory's rule); finetuning_type is {}: set "
+           "`finetuning_type: lora` or remove use_rslora",
+           r.where("use_rslora"), c.adapter.finetuning_type);
   LF_CHECK(!c.adapter.use_dora || c.adapter.finetuning_type == "lora", ConfigError,
            "{}: `use_dora` is only valid for LoRA training (LLaMA-Factory's rule); finetuning_type is {}: set "
            "`finetuning_type: lora` or remove use_dora",

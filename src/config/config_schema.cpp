@@ -85,7 +85,7 @@ std::vector<KeyDecl> method_keys() {
           .choices({"sft", "pt", "dpo", "kto", "rm"},
                    "ppo (PPO generates responses in the training loop) is not implemented")
           .observe("losses"),
-      implemented("finetuning_type", LF_FIELD(adapter, finetuning_type)).choices({"lora", "full", "freeze"})
+      implemented("finetuning_type", LF_FIELD(adapter, finetuning_type)).choices({"lora", "full", "freeze", "oft"})
           .observe("file:adapter_config.json"),
       implemented("freeze_trainable_layers", LF_FIELD(adapter, freeze_trainable_layers),
                   "freeze: the last N decoder layers train (N < 0: the first -N)")
@@ -493,7 +493,7 @@ std::vector<KeyDecl> no_effect_keys() {
 
 std::vector<KeyDecl> build_schema() {
   std::vector<KeyDecl> all;
-  for (auto part : {model_keys(), method_keys(), pissa_and_llama_pro_keys(), preference_keys(), sft_loss_keys(),
+  for (auto part : {model_keys(), method_keys(), pissa_and_llama_pro_keys(), oft_keys(), preference_keys(), sft_loss_keys(),
                     data_keys(), optimisation_keys(), eval_and_output_keys(), distribution_keys(), optimizer_keys(),
                     quantization_keys(), reference_keys(), refused_keys(), no_effect_keys()})
     for (auto& d : part) all.push_back(std::move(d));

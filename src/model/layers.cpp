@@ -61,6 +61,7 @@ at::Tensor Linear::forward_for_backward(const at::Tensor& x, bool training) cons
 
 at::Tensor Linear::forward_with(const at::Tensor& x, bool training, bool base_values) const {
   if (lora_ && lora_->magnitude_.defined()) return forward_dora(x, training);
+  if (oft_) return forward_oft(x, base_values);
   const bool fused = fused_ops_for(x) != nullptr;
   if (format_) return add_lora(format_->linear(x, bias_.defined() ? as(bias_, x) : at::Tensor(), base_values), x,
                                training, fused);

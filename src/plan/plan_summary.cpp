@@ -44,6 +44,9 @@ json adapter_json(const config::AdapterSection& a) {
     j.update({{"lora_rank", a.lora_rank}, {"lora_alpha", a.lora_alpha > 0 ? a.lora_alpha : 2.0 * static_cast<double>(a.lora_rank)},
               {"lora_dropout", a.lora_dropout}, {"lora_target", a.lora_target}, {"use_dora", a.use_dora},
               {"use_rslora", a.use_rslora}, {"additional_target", a.additional_target}});
+  } else if (a.oft()) {
+    j.update({{"oft_rank", a.oft_rank}, {"oft_block_size", a.oft_block_size}, {"lora_target", a.lora_target},
+              {"additional_target", a.additional_target}});
   } else if (a.freeze()) {
     j.update({{"freeze_trainable_layers", a.freeze_trainable_layers},
               {"freeze_trainable_modules", a.freeze_trainable_modules}, {"freeze_extra_modules", a.freeze_extra_modules}});
@@ -147,7 +150,7 @@ json plan_summary(const config::JobPlan& p, const model::ModelConfig& mc, const 
                                         {"dispatch", "all_to_all"}};
   j["units"] = units_json(units);
   j["precision"] = {{"compute", dtype_name(p.precision)},
-                    {"weights", p.adapter.lora() ? dtype_name(p.precision) + " frozen base, fp32 adapters" : "fp32 master weights"},
+                    {"weights", p.adapter.peft() ? dtype_name(p.precision) + " frozen base, fp32 adapters" : "fp32 master weights"},
                     {"loss_scaling", p.precision.fp16 ? "dynamic" : "none"}};
   j["checkpointing"] = {{"gradient_checkpointing", p.model.gradient_checkpointing},
                         {"lean_recompute", p.model.kernels.lean_recompute}};

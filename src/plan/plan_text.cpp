@@ -36,6 +36,11 @@ std::string adapter_line(const json& a) {
     return fmt::format("lora rank {} alpha {} dropout {} on {}{}", a["lora_rank"].get<int64_t>(), a["lora_alpha"].get<double>(),
                        a["lora_dropout"].get<double>(), fmt::join(a["lora_target"].get<std::vector<std::string>>(), ","),
                        a["use_dora"].get<bool>() ? " (DoRA)" : "");
+  if (type == "oft")
+    return fmt::format("oft {} on {}", a["oft_rank"].get<int64_t>() != 0
+                                           ? fmt::format("rank {}", a["oft_rank"].get<int64_t>())
+                                           : fmt::format("block size {}", a["oft_block_size"].get<int64_t>()),
+                       fmt::join(a["lora_target"].get<std::vector<std::string>>(), ","));
   if (type == "freeze")
     return fmt::format("freeze: {} trainable layers ({})", a["freeze_trainable_layers"].get<int64_t>(),
                        fmt::join(a["freeze_trainable_modules"].get<std::vector<std::string>>(), ","));

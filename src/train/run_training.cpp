@@ -229,14 +229,14 @@ std::unique_ptr<model::CausalLM> load_model(const config::JobPlan& c, const Toke
   const auto mixed = compute_dtype_of(c.precision);
   // LoRA: a frozen base in the compute dtype, fp32 adapters (LLaMA-Factory upcasts
   // trainable parameters). Full: fp32 master weights, activations in the compute dtype.
-  lo.param_dtype = c.adapter.finetuning_type == "lora" ? mixed : at::kFloat;
+  lo.param_dtype = c.adapter.peft() ? mixed : at::kFloat;
   if (c.precision.quantized()) lo.quantize = model::bnb4_spec_of(c.precision);
   auto model = model::load_causal_lm(c.model.model_name_or_path, lo);
   if (const auto q = model::quantized_base(*model); q.linears > 0) spdlog::info("{}", model::describe(q));
   model->set_compute_dtype(mixed);
   check_model_fits(c, *model, tokenizer, data);
   const int64_t vocab = model->config().vocab_size;
-  if (c.adapter.finetuning_type == "lora") {
+  if (c.adapter.peft()) {
     model::LoraConfig lc;
     lc.rank = c.adapter.lora_rank;
     lc.alpha = c.adapter.lora_alpha > 0 ? c.adapter.lora_alpha : -1;
@@ -248,6 +248,7 @@ std::unique_ptr<model::CausalLM> load_model(const config::JobPlan& c, const Toke
     lc.pissa_iter = c.adapter.pissa_iter;
     lc.modules_to_save = c.adapter.additional_target;
     lc.seed = static_cast<uint64_t>(c.seed);
+    if (c.adapter.oft()) lc.oft = model::OftConfig{.rank = c.adapter.oft_rank, .block_size = c.adapter.oft_block_size};
     std::vector<fs::path> adapters(c.adapter.adapter_name_or_path.begin(), c.adapter.adapter_name_or_path.end());
     lora = model::prepare_lora(*model, lc, adapters, c.adapter.create_new_adapter, &init_gen);
     if (!adapters.empty())
@@ -263,7 +264,9 @@ std::unique_ptr<model::CausalLM> load_model(const config::JobPlan& c, const Toke
   }
   spdlog::info("model: {} ({} layers, vocab {}) on {}, {}{}, weights {}, compute {}{}", c.model.model_name_or_path,
                model->num_layers(), vocab, lo.device.str(), c.adapter.finetuning_type,
-               c.adapter.finetuning_type == "lora" ? fmt::format(" rank {}", c.adapter.lora_rank) : std::string(),
+               c.adapter.lora()  ? fmt::format(" rank {}", c.adapter.lora_rank)
+               : c.adapter.oft() ? fmt::format(" rank {} block size {}", c.adapter.oft_rank, c.adapter.oft_block_size)
+                                 : std::string(),
                c10::toString(lo.param_dtype), c10::toString(mixed),
                c.model.gradient_checkpointing ? ", gradient checkpointing" : "");
   if (c.objective.stage == "rm") {

@@ -289,6 +289,25 @@ TEST(Config, LoraOptionsAndTheTokenCounter) {
   }
 }
 
+// OFT (issue 34): exactly one of oft_rank / oft_block_size (peft's OFTConfig); LLaMA-Factory's LoRA-only rules hold.
+TEST(Config, OftKeysFollowPeftAndLlamaFactory) {
+  const auto c = parse_train_config(kMinimal + "finetuning_type: oft\noft_rank: 4\noft_block_size: 0\n", {}, "cfg.yaml").plan;
+  EXPECT_TRUE(c.adapter.oft() && c.adapter.peft() && !c.adapter.lora());
+  EXPECT_EQ(c.adapter.oft_rank, 4);
+  auto e = error_of(kMinimal + "finetuning_type: oft\noft_rank: 4\n");  // oft_block_size 32 by default
+  EXPECT_NE(e.find("exactly one of oft_rank and oft_block_size"), std::string::npos) << e;
+  EXPECT_NE(e.find("oft_block_size: 0"), std::string::npos) << e;  // what to try
+  e = error_of(kMinimal + "finetuning_type: oft\noft_block_size: 0\n");
+  EXPECT_NE(e.find("exactly one of oft_rank and oft_block_size"), std::string::npos) << e;
+  for (const std::string key : {"use_rslora: true", "use_dora: true", "adapter_name_or_path: a"}) {
+    e = error_of(kMinimal + "finetuning_type: oft\n" + key + "\n");
+    EXPECT_TRUE(e.find("only valid for the LoRA method") != std::string::npos ||
+                e.find("only valid for LoRA training") != std::string::npos)
+        << key << ": " << e;
+  }
+  EXPECT_EQ(error_of(kMinimal + "finetuning_type: oft\nadditional_target: norm\n"), "");
+}
+
 // Issue 29 finding 5: what torch.optim.AdamW refuses is refused before anything starts, naming
 // the key (was: adam_beta1=2 trained; adam_beta2=1.5 gave NaN at step 2, blamed on learning_rate).
 TEST(Config, OptimizerSettingsTorchRefusesAreRefused) {

@@ -166,6 +166,11 @@ SETUP = {
     "include_num_input_tokens_seen": lambda f: ({}, {"include_num_input_tokens_seen": "all"}),
     "lora_target": lambda f: ({"finetuning_type": "lora", "model_name_or_path": str(f["model"])},
                               {"lora_target": "q_proj,v_proj"}),
+    # OFT's two keys (exactly one non-zero: peft's rule), on the trained model.
+    "oft_rank": lambda f: ({"finetuning_type": "oft", "oft_block_size": "0", "oft_rank": "2",
+                            "model_name_or_path": str(f["model"])}, {"oft_rank": "4"}),
+    "oft_block_size": lambda f: ({"finetuning_type": "oft", "model_name_or_path": str(f["model"])},
+                                 {"oft_block_size": "8"}),
     "freeze_trainable_modules": lambda f: ({"finetuning_type": "freeze"}, {"freeze_trainable_modules": "mlp"}),
     "lr_scheduler_type": lambda f: ({}, {"lr_scheduler_type": "constant"}),
     "deepspeed": lambda f: ({}, {"deepspeed": os.path.join(ROOT, "tests", "fixtures", "config", "ds_z2_config.json")}),

@@ -18,7 +18,8 @@ FIX = os.path.join(ROOT, "tests", "fixtures", "train", "lf_examples")
 RUNS = {"qwen3_full_sft", "qwen3_lora_pretrain", "qwen3_lora_sft", "qwen3_lora_sft_ds3", "qwen3_preprocess",
         "loraplus__llama3_lora_sft", "dft__qwen2_full_sft", "eaft__qwen25_05b_eaft_full",
         "adam_mini__qwen2_full_sft", "badam__llama3_full_sft", "muon__qwen2_full_sft", "pissa__llama3_lora_sft",
-        "fsdp_qlora__llama3_lora_sft", "qwen3_lora_sft_bnb_npu", "qwen3_lora_sft_otfq"}
+        "fsdp_qlora__llama3_lora_sft", "qwen3_lora_sft_bnb_npu", "qwen3_lora_sft_otfq", "oft__llama3_oft_sft",
+        "qoft__llama3_oft_sft_bnb_npu"}
 ELSEWHERE = {"qwen3_lora_dpo", "qwen3_lora_kto", "qwen3_lora_reward"}
 # Refused for what they need that lf-train will not do here: (why, words one of which the message holds).
 REFUSED = {
@@ -26,6 +27,8 @@ REFUSED = {
     "llama3_lora_sft_gptq": ("a GPTQ-quantized checkpoint", ["quantization_config", "gptq"]),
     "llama3_lora_sft_awq": ("an AWQ-quantized checkpoint", ["quantization_config", "awq"]),
     "llama3_lora_sft_aqlm": ("an AQLM-quantized checkpoint", ["quantization_config", "aqlm"]),
+    "qoft__llama3_oft_sft_awq": ("OFT over an AWQ-quantized checkpoint", ["quantization_config", "awq"]),
+    "qoft__llama3_oft_sft_gptq": ("OFT over a GPTQ-quantized checkpoint", ["quantization_config", "gptq"]),
     # LLaMA-Factory's example points at a model its scripts/llama_pro.py expanded (32 + 8 blocks); the tiny
     # local model has 4 layers, and LLaMA-Factory's own rule (layers divisible by the 8 blocks) refuses it.
     "llama_pro__llama3_freeze_sft": ("LLaMA Pro on a model its expansion did not make", ["freeze_trainable_layers"]),
@@ -38,10 +41,6 @@ PENDING = {
                              ["mixture_of_depths", "pure_bf16", "paged_adamw_8bit"]),
     "fp8__llama3_fp8_deepspeed_sft": ("FP8", ["fp8"]),
     "fp8__llama3_fp8_fsdp_sft": ("FP8", ["fp8"]),
-    "qoft__llama3_oft_sft_bnb_npu": ("OFT (issue 34)", ["finetuning_type"]),
-    "qoft__llama3_oft_sft_awq": ("OFT; an AWQ checkpoint", ["finetuning_type", "quantization_config"]),
-    "qoft__llama3_oft_sft_gptq": ("OFT; a GPTQ checkpoint", ["finetuning_type", "quantization_config"]),
-    "oft__llama3_oft_sft": ("OFT (issue 34)", ["finetuning_type"]),
     "asft__llama2_full_asft": ("ASFT (issue 34)", ["use_asft_loss"]),
     "asft__qwen2_full_asft": ("ASFT (issue 34)", ["use_asft_loss"]),
     "nlg_eval__llama3_lora_predict": ("predict (issue 34)", ["do_predict", "predict_with_generate"]),
@@ -85,7 +84,7 @@ def test_example_trains(name, tmp_path):
     assert lines and lines[-1]["current_steps"] == 2, lines
     assert json.load(open(out / "all_results.json"))["train_loss"] > 0
     cfg = yaml.safe_load(open(os.path.join(FIX, f"{name}.yaml")))
-    weights = "adapter_model.safetensors" if cfg["finetuning_type"] == "lora" else "model.safetensors"
+    weights = "adapter_model.safetensors" if cfg["finetuning_type"] in ("lora", "oft") else "model.safetensors"
     assert (out / weights).exists(), sorted(os.listdir(out))
 
 

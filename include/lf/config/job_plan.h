@@ -56,7 +56,7 @@ struct ModelSection {
 
 // What trains: the whole model, LoRA adapters, or the last layers (freeze).
 struct AdapterSection {
-  std::string finetuning_type = "lora";  // lora | full | freeze
+  std::string finetuning_type = "lora";  // lora | oft | full | freeze
   // freeze (LLaMA-Factory's _setup_freeze_tuning, model/freeze.h):
   int64_t freeze_trainable_layers = 2;  // the last N layers (N < 0: the first -N)
   std::vector<std::string> freeze_trainable_modules = {"all"};
@@ -78,8 +78,14 @@ struct AdapterSection {
   std::vector<std::string> additional_target;  // peft's modules_to_save: trained fully beside LoRA
   bool use_rslora = false;  // scaling lora_alpha / sqrt(lora_rank)
   bool use_dora = false;    // DoRA: magnitude + direction (model/dora.h)
+  // OFT (finetuning_type oft, model/oft.h): peft's OFTConfig r / oft_block_size, exactly one non-zero; it targets
+  // lora_target and trains additional_target beside, as LLaMA-Factory passes them.
+  int64_t oft_rank = 0;
+  int64_t oft_block_size = 32;
 
   bool lora() const { return finetuning_type == "lora"; }
+  bool oft() const { return finetuning_type == "oft"; }
+  bool peft() const { return lora() || oft(); }  // a peft adapter trains, the base is frozen
   bool full() const { return finetuning_type == "full"; }
   bool freeze() const { return finetuning_type == "freeze"; }
 };
