@@ -6,8 +6,10 @@
 #include <ATen/detail/CUDAHooksInterface.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -59,8 +61,7 @@ std::vector<int32_t> stop_ids(const ChatTemplate& tmpl, const Tokenizer& tok, co
   for (const char* key : {"extra_special_tokens", "additional_special_tokens"}) {
     if (!cfg.contains(key)) continue;
     const auto& list = cfg[key];
-    for (const auto& t : list) {
-      const auto& v = list.is_object() ? t : t;
+    for (const auto& v : list) {  // a list of tokens, or (transformers 5) a name -> token object
       const std::string text = v.is_string() ? v.get<std::string>() : v.value("content", std::string());
       if (const auto id = tok.token_to_id(text); id && std::find(ids.begin(), ids.end(), *id) == ids.end())
         ids.push_back(*id);
