@@ -30,16 +30,23 @@ void check_predict(const Reader& r, const JobPlan& c) {
   LF_CHECK(c.objective.stage == "sft", ConfigError,
            "{}: predict runs are sft's (LLaMA-Factory: \"`predict_with_generate` cannot be set as True except SFT\"); "
            "stage is {}", r.where(p.do_predict ? "do_predict" : "predict_with_generate"), c.objective.stage);
-  LF_CHECK(p.do_predict, ConfigError,
-           "{}: `predict_with_generate: true` without `do_predict: true`: lf-train generates in predict runs only "
-           "(evaluation during training computes eval_loss); add do_predict: true and do_train: false, or remove it",
-           r.where("predict_with_generate"));
+  LF_CHECK(!c.data.eval_dataset.empty() || c.data.val_size >= 1e-6, ConfigError,
+           "{}: nothing to predict for: LLaMA-Factory refuses it too (\"Please make sure eval_dataset be provided or "
+           "val_size >1e-6\"); set eval_dataset", r.where(p.do_predict ? "do_predict" : "predict_with_generate"));
+  if (!p.do_predict) {
+    // LLaMA-Factory generates only when it evaluates or predicts: a training run without evaluation ignores it.
+    LF_CHECK(c.eval.eval_strategy == "no", ConfigError,
+             "{}: `predict_with_generate: true` with `eval_strategy: {}`: LLaMA-Factory's evaluation would generate "
+             "and score BLEU / ROUGE; lf-train's evaluation computes eval_loss only. Remove predict_with_generate, or "
+             "predict in a second job (do_predict: true)", r.where("predict_with_generate"), c.eval.eval_strategy);
+    return;
+  }
   LF_CHECK(!p.do_train, ConfigError,
            "{}: `do_predict: true` with `do_train: true`: lf-train runs training and prediction as two jobs: train, "
            "then predict with do_train: false and the trained output (adapter_name_or_path for LoRA, "
            "model_name_or_path for full)", r.where("do_predict"));
   LF_CHECK(!c.data.eval_dataset.empty(), ConfigError,
-           "{}: a predict run needs `eval_dataset` (the examples it generates for); predicting a `val_size` split of "
+           "{}: a predict run reads `eval_dataset` (the examples it generates for); predicting a `val_size` split of "
            "`dataset` is not implemented: name the data in eval_dataset", r.where("do_predict"));
   LF_CHECK(c.parallel.zero_stage < 3, ConfigError,
            "{}: predict under zero_stage 3 (from {}): LLaMA-Factory refuses it too (\"`predict_with_generate` is "
@@ -70,9 +77,12 @@ std::vector<KeyDecl> predict_keys() {
       implemented("do_predict", LF_FIELD(predict, do_predict),
                   "sft: generate for every eval_dataset example (batched, left-padded, data-parallel) and write "
                   "generated_predictions.jsonl and predict_results.json as LLaMA-Factory does")
+          .sample("true", "predict_with_generate: true\neval_dataset: alpaca_en_demo")
           .observe("file:generated_predictions.jsonl"),
       implemented("predict_with_generate", LF_FIELD(predict, predict_with_generate),
-                  "do_predict: generate (needed, as in LLaMA-Factory)")
+                  "do_predict: generate (needed, as in LLaMA-Factory); without do_predict, no effect unless evaluating "
+                  "(refused then: lf-train's evaluation computes eval_loss)")
+          .sample("true", "eval_dataset: alpaca_en_demo")
           .observe("file:generated_predictions.jsonl"),
       implemented("do_sample", LF_FIELD(predict, do_sample), "sampled generation (else greedy)")
           .sample("false", kPredictContext)

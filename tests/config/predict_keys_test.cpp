@@ -55,11 +55,15 @@ TEST(PredictKeys, LlamaFactorysRulesAndWhatIsNotRun) {
   EXPECT_NE(error_of(kPredict + "dataset: alpaca_en_demo\n", {"do_train=true"}).find("two jobs"), std::string::npos);
   EXPECT_NE(error_of("model_name_or_path: m\ndo_predict: true\npredict_with_generate: true\n").find("eval_dataset"),
             std::string::npos);
+  EXPECT_NE(error_of("model_name_or_path: m\ndataset: a\nval_size: 0.1\ndo_predict: true\npredict_with_generate: true\n")
+                .find("not implemented"), std::string::npos);
   EXPECT_NE(error_of(kPredict, {"num_beams=2"}).find("num_beams"), std::string::npos);
   EXPECT_NE(error_of(kPredict, {"max_new_tokens=0"}).find("max_new_tokens"), std::string::npos);
   EXPECT_NE(error_of(kPredict, {"temperature=0"}).find("temperature"), std::string::npos);
-  EXPECT_NE(error_of("model_name_or_path: m\ndataset: a\npredict_with_generate: true\n").find("do_predict"),
-            std::string::npos);
+  // Without do_predict LLaMA-Factory generates only when it evaluates: no effect, or refused when evaluating.
+  EXPECT_EQ(error_of("model_name_or_path: m\ndataset: a\neval_dataset: a\npredict_with_generate: true\n"), "");
+  EXPECT_NE(error_of("model_name_or_path: m\ndataset: a\neval_dataset: a\npredict_with_generate: true\n"
+                     "eval_strategy: steps\n").find("eval_loss only"), std::string::npos);
 }
 
 }  // namespace
