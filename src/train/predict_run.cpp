@@ -18,10 +18,12 @@
 #include <sstream>
 
 #include "lf/comm/process_group.h"
+#include "lf/common/env_knobs.h"
 #include "lf/common/error.h"
 #include "lf/common/progress_deadline.h"
 #include "lf/data/sft_dataset.h"
 #include "lf/data/unsupervised.h"
+#include "lf/model/initial_weights.h"
 #include "lf/model/loader.h"
 #include "lf/model/lora.h"
 #include "lf/rendezvous/store_client.h"
@@ -76,6 +78,10 @@ std::unique_ptr<model::CausalLM> load_predict_model(const config::JobPlan& c, co
   model::LoadOptions lo;
   lo.device = predict_device();
   lo.seed = static_cast<uint64_t>(c.seed);
+  // init_weights auto | pretrained | random against what the folder holds, as training chooses.
+  const auto initial = model::choose_initial_weights(c.model.model_name_or_path, c.model.init_weights, c.seed);
+  if (!initial.note.empty() && !knob_bool("LF_CONFIG_CHECKED").value_or(false)) spdlog::warn("{}", initial.note);
+  lo.random_init = initial.random;
   const auto dtype = c.precision.bf16 ? at::kBFloat16 : c.precision.fp16 ? at::kHalf : at::kFloat;
   lo.param_dtype = dtype;
   auto model = model::load_causal_lm(c.model.model_name_or_path, lo);
