@@ -72,6 +72,8 @@ std::vector<KeyDecl> predict_keys() {
   return {
       with_rule(implemented("do_train", LF_FIELD(predict, do_train),
                             "false: no training; with do_predict, a predict run of the model (and adapter) given")
+                    .differs("unset, lf-train trains (with HF's false LLaMA-Factory would run nothing); unset with "
+                             "do_predict: true it is false, HF's default")
                     .observe("file:trainer_log.jsonl"),
                 check_predict),
       implemented("do_predict", LF_FIELD(predict, do_predict),
