@@ -12,7 +12,7 @@ void check_required(const JobPlan& c) {
   LF_CHECK(!c.model.model_name_or_path.empty(), ConfigError,
            "`model_name_or_path` is required: a local folder with config.json (and weights unless `init_weights: "
            "random`)");
-  LF_CHECK(!c.data.dataset.empty(), ConfigError, "`dataset` is required: one or more names from {}/dataset_info.json",
+  LF_CHECK(!c.data.dataset.empty() || !c.predict.do_train, ConfigError, "`dataset` is required: one or more names from {}/dataset_info.json",
            c.data.dataset_dir);
 }
 
@@ -128,6 +128,8 @@ void check_parallel_rules(const JobPlan& c) {
 }
 
 void check_config(const Reader& r, JobPlan& c) {
+  // HF's do_train defaults to false: LLaMA-Factory's predict YAMLs (examples/extras/nlg_eval) leave it unset.
+  if (c.predict.do_predict && !r.has("do_train")) c.predict.do_train = false;
   check_required(c);
   check_offline(r, c);
   // LLaMA-Factory's DataArguments.__post_init__: `packing: true` or neat_packing packs into cutoff_len - 1 tokens

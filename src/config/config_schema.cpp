@@ -7,6 +7,7 @@
 
 #include "method_keys.h"
 #include "optimizer_keys.h"
+#include "predict_keys.h"
 #include "quantization_keys.h"
 #include "reference_keys.h"
 #include "schema_builders.h"
@@ -311,18 +312,6 @@ std::vector<KeyDecl> optimisation_keys() {
 }
 
 std::vector<KeyDecl> eval_and_output_keys() {
-  KeyDecl do_train;
-  do_train.name = "do_train";
-  do_train.policy = KeyPolicy::kOnlyValues;
-  do_train.type = "bool";
-  do_train.choices = {"true"};
-  do_train.note = "lf-train only trains";
-  do_train.check = [](const Reader& r, const JobPlan&) {
-    if (!r.has("do_train")) return;
-    bool v = true;
-    r.read("do_train", v, "true or false");
-    LF_CHECK(v, ConfigError, "{}: `do_train: false` asks for no training; lf-train only trains", r.where("do_train"));
-  };
   // HF's TrainingArguments turn true / false into all / no.
   KeyDecl tokens_seen = implemented("include_num_input_tokens_seen", LF_FIELD(logging, include_num_input_tokens_seen),
                                     "the input tokens counted over every rank: all (or true), non_padding, no")
@@ -367,7 +356,6 @@ std::vector<KeyDecl> eval_and_output_keys() {
           .differs("'none': the empty list")
           .observe("file:runs"),
       std::move(tokens_seen),
-      std::move(do_train),
   };
 }
 
@@ -444,8 +432,6 @@ std::vector<KeyDecl> refused_keys() {
       refused("dataloader_drop_last", "dropping the last batch is not supported"),
       refused("data_seed", "a separate data seed is not supported: the order comes from `seed`"),
       refused("average_tokens_across_devices", "lf-train always normalises the loss over every target token of the step"),
-      refused("do_predict", "prediction runs are not supported (training only)"),
-      refused("predict_with_generate", "prediction runs are not supported (training only)"),
       refused("pure_bf16", "pure bf16 training (no fp32 master weights) is not supported: use bf16: true"),
       refused("disable_shuffling", "an unshuffled example order is not supported (each epoch is a permutation from `seed`)"),
       refused("ignore_pad_token_for_loss", "training on pad tokens is not supported"),
@@ -495,7 +481,7 @@ std::vector<KeyDecl> build_schema() {
   std::vector<KeyDecl> all;
   for (auto part : {model_keys(), method_keys(), pissa_and_llama_pro_keys(), oft_keys(), preference_keys(), sft_loss_keys(),
                     data_keys(), optimisation_keys(), eval_and_output_keys(), distribution_keys(), optimizer_keys(),
-                    quantization_keys(), reference_keys(), refused_keys(), no_effect_keys()})
+                    quantization_keys(), reference_keys(), predict_keys(), refused_keys(), no_effect_keys()})
     for (auto& d : part) all.push_back(std::move(d));
   return all;
 }

@@ -47,6 +47,7 @@
 #include "lf/plan/model_units.h"
 #include "lf/rendezvous/store_client.h"
 #include "lf/train/batch.h"
+#include "lf/train/predict_run.h"
 #include "lf/train/trainer.h"
 
 namespace lf::train {
@@ -350,6 +351,7 @@ void train_from_config(const config::LoadedConfig& loaded) {
     for (const auto& n : loaded.notes) spdlog::info("{}", n);
   }
   model::set_kernel_paths(c.model.kernels);  // before any layer runs: model code reads no environment
+  if (!c.predict.do_train) return predict_from_config(loaded);  // do_predict (config rules: nothing else)
   // HF's TrainingArguments refuses fp16 without a GPU (its CPU path would run ~40x slower here).
   LF_CHECK(!c.precision.fp16 || at::hasCUDA(), ConfigError,
            "fp16: true needs a CUDA GPU and this worker has none; HF's TrainingArguments refuses it too (\"FP16 Mixed "

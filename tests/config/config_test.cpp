@@ -220,7 +220,7 @@ TEST(Config, ValidatesBeforeAnythingHeavy) {
   EXPECT_NE(error_of("dataset: a\n").find("`model_name_or_path` is required"), std::string::npos);
   EXPECT_NE(error_of(kMinimal + "bf16: true\nfp16: true\n").find("choose one"), std::string::npos);
   EXPECT_NE(error_of(kMinimal + "cutoff_len: 0\n").find("`cutoff_len` must be > 0"), std::string::npos);
-  EXPECT_NE(error_of(kMinimal + "do_train: false\n").find("lf-train only trains"), std::string::npos);
+  EXPECT_NE(error_of(kMinimal + "do_train: false\n").find("asks for nothing to run"), std::string::npos);
   EXPECT_NE(error_of(kMinimal + "ddp_reduce_dtype: fp16\n").find("ddp_reduce_dtype"), std::string::npos);
   EXPECT_EQ(parse_train_config(kMinimal + "ddp_reduce_dtype: bf16\n", {}, "c").plan.parallel.ddp_reduce_dtype, "bf16");
   EXPECT_NE(error_of(kMinimal + "disable_gradient_checkpointing: true\n"), "x");

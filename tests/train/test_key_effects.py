@@ -174,7 +174,13 @@ SETUP = {
     "freeze_trainable_modules": lambda f: ({"finetuning_type": "freeze"}, {"freeze_trainable_modules": "mlp"}),
     "lr_scheduler_type": lambda f: ({}, {"lr_scheduler_type": "constant"}),
     "deepspeed": lambda f: ({}, {"deepspeed": os.path.join(ROOT, "tests", "fixtures", "config", "ds_z2_config.json")}),
+    # A predict run instead of training (do_predict needs predict_with_generate and eval_dataset beside it).
+    "do_train": lambda f: ({}, {"do_train": "false", **PREDICT}),
+    "do_predict": lambda f: ({}, {"do_predict": "true", **PREDICT}),
+    "predict_with_generate": lambda f: ({}, {"predict_with_generate": "true", **PREDICT}),
 }
+PREDICT = {"do_train": "false", "do_predict": "true", "predict_with_generate": "true", "eval_dataset": "alpaca_en_demo",
+           "max_samples": "4", "max_new_tokens": "8"}
 # The sample context that makes a LoRA key act: a trained model (a random one has nothing to adapt).
 LORA_KEYS = {"lora_rank", "lora_alpha", "lora_dropout", "use_rslora", "use_dora", "loraplus_lr_ratio",
              "additional_target", "pissa_init", "pissa_iter", "pissa_convert"}
@@ -250,6 +256,9 @@ def observe(kind, out, log):
         base = os.path.normpath(os.path.join(out, os.path.dirname(arg))) if arg.startswith("..") else out
         pattern = os.path.basename(arg) if arg.startswith("..") else arg
         return sorted(p for p in os.listdir(base) if fnmatch.fnmatch(p, pattern)) if os.path.isdir(base) else []
+    if what == "predictions":  # a predict run's generated_predictions.jsonl
+        path = os.path.join(out, "generated_predictions.jsonl")
+        return open(path, encoding="utf-8").read() if os.path.exists(path) else None
     if what == "log":
         # The message part of each line holding TEXT (timestamps and pids differ between runs).
         return sorted(l.split("] ", 1)[-1] for l in log.splitlines() if arg in l)

@@ -43,15 +43,18 @@ PENDING = {
     "fp8__llama3_fp8_fsdp_sft": ("FP8", ["fp8"]),
     "asft__llama2_full_asft": ("ASFT (issue 34)", ["use_asft_loss"]),
     "asft__qwen2_full_asft": ("ASFT (issue 34)", ["use_asft_loss"]),
-    "nlg_eval__llama3_lora_predict": ("predict (issue 34)", ["do_predict", "predict_with_generate"]),
 }
+# Predict runs (do_predict): they write generated_predictions.jsonl and predict_results.json.
+PREDICTS = {"nlg_eval__llama3_lora_predict"}
 NAMES = sorted(f[:-5] for f in os.listdir(FIX) if f.endswith(".yaml"))
 
 
 # The repository's c4_demo slice is 32 short texts (3 KB; LLaMA-Factory's has 300 documents): fewer tokens than
 # one block of the example's cutoff_len 2048, which pt packs into (and LLaMA-Factory refuses too).
 # qwen3_preprocess sets no schedule (LLaMA-Factory 0.9.5 saves the tokens, then trains its default 3 epochs).
-EXTRA = {"qwen3_lora_pretrain": ["cutoff_len=64"], "qwen3_preprocess": ["max_steps=2"]}
+# The predict example's 100 examples x 1024 new tokens at batch 1 are minutes of a CPU: 2 + 2 examples, 8 tokens.
+EXTRA = {"qwen3_lora_pretrain": ["cutoff_len=64"], "qwen3_preprocess": ["max_steps=2"],
+         "nlg_eval__llama3_lora_predict": ["max_samples=2", "max_new_tokens=8"]}
 
 
 def run(name, tmp_path, *extra):
@@ -72,7 +75,7 @@ def run(name, tmp_path, *extra):
 def test_every_example_has_an_outcome():
     """35 = 39 training YAMLs of the four folders less the four multimodal ones."""
     assert len(NAMES) == 35, NAMES
-    tables = [RUNS, ELSEWHERE, set(REFUSED), set(PENDING)]
+    tables = [RUNS, ELSEWHERE, set(REFUSED), set(PENDING), PREDICTS]
     assert sorted(n for t in tables for n in t) == NAMES, "an example without an outcome, or one with two"
 
 
@@ -95,3 +98,22 @@ def test_example_is_refused_by_name(name, tmp_path):
     assert rc == 2, f"{name} ({why}): exit {rc}\n{log[-3000:]}"
     assert any(w in log for w in words), f"{name} ({why}): none of {words} in\n{log[-3000:]}"
     assert "Traceback" not in log and "No such file" not in log, log[-3000:]
+
+
+@pytest.mark.parametrize("name", sorted(PREDICTS))
+def test_example_predicts(name, tmp_path):
+    """The adapter the example points at is trained first (2 LoRA steps of the same model and template)."""
+    cfg = yaml.safe_load(open(os.path.join(FIX, f"{name}.yaml")))
+    env = dict(os.environ, NNODES="1", NPROC_PER_NODE="1", MASTER_PORT=str(free_port()), OMP_NUM_THREADS="1")
+    train = [LF_TRAIN, "configs/tiny_cpu.yaml", f"model_name_or_path={cfg['model_name_or_path']}",
+             f"template={cfg['template']}", "finetuning_type=lora", "max_steps=2", "max_samples=8", "val_size=0",
+             "eval_strategy=no", "save_strategy=no", "plot_loss=false", f"output_dir={tmp_path / 'adapter'}"]
+    p = subprocess.run(train, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, (p.stdout + p.stderr)[-3000:]
+    rc, log, out = run(name, tmp_path)
+    assert rc == 0, log[-3000:]
+    lines = [json.loads(l) for l in open(out / "generated_predictions.jsonl")]
+    assert len(lines) == 4 and all(set(l) == {"prompt", "predict", "label"} for l in lines), lines
+    metrics = json.load(open(out / "predict_results.json"))
+    assert {"predict_bleu-4", "predict_rouge-1", "predict_rouge-2", "predict_rouge-l"} <= set(metrics), metrics
+    assert not (out / "trainer_log.jsonl").exists()  # do_train unset: LLaMA-Factory's default false, no training

@@ -162,6 +162,21 @@ struct EvalSection {
   int64_t per_device_eval_batch_size = 8;
 };
 
+// LLaMA-Factory's predict run (do_predict + predict_with_generate: src/train/predict_run.cpp) and the
+// GeneratingArguments it generates with (LLaMA-Factory's defaults).
+struct PredictSection {
+  bool do_train = true;
+  bool do_predict = false;
+  bool predict_with_generate = false;
+  bool do_sample = true;
+  double temperature = 0.95;
+  double top_p = 0.7;
+  int64_t top_k = 50;
+  int64_t max_new_tokens = 1024;
+  double repetition_penalty = 1.0;
+  bool skip_special_tokens = true;  // in generated_predictions.jsonl's predict and label
+};
+
 // Checkpoints and the files a run leaves in output_dir.
 struct OutputSection {
   std::string output_dir = "trainer_output";
@@ -227,6 +242,7 @@ struct JobPlan {
   ScheduleSection schedule;
   PrecisionSection precision;
   EvalSection eval;
+  PredictSection predict;
   OutputSection output;
   LoggingSection logging;
   ParallelSection parallel;
