@@ -60,7 +60,7 @@ SequenceLogps sequence_logps(const ObjectiveContext& ctx, const Batch& b, const 
   out.valid = mask.sum(1).to(at::kFloat).to(device);
   const auto ids = b.input_ids.to(device);
   std::optional<model::KeyPaddingScope> pads;  // only on padded rows: the mask costs the flash kernel
-  if (b.attention_mask.defined() && b.num_tokens < n * t)
+  if (b.attention_mask.defined() && b.num_tokens < n * t && model::pad_masked_logits(device))
     pads.emplace(b.attention_mask.sum(1).clamp_min(1).to(device));  // an all-pad row keeps one key (no NaN)
   const auto x = m.hidden_states(ids, {}, hooks);  // [N,T,C]
   out.logps = model::run_unit(hooks, m.head_unit(), x, [&](const at::Tensor& h) {

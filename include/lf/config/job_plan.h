@@ -34,6 +34,9 @@ struct KernelPaths {
   bool cuda_graphs = true;         // LF_CUDA_GRAPHS
   int64_t cuda_graph_bucket = 128; // LF_CUDA_GRAPH_BUCKET
   std::string quant_gemm = "auto";  // LF_QUANT_GEMM: auto | dequant | fused (model/bnb4_linear.cpp)
+  // LF_PAD_MASKED_LOGITS: auto | 1 | 0: preference forwards of padded rows under HF's padding mask
+  // (model/key_padding.h; TRL's logits/* average the pad positions too); auto: off a GPU only.
+  std::string pad_masked_logits = "auto";
 };
 
 struct ModelSection {

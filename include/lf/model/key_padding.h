@@ -27,4 +27,9 @@ class KeyPaddingScope {
 // without a scope (or when its batch is not `t` long).
 at::Tensor key_padding_mask(int64_t t);
 
+// Whether padded preference rows on `device` open a scope (LF_PAD_MASKED_LOGITS, the plan's kernel paths):
+// auto opens it off a GPU only, where the mask costs nothing the tests would see and keeps LLaMA-Factory's
+// logits/* exact; on a GPU it would take flash attention away for a metric of the pad positions.
+bool pad_masked_logits(const c10::Device& device);
+
 }  // namespace lf::model
