@@ -2,6 +2,8 @@
 # Issue 31's GPU run, ON the GPU machine (one H200), in one call of about 8 minutes:
 #   scripts/device/dpo_bench.sh                # build (if needed), then both rows
 #   ROWS="7b-lora" STEPS=20 scripts/device/dpo_bench.sh
+#   LF_PAD_MASKED_LOGITS=1 scripts/device/dpo_bench.sh   # padded rows under HF's padding mask (TRL's exact
+#       logits/* on the GPU, SDPA with a mask instead of flash): its cost against the default run decides `auto`
 # with `.deps` carried: .deps/debs (scripts/device/fetch_debs.sh) and .deps/wheels, the peer's wheels the
 # image lacks (TRL and datasets; made here, on the CPU box, by):
 #   pip download --no-deps --python-version 3.12 --only-binary=:all: -d .deps/wheels \
