@@ -118,7 +118,7 @@ fs::path job_tokenized_dir(const config::JobPlan& c, const comm::WorldInfo& worl
 }
 
 at::ScalarType compute_dtype_of(const config::PrecisionSection& p) {
-  return p.bf16 ? at::kBFloat16 : p.fp16 ? at::kHalf : at::kFloat;
+  return p.bf16_compute() ? at::kBFloat16 : p.fp16 ? at::kHalf : at::kFloat;
 }
 
 int32_t max_token_id(const TokenizedDataset& d) {
@@ -227,8 +227,9 @@ std::unique_ptr<model::CausalLM> load_model(const config::JobPlan& c, const Toke
   lo.seed = static_cast<uint64_t>(c.seed);
   const auto mixed = compute_dtype_of(c.precision);
   // LoRA: a frozen base in the compute dtype, fp32 adapters (LLaMA-Factory upcasts
-  // trainable parameters). Full: fp32 master weights, activations in the compute dtype.
-  lo.param_dtype = c.adapter.finetuning_type == "lora" ? mixed : at::kFloat;
+  // trainable parameters). Full: fp32 master weights, activations in the compute dtype; pure_bf16: the
+  // weights in bf16 themselves (LLaMA-Factory loads them so and casts nothing up).
+  lo.param_dtype = c.adapter.finetuning_type == "lora" || !c.precision.fp32_master() ? mixed : at::kFloat;
   if (c.precision.quantized()) lo.quantize = model::bnb4_spec_of(c.precision);
   auto model = model::load_causal_lm(c.model.model_name_or_path, lo);
   if (const auto q = model::quantized_base(*model); q.linears > 0) spdlog::info("{}", model::describe(q));

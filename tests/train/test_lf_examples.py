@@ -17,6 +17,7 @@ FIX = os.path.join(ROOT, "tests", "fixtures", "train", "lf_examples")
 # Examples that train here (the preference ones in test_lf_preference.py, which runs these same files).
 RUNS = {"qwen3_full_sft", "qwen3_lora_pretrain", "qwen3_lora_sft", "qwen3_lora_sft_ds3", "qwen3_preprocess",
         "loraplus__llama3_lora_sft", "dft__qwen2_full_sft", "eaft__qwen25_05b_eaft_full",
+        "asft__llama2_full_asft", "asft__qwen2_full_asft",
         "adam_mini__qwen2_full_sft", "badam__llama3_full_sft", "muon__qwen2_full_sft", "pissa__llama3_lora_sft",
         "fsdp_qlora__llama3_lora_sft", "qwen3_lora_sft_bnb_npu", "qwen3_lora_sft_otfq"}
 ELSEWHERE = {"qwen3_lora_dpo", "qwen3_lora_kto", "qwen3_lora_reward"}
@@ -42,8 +43,6 @@ PENDING = {
     "qoft__llama3_oft_sft_awq": ("OFT; an AWQ checkpoint", ["finetuning_type", "quantization_config"]),
     "qoft__llama3_oft_sft_gptq": ("OFT; a GPTQ checkpoint", ["finetuning_type", "quantization_config"]),
     "oft__llama3_oft_sft": ("OFT (issue 34)", ["finetuning_type"]),
-    "asft__llama2_full_asft": ("ASFT (issue 34)", ["use_asft_loss"]),
-    "asft__qwen2_full_asft": ("ASFT (issue 34)", ["use_asft_loss"]),
     "nlg_eval__llama3_lora_predict": ("predict (issue 34)", ["do_predict", "predict_with_generate"]),
 }
 NAMES = sorted(f[:-5] for f in os.listdir(FIX) if f.endswith(".yaml"))
