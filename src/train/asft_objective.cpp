@@ -31,8 +31,9 @@ namespace {
 
 // The frozen reference: the weights the model starts from, as LLaMA-Factory's load_model(is_trainable=False)
 // gives them (the compute dtype, no upcast), on the model's device.
-std::unique_ptr<model::CausalLM> load_reference(const config::JobPlan& c, const c10::Device& device) {
-  const auto dtype = c.precision.bf16_compute() ? at::kBFloat16 : c.precision.fp16 ? at::kHalf : at::kFloat;
+std::unique_ptr<model::CausalLM> load_reference(const config::JobPlan& c, const model::CausalLM& policy) {
+  const auto dtype = policy.compute_dtype();
+  const auto device = policy.lm_head_weight().device();
   model::LoadOptions lo;
   lo.device = device;
   lo.random_init = model::choose_initial_weights(c.model.model_name_or_path, c.model.init_weights, c.seed).random;
@@ -50,7 +51,7 @@ std::unique_ptr<model::CausalLM> load_reference(const config::JobPlan& c, const 
 class AsftObjective : public Objective {
  public:
   explicit AsftObjective(const ObjectiveContext& ctx)
-      : ctx_(ctx), ref_(load_reference(*ctx.plan, ctx.model->lm_head_weight().device())) {}
+      : ctx_(ctx), ref_(load_reference(*ctx.plan, *ctx.model)) {}
 
   double step_divisor(const std::vector<std::vector<int64_t>>&) const override {
     return static_cast<double>(std::max<int64_t>(1, ctx_.strategy->world()));

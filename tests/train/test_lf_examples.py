@@ -30,13 +30,12 @@ REFUSED = {
     # LLaMA-Factory's example points at a model its scripts/llama_pro.py expanded (32 + 8 blocks); the tiny
     # local model has 4 layers, and LLaMA-Factory's own rule (layers divisible by the 8 blocks) refuses it.
     "llama_pro__llama3_freeze_sft": ("LLaMA Pro on a model its expansion did not make", ["freeze_trainable_layers"]),
-    "apollo__llama3_full_sft": ("layer-wise APOLLO; pure_bf16", ["apollo_layerwise", "pure_bf16"]),
-    "galore__llama3_full_sft": ("layer-wise GaLore; pure_bf16", ["galore_layerwise", "pure_bf16"]),
+    "apollo__llama3_full_sft": ("layer-wise APOLLO", ["apollo_layerwise"]),
+    "galore__llama3_full_sft": ("layer-wise GaLore", ["galore_layerwise"]),
 }
 # Refused until the issue named lands (the key the refusal names).
 PENDING = {
-    "mod__llama3_full_sft": ("mixture_of_depths, 8-bit AdamW, pure_bf16",
-                             ["mixture_of_depths", "pure_bf16", "paged_adamw_8bit"]),
+    "mod__llama3_full_sft": ("mixture_of_depths, 8-bit AdamW", ["mixture_of_depths", "paged_adamw_8bit"]),
     "fp8__llama3_fp8_deepspeed_sft": ("FP8", ["fp8"]),
     "fp8__llama3_fp8_fsdp_sft": ("FP8", ["fp8"]),
     "qoft__llama3_oft_sft_bnb_npu": ("OFT (issue 34)", ["finetuning_type"]),

@@ -6,6 +6,7 @@ log_history records them; the fp32 run differs by far more. Also: 2 ranks (DDP) 
 refused with LLaMA-Factory's reason, and the saved weights are bf16."""
 import json, os, shutil, subprocess, sys
 
+import numpy as np
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
@@ -26,8 +27,10 @@ def test_variant_is_llamafactorys_run(variant, tmp_path):
     got = run_fixture_yaml(tmp_path, "lf_pure_bf16", "pure_bf16.yaml",
                            *[f"{k}={yaml_value(v)}" for k, v in VARIANTS[variant].items()])
     assert_steps_are(got, EXPECTED[variant], 1e-5)
-    if variant != "plain":
-        assert any(abs(a["loss"] - b["loss"]) > 1e-3 * abs(b["loss"]) for a, b in zip(EXPECTED[variant], EXPECTED["plain"]))
+    if variant != "plain":  # bf16 arithmetic: losses apart from the fp32 run's by more than the tolerance, and
+        # the gradient norm is torch's bf16 one (8 significant bits)
+        assert any(abs(a["loss"] - b["loss"]) > 5e-5 * abs(b["loss"]) for a, b in zip(EXPECTED[variant], EXPECTED["plain"]))
+        assert all(float(np.float32(g["grad_norm"]).view(np.uint32) & 0xFFFF) == 0 for g in got), got
 
 
 def train(tmp_path, name, ranks, *overrides, expect_ok=True):
