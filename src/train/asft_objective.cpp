@@ -16,6 +16,7 @@
 
 #include <algorithm>
 
+#include "lf/common/error.h"
 #include "lf/model/causal_lm.h"
 #include "lf/model/initial_weights.h"
 #include "lf/model/lm_head_asft.h"
@@ -50,8 +51,14 @@ std::unique_ptr<model::CausalLM> load_reference(const config::JobPlan& c, const 
 
 class AsftObjective : public Objective {
  public:
-  explicit AsftObjective(const ObjectiveContext& ctx)
-      : ctx_(ctx), ref_(load_reference(*ctx.plan, *ctx.model)) {}
+  explicit AsftObjective(const ObjectiveContext& ctx) : ctx_(ctx) {
+    // The head's backward recomputes the logits from the weight it saved; ZeRO-3 has released a tied lm_head (the
+    // embedding's unit) by then, and only an untied head is gathered again for its own unit's backward.
+    LF_CHECK(ctx.strategy->unit_hooks() == nullptr || !ctx.model->config().tie_word_embeddings, ConfigError,
+             "use_asft_loss under zero_stage 3 with tied word embeddings ({}) is not implemented: the loss's backward "
+             "needs the embedding ZeRO-3 has released; use zero_stage 0, 1 or 2", ctx.plan->model.model_name_or_path);
+    ref_ = load_reference(*ctx.plan, *ctx.model);
+  }
 
   double step_divisor(const std::vector<std::vector<int64_t>>&) const override {
     return static_cast<double>(std::max<int64_t>(1, ctx_.strategy->world()));
