@@ -301,8 +301,9 @@ std::vector<KeyDecl> optimisation_keys() {
       implemented("fp16", LF_FIELD(precision, fp16), "with a dynamic loss scaler (torch's GradScaler)")
           .observe("refused"),
       implemented("pure_bf16", LF_FIELD(precision, pure_bf16),
-                  "the model loaded in bf16 and trained in bf16: no fp32 master weights, bf16 gradients and AdamW "
-                  "moments (LLaMA-Factory's pure_bf16; one process and DDP)")
+                  "the trainable weights kept in the checkpoint's dtype (bf16 for the usual checkpoint) and trained "
+                  "so: no fp32 master weights, gradients and AdamW moments in that dtype, no autocast "
+                  "(LLaMA-Factory's pure_bf16; one process and DDP)")
           .observe("losses"),
       implemented("seed", LF_TOP_FIELD(seed), "the example order and every rank's dropout")
           .observe("losses"),
