@@ -2,6 +2,7 @@
 
 #include "config_schema.h"
 #include "quantization_keys.h"
+#include "reference_keys.h"
 
 namespace lf::config {
 
@@ -151,6 +152,7 @@ void check_config(const Reader& r, JobPlan& c) {
     if (d.check) d.check(r, c);
   check_between_keys(r, c);
   check_quantization(r, c);
+  check_reference(r, c);
   derive(c);
   if (packing_asked) c.data.cutoff_len -= 1;
 }

@@ -8,6 +8,7 @@
 #include "method_keys.h"
 #include "optimizer_keys.h"
 #include "quantization_keys.h"
+#include "reference_keys.h"
 #include "schema_builders.h"
 
 namespace lf::config {
@@ -386,6 +387,15 @@ std::vector<KeyDecl> distribution_keys() {
           .own()
           .choices({"fp32", "bf16"})
           .observe("losses", 2),
+      implemented("expert_model_parallel_size", LF_FIELD(parallel, expert_parallel_size),
+                  "LLaMA-Factory's Megatron (mcore) key: mixture-of-experts models, each sparse layer's experts "
+                  "placed over this many ranks (E / size each), tokens sent to their experts' ranks and back by "
+                  "all-to-all; the expert weights' gradients stay with their owner, the other parameters train "
+                  "data-parallel. Equal to the world size, zero_stage 0 (docs/training.md, mixture of experts)")
+          .own()
+          .check(positive)
+          .sample("2")
+          .observe("log:expert parallel over 2 ranks", 2),
       sharding_key("zero_stage", "0|1|2|3",
                    "lf-train's own: 0 data parallel (DDP), 1 optimizer state sharded, 2 + gradients, 3 + parameters",
                    true, "0", "log:ZeRO-", "2"),
@@ -412,13 +422,6 @@ std::vector<KeyDecl> distribution_keys() {
 
 std::vector<KeyDecl> refused_keys() {
   return {
-      refused("ref_model", "a reference model other than the policy's initial weights is not implemented: dpo and "
-                           "kto compare with the model they start from (LoRA: the adapters off); remove ref_model"),
-      refused("ref_model_adapters", "a reference model other than the policy's initial weights is not implemented"),
-      refused("ref_model_quantization_bit", "a quantized reference model is not implemented"),
-      refused("pref_bco_weight", "the BCO term of DPO (TRL's RunningMoments baseline) is not implemented: remove "
-                                 "pref_bco_weight"),
-      refused("ld_alpha", "LD-DPO's length weighting is not implemented: remove ld_alpha"),
       refused("loraplus_lr_embedding", "LoRA+ on embedding adapters is not supported (no LoRA embedding adapters)"),
       refused("freeze_vision_tower", "multimodal training is not supported"),
       refused("neftune_noise_alpha", "NEFTune noise is not supported"),
@@ -493,7 +496,7 @@ std::vector<KeyDecl> build_schema() {
   std::vector<KeyDecl> all;
   for (auto part : {model_keys(), method_keys(), pissa_and_llama_pro_keys(), preference_keys(), sft_loss_keys(),
                     data_keys(), optimisation_keys(), eval_and_output_keys(), distribution_keys(), optimizer_keys(),
-                    quantization_keys(), refused_keys(), no_effect_keys()})
+                    quantization_keys(), reference_keys(), refused_keys(), no_effect_keys()})
     for (auto& d : part) all.push_back(std::move(d));
   return all;
 }

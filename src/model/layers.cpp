@@ -8,6 +8,7 @@
 #include "lf/model/backward_only_linear.h"
 #include "lf/model/fused_dispatch.h"
 #include "lf/model/grad_sink.h"
+#include "lf/model/key_padding.h"
 #include "lf/model/lora_linear.h"
 #include "lf/model/master_weight_linear.h"
 #include "lf/model/sdpa.h"
@@ -39,10 +40,15 @@ at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
     const auto d = i.unsqueeze(1) - i.unsqueeze(0);  // [T, T]: query - key
     auto mask = at::logical_and(d >= 0, d < window);
     if (rope.attn_mask.defined()) mask = at::logical_and(rope.attn_mask, mask);
+    if (const auto pad_mask = key_padding_mask(t); pad_mask.defined()) mask = at::logical_and(pad_mask, mask);
     return masked_attention(q, k, v, mask.dim() == 2 ? mask.view({1, 1, t, t}) : mask, scale);
   }
   if (rope.varlen.defined()) return varlen_causal_attention(q, k, v, rope.varlen);
-  return rope.attn_mask.defined() ? masked_attention(q, k, v, rope.attn_mask, scale) : causal_attention(q, k, v, scale);
+  if (rope.attn_mask.defined()) return masked_attention(q, k, v, rope.attn_mask, scale);
+  // A KeyPaddingScope (key_padding.h): HF's padding mask on right-padded rows.
+  if (const auto pad_mask = key_padding_mask(q.size(2)); pad_mask.defined())
+    return masked_attention(q, k, v, pad_mask, scale);
+  return causal_attention(q, k, v, scale);
 }
 
 }  // namespace

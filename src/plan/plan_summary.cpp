@@ -5,6 +5,7 @@
 #include <fmt/ranges.h>
 
 
+#include "lf/config/expert_parallel.h"
 #include "lf/model/model_layout.h"
 #include "lf/plan/model_units.h"
 
@@ -139,6 +140,11 @@ json plan_summary(const config::JobPlan& p, const model::ModelConfig& mc, const 
                 {"global_batch", config::global_batch(p.schedule, w.world())}, {"row_tokens", memory.row_tokens},
                 {"cutoff_len", p.data.cutoff_len}, {"packing", p.data.packing}};
   j["parallel"] = parallel_json(p.parallel, memory, w.world());
+  config::check_expert_parallel(p, w.world(), mc.moe.num_experts);
+  if (p.parallel.expert_parallel_size > 1)
+    j["parallel"]["expert_parallel"] = {{"size", p.parallel.expert_parallel_size},
+                                        {"experts_per_rank", mc.moe.num_experts / p.parallel.expert_parallel_size},
+                                        {"dispatch", "all_to_all"}};
   j["units"] = units_json(units);
   j["precision"] = {{"compute", dtype_name(p.precision)},
                     {"weights", p.adapter.lora() ? dtype_name(p.precision) + " frozen base, fp32 adapters" : "fp32 master weights"},

@@ -42,8 +42,16 @@ std::string adapter_line(const json& a) {
   return type;
 }
 
+// Expert parallelism beside the strategy: "; expert parallel over 2 ranks, 4 experts a layer per rank (all_to_all)".
+std::string expert_parallel_text(const json& p) {
+  if (!p.contains("expert_parallel")) return "";
+  const auto& e = p["expert_parallel"];
+  return fmt::format("; expert parallel over {} ranks, {} experts a layer per rank ({})", e["size"].get<int64_t>(),
+                     e["experts_per_rank"].get<int64_t>(), e["dispatch"].get<std::string>());
+}
+
 std::string parallel_line(const json& p) {
-  std::string s = p["strategy"].get<std::string>();
+  std::string s = p["strategy"].get<std::string>() + expert_parallel_text(p);
   if (!p["source"].get<std::string>().empty()) s += fmt::format(" ({})", p["source"].get<std::string>());
   if (p.contains("ddp"))
     return p["strategy"] == "one process" ? s

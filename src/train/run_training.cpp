@@ -27,6 +27,7 @@
 #include "lf/common/progress_deadline.h"
 #include "lf/common/remove_tree.h"
 #include "lf/config/elastic_batch.h"
+#include "lf/config/expert_parallel.h"
 #include "lf/config/sharding.h"
 #include "lf/data/chat_template.h"
 #include "lf/data/sft_dataset.h"
@@ -314,6 +315,7 @@ struct JobStrategy {
 JobStrategy make_job_strategy(const config::JobPlan& c, const comm::WorldInfo& world, model::CausalLM& model,
                               bool lora, const SftData& data, model::ValueHead* value_head) {
   JobStrategy j;
+  config::check_expert_parallel(c, world.world_size, model.config().moe.num_experts);
   const auto device = model.lm_head_weight().device();
   if (world.world_size > 1) j.communicator = comm::make_default_communicator(world, device.is_cuda());
   parallel::StrategySetup ss;

@@ -88,8 +88,8 @@ TEST(Config, UnknownKeyNamesTheLineAndSuggests) {
 }
 
 TEST(Config, RefusedKeysAreErrorsOnlyWhenTheyWouldChangeTheResult) {
-  auto e = error_of(kMinimal + "ld_alpha: 0.5\n");
-  EXPECT_NE(e.find("`ld_alpha: 0.5` is refused: LD-DPO's length weighting is not implemented"), std::string::npos) << e;
+  auto e = error_of(kMinimal + "neftune_noise_alpha: 5\n");
+  EXPECT_NE(e.find("`neftune_noise_alpha: 5` is refused: NEFTune noise is not supported"), std::string::npos) << e;
   EXPECT_EQ(error_of(kMinimal + "quantization_bit: null\n"), "");
   e = error_of(kMinimal + "stage: ppo\n");
   EXPECT_NE(e.find("`stage: ppo` is not supported"), std::string::npos) << e;

@@ -115,6 +115,12 @@ SETUP = {
     "finetuning_type": lambda f: ({"model_name_or_path": str(f["model"])}, {"finetuning_type": "lora"}),
     "adapter_name_or_path": lambda f: ({"finetuning_type": "lora", "model_name_or_path": str(f["model"])},
                                        {"adapter_name_or_path": str(f["adapter"])}),
+    # A reference model other than the policy's start: the trained tiny model (and its adapter merged into it).
+    "ref_model": lambda f: ({"stage": "dpo", "dataset": PREFERENCE_DATA["dpo"]}, {"ref_model": str(f["model"])}),
+    "ref_model_adapters": lambda f: ({"stage": "dpo", "dataset": PREFERENCE_DATA["dpo"], "ref_model": str(f["model"])},
+                                     {"ref_model_adapters": str(f["adapter"])}),
+    "ref_model_quantization_bit": lambda f: ({"stage": "dpo", "dataset": PREFERENCE_DATA["dpo"], "ref_model": str(f["model"])},
+                                             {"ref_model_quantization_bit": "4"}),
     "create_new_adapter": lambda f: ({"finetuning_type": "lora", "model_name_or_path": str(f["model"]),
                                       "adapter_name_or_path": str(f["adapter"])}, {"create_new_adapter": "true"}),
     "dataset": lambda f: ({}, {"dataset": "sharegpt_demo"}),
@@ -140,6 +146,9 @@ SETUP = {
     "preprocessing_batch_size": lambda f: ({"packing": "true"}, {"preprocessing_batch_size": "4"}),
     # The load-balancing loss needs experts: the fixture's Qwen3-MoE.
     "moe_aux_loss_coef": lambda f: ({"model_name_or_path": str(f["moe_model"])}, {"moe_aux_loss_coef": "0.5"}),
+    # Expert parallelism places experts: the fixture's Qwen3-MoE (4 experts a layer) on the key's 2 ranks.
+    "expert_model_parallel_size": lambda f: ({"model_name_or_path": str(f["moe_model"])},
+                                             {"expert_model_parallel_size": "2"}),
     # Reentrant checkpointing drops the load-balancing loss's gradient (transformers): off, it trains.
     "use_reentrant_gc": lambda f: ({"model_name_or_path": str(f["moe_model"]), "moe_aux_loss_coef": "0.5",
                                     "disable_gradient_checkpointing": "false"}, {"use_reentrant_gc": "false"}),

@@ -95,6 +95,13 @@ struct ObjectiveSection {
   double simpo_gamma = 0.5;           // dpo simpo: the target reward margin
   double kto_chosen_weight = 1;       // kto: the desirable examples' loss weight
   double kto_rejected_weight = 1;     // kto: the undesirable examples' loss weight
+  double pref_bco_weight = 0;         // dpo with a reference: BCO's term, baseline TRL's RunningMoments
+  std::optional<double> ld_alpha;     // dpo: LD-DPO's weight of the response tokens past the shorter one
+  // dpo, kto: the reference model, when not the policy's start (LLaMA-Factory's create_ref_model):
+  // loaded frozen in the compute dtype, its adapters merged, quantized to 4 bits when asked.
+  std::string ref_model;
+  std::vector<std::string> ref_model_adapters;
+  std::optional<int64_t> ref_model_quantization_bit;
   // sft's token-weighted cross-entropies (LLaMA-Factory's, token_weighted_objective.cpp): DFT weighs each
   // target token by its probability, EAFT by (its top-20 entropy / 3) ^ eaft_alpha.
   bool use_dft_loss = false;
@@ -199,6 +206,9 @@ struct ParallelSection {
   double allgather_bucket_mb = 25;  // allgather_bucket_size
   double prefetch_bucket_mb = 25;   // stage3_prefetch_bucket_size
   bool pin_memory = true;           // offloaded state in page-locked host memory
+  // expert_model_parallel_size (LLaMA-Factory's Megatron key): each sparse layer's experts placed
+  // over this many ranks, tokens dispatched by all-to-all (1: every rank holds every expert).
+  int64_t expert_parallel_size = 1;
   // Where the stage came from, for messages ("deepspeed: ds_z3_config.json", "zero_stage: 2", "").
   std::string sharding_source;
   // DeepSpeed's explicit train_batch_size (checked against the world by check_world_size).
