@@ -16,8 +16,27 @@ void check_required(const JobPlan& c) {
            c.data.dataset_dir);
 }
 
+// ASFT: LLaMA-Factory's sft workflow builds the frozen copy it compares with (create_ref_model) only for full and
+// freeze tuning; for LoRA it builds none and its trainer's first step calls that None.
+void check_asft(const Reader& r, const JobPlan& c) {
+  LF_CHECK(!c.objective.use_asft_loss || c.objective.stage == "sft", ConfigError,
+           "{}: the ASFT loss is sft's (LLaMA-Factory's sft workflow; stage {} would ignore it): remove the key or set "
+           "`stage: sft`", r.where("use_asft_loss"), c.objective.stage);
+  LF_CHECK(!c.objective.use_asft_loss || c.adapter.finetuning_type != "lora", ConfigError,
+           "{}: `use_asft_loss` with LoRA: LLaMA-Factory 0.9.5 builds no reference model for LoRA (create_ref_model "
+           "returns None) and its first step fails calling it; use finetuning_type full or freeze",
+           r.where("use_asft_loss"));
+  LF_CHECK(!c.objective.use_asft_loss || !(c.objective.use_dft_loss || c.objective.use_eaft_loss), ConfigError,
+           "{}: `use_asft_loss` with `{}`: LLaMA-Factory would pass the reference logits to the DFT/EAFT loss as its "
+           "token count (a mis-scaled loss); keep one (ASFT already holds DFT's term)",
+           r.where("use_asft_loss"), c.objective.use_dft_loss ? "use_dft_loss" : "use_eaft_loss");
+}
+
 void check_between_keys(const Reader& r, const JobPlan& c) {
   LF_CHECK(!(c.precision.bf16 && c.precision.fp16), ConfigError, "{}: `bf16` and `fp16` are both true: choose one", r.where("fp16"));
+  LF_CHECK(!(c.precision.pure_bf16 && c.precision.fp16), ConfigError,
+           "{}: `pure_bf16` and `fp16` are both true: pure_bf16 trains in bf16 (LLaMA-Factory's compute dtype then is "
+           "bf16 and fp16's loss scaler would act on bf16 gradients); choose one", r.where("fp16"));
   LF_CHECK(c.schedule.max_steps > 0 || c.schedule.num_train_epochs > 0, ConfigError,
            "set `max_steps` > 0 or `num_train_epochs` > 0 (got {} and {})", c.schedule.max_steps, c.schedule.num_train_epochs);
   // LLaMA-Factory refuses this too (HF turns eval_strategy into do_eval): evaluation with no data.
@@ -87,6 +106,7 @@ void check_between_keys(const Reader& r, const JobPlan& c) {
            "{}: `use_dft_loss` and `use_eaft_loss` are both true; LLaMA-Factory would train with DFT alone and ignore "
            "EAFT: keep one",
            r.where("use_eaft_loss"));
+  check_asft(r, c);
   // LLaMA-Factory's FinetuningArguments.__post_init__.
   LF_CHECK(c.objective.stage != "dpo" || c.objective.pref_loss == "sigmoid" || c.objective.dpo_label_smoothing <= 1e-6,
            ConfigError, "{}: `dpo_label_smoothing` is only valid for the sigmoid loss (LLaMA-Factory's rule); pref_loss is "
@@ -113,6 +133,14 @@ void check_parallel_rules(const JobPlan& c) {
            "pissa_init under zero_stage 3 (from {}): LLaMA-Factory refuses it too (\"Please use scripts/pissa_init.py to "
            "initialize PiSSA in DeepSpeed ZeRO-3\"); use zero_stage 0, 1 or 2",
            c.parallel.sharding_source);
+  LF_CHECK(!c.precision.pure_bf16 || c.parallel.zero_stage < 3, ConfigError,
+           "pure_bf16 under zero_stage 3 (from {}): LLaMA-Factory refuses it too (\"`pure_bf16` is incompatible with "
+           "DeepSpeed ZeRO-3.\"); use zero_stage 0 (data parallel), or bf16: true under ZeRO-3",
+           c.parallel.sharding_source);
+  LF_CHECK(!c.precision.pure_bf16 || c.parallel.zero_stage == 0, ConfigError,
+           "pure_bf16 under zero_stage {} (from {}) is not implemented: lf-train's ZeRO-1/2 steps fp32 master shards, "
+           "which pure_bf16 means not to keep; use zero_stage 0 (data parallel), or bf16: true under ZeRO",
+           c.parallel.zero_stage, c.parallel.sharding_source);
   LF_CHECK(c.objective.stage != "rm" || c.parallel.zero_stage == 0, ConfigError,
            "stage rm under zero_stage {} (from {}) is not supported yet (the value head is not in ZeRO's units); use "
            "zero_stage 0 (data parallel)",

@@ -302,6 +302,11 @@ std::vector<KeyDecl> optimisation_keys() {
           .observe("losses"),
       implemented("fp16", LF_FIELD(precision, fp16), "with a dynamic loss scaler (torch's GradScaler)")
           .observe("refused"),
+      implemented("pure_bf16", LF_FIELD(precision, pure_bf16),
+                  "the trainable weights kept in the checkpoint's dtype (bf16 for the usual checkpoint) and trained "
+                  "so: no fp32 master weights, gradients and AdamW moments in that dtype, no autocast "
+                  "(LLaMA-Factory's pure_bf16; one process and DDP)")
+          .observe("losses"),
       implemented("seed", LF_TOP_FIELD(seed), "the example order and every rank's dropout")
           .observe("losses"),
       disable_gradient_checkpointing(),
@@ -432,15 +437,12 @@ std::vector<KeyDecl> refused_keys() {
       refused("dataloader_drop_last", "dropping the last batch is not supported"),
       refused("data_seed", "a separate data seed is not supported: the order comes from `seed`"),
       refused("average_tokens_across_devices", "lf-train always normalises the loss over every target token of the step"),
-      refused("pure_bf16", "pure bf16 training (no fp32 master weights) is not supported: use bf16: true"),
       refused("disable_shuffling", "an unshuffled example order is not supported (each epoch is a permutation from `seed`)"),
       refused("ignore_pad_token_for_loss", "training on pad tokens is not supported"),
       refused("load_best_model_at_end", "keeping the best checkpoint instead of the last is not supported"),
       refused("early_stopping_steps", "early stopping is not supported"),
       refused("fp8", "FP8 training is not implemented yet: lf-train would train in bf16, which is not what `fp8: true` "
                      "asks for (LLaMA-Factory #9500 is that silent fallback); remove fp8 or set it false"),
-      refused("use_asft_loss", "the ASFT loss is not implemented yet: lf-train would train with plain cross-entropy; "
-                               "remove use_asft_loss"),
       refused("use_cpu", "lf-train trains on the GPUs it sees; to train on the CPU, hide them: CUDA_VISIBLE_DEVICES= "
                          "lf-train ..."),
       refused("ignore_data_skip", "lf-train always resumes at the exact example of the checkpoint's cursor; skipping "
@@ -462,7 +464,6 @@ std::vector<KeyDecl> no_effect_keys() {
   return {
       no_effect("fp8_backend", "used only with `fp8: true`, which is refused until FP8 training lands"),
       no_effect("fp8_enable_fsdp_float8_all_gather", "used only with `fp8: true`, which is refused"),
-      no_effect("asft_alpha", "used only with `use_asft_loss: true`, which is refused"),
       no_effect("upcast_layernorm", "lf-train's norms always compute in fp32"),
       no_effect("upcast_lmhead_output", "lf-train's loss always computes the logits' softmax in fp32"),
       no_effect("tf32", "lf-train's fp32 matrix products stay fp32 (a speed setting of HF on Ampere and newer)"),

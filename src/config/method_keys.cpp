@@ -48,6 +48,16 @@ std::vector<KeyDecl> sft_loss_keys() {
           .check(non_negative)
           .sample("0.5", "use_eaft_loss: true")
           .observe("losses"),
+      implemented("use_asft_loss", LF_FIELD(objective, use_asft_loss),
+                  "sft (full / freeze): ASFT, DFT's weighted cross-entropy plus asft_alpha x KL(the initial model's "
+                  "distribution || the model's) at each target token, each a micro-batch mean, as LLaMA-Factory's "
+                  "asft_loss_func (a frozen copy of the initial weights beside the model)")
+          .sample("true", "finetuning_type: full")
+          .observe("losses"),
+      implemented("asft_alpha", LF_FIELD(objective, asft_alpha), "use_asft_loss: the KL anchor's weight")
+          .check(non_negative)
+          .sample("0.5", "use_asft_loss: true\nfinetuning_type: full")
+          .observe("losses"),
   };
 }
 

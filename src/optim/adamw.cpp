@@ -53,7 +53,7 @@ void adamw_update(const std::vector<at::Tensor>& params, const std::vector<at::T
                   const std::vector<at::Tensor>& exp_avg, const std::vector<at::Tensor>& exp_avg_sq, int64_t step,
                   double lr, double weight_decay, const AdamWOptions& o, const at::Tensor& grad_factor) {
   c10::NoGradGuard no_grad;
-  std::vector<at::Tensor> unfused_grads;  // those the fused kernel does not scale
+  std::vector<at::Tensor> unfused_grads;  // those the fused kernel does not scale (a CPU one: clipped as torch clips)
   for (size_t k = 0; k < params.size(); ++k)
     if (grad_factor.defined() && !(o.fused && params[k].is_cuda())) unfused_grads.push_back(grads[k]);
   if (!unfused_grads.empty()) at::_foreach_mul_(unfused_grads, grad_factor.to(unfused_grads[0].scalar_type()));
@@ -69,7 +69,9 @@ void adamw_update(const std::vector<at::Tensor>& params, const std::vector<at::T
     const auto& grad = grads[k];
     const auto& m = exp_avg[k];
     const auto& v = exp_avg_sq[k];
-    if (o.fused && p.is_cuda()) {
+    // A bf16 parameter on the CPU (pure_bf16): HF's default adamw_torch_fused, whose CPU kernel steps each element
+    // in fp32 and rounds once; the per-op path would round every op to bf16.
+    if (o.fused && (p.is_cuda() || p.scalar_type() != at::kFloat)) {
       fp.push_back(p);
       fg.push_back(grad);
       fm.push_back(m);
@@ -88,7 +90,7 @@ void adamw_update(const std::vector<at::Tensor>& params, const std::vector<at::T
   }
   if (fp.empty()) return;
   // The kernel divides each gradient by grad_scale (GradScaler's unscale) and stores it back.
-  const auto grad_scale = grad_factor.defined()
+  const auto grad_scale = grad_factor.defined() && fp[0].is_cuda()
                               ? std::optional<at::Tensor>(at::reciprocal(grad_factor.to(fp[0].device(), at::kFloat)))
                               : std::nullopt;
   at::_fused_adamw_(fp, fg, fm, fv, {}, fs, lr, b1, b2, weight_decay, eps, /*amsgrad=*/false, /*maximize=*/false,

@@ -18,9 +18,13 @@ std::vector<at::Tensor> defined_grads(const std::vector<at::Tensor>& params) {
 
 // torch's global norm over `grads` (non-empty).
 at::Tensor norm_of(const std::vector<at::Tensor>& grads) {
-  // torch: the norm of the per-tensor norms (one multi-tensor launch per device / dtype group).
+  // torch: the norm of the per-tensor norms (one multi-tensor launch per device / dtype group), in the
+  // gradients' dtype when they share one (pure_bf16: torch's bf16 norm, which clips and is logged), else fp32.
+  bool one_dtype = true;
+  for (const auto& g : grads) one_dtype = one_dtype && g.scalar_type() == grads[0].scalar_type();
+  const auto dtype = one_dtype && grads[0].scalar_type() == at::kBFloat16 ? at::kBFloat16 : at::kFloat;
   std::vector<at::Tensor> norms;
-  for (const auto& n : at::_foreach_norm(grads, 2)) norms.push_back(n.to(at::kFloat).to(grads[0].device()));
+  for (const auto& n : at::_foreach_norm(grads, 2)) norms.push_back(n.to(dtype).to(grads[0].device()));
   return at::linalg_vector_norm(at::stack(norms), 2);
 }
 

@@ -32,6 +32,7 @@
 #include "lf/data/chat_template.h"
 #include "lf/data/sft_dataset.h"
 #include "lf/model/config.h"
+#include "lf/model/tensor_io.h"
 #include "lf/model/freeze.h"
 #include "lf/model/fused_dispatch.h"
 #include "lf/model/initial_weights.h"
@@ -119,8 +120,18 @@ fs::path job_tokenized_dir(const config::JobPlan& c, const comm::WorldInfo& worl
   return fs::temp_directory_path() / fmt::format("lf-train-{}-tokenized-{}", ::getuid(), hex64(fnv1a64(job)));
 }
 
-at::ScalarType compute_dtype_of(const config::PrecisionSection& p) {
-  return p.bf16 ? at::kBFloat16 : p.fp16 ? at::kHalf : at::kFloat;
+// The dtype the checkpoint's weights are stored in (config.json's torch_dtype / dtype).
+at::ScalarType checkpoint_dtype(const std::string& model_name_or_path) {
+  const fs::path p(model_name_or_path);
+  return model::scalar_type_from_name(model::load_model_config(fs::is_directory(p) ? p / "config.json" : p).torch_dtype);
+}
+
+// The activations' dtype. pure_bf16 (LLaMA-Factory loads with torch_dtype "auto" and casts nothing up): the
+// checkpoint's own dtype, bf16 when bf16: true asks HF's autocast for it.
+at::ScalarType compute_dtype_of(const config::JobPlan& c) {
+  const auto& p = c.precision;
+  if (!p.fp32_master() && !p.bf16) return checkpoint_dtype(c.model.model_name_or_path);
+  return p.bf16_compute() ? at::kBFloat16 : p.fp16 ? at::kHalf : at::kFloat;
 }
 
 int32_t max_token_id(const TokenizedDataset& d) {
@@ -212,6 +223,18 @@ void check_model_fits(const config::JobPlan& c, const model::CausalLM& model, co
   LF_CHECK(max_id < vocab, ConfigError, "the dataset holds token id {} but the model's vocab_size is {}", max_id, vocab);
 }
 
+// The weights' dtype as loaded (the master-weight question, asked once here: lf/config/job_plan.h fp32_master).
+at::ScalarType param_dtype_of(const config::JobPlan& c, at::ScalarType compute) {
+  if (c.adapter.finetuning_type == "lora") return compute;
+  if (c.precision.fp32_master()) return at::kFloat;
+  const auto stored = checkpoint_dtype(c.model.model_name_or_path);
+  if (stored == at::kFloat)
+    spdlog::warn("pure_bf16: {} stores float32 weights, and LLaMA-Factory keeps a checkpoint's dtype: it trains in "
+                 "float32 (so does lf-train). pure_bf16 trains in bf16 on a bf16 checkpoint",
+                 c.model.model_name_or_path);
+  return stored;
+}
+
 // The model on this worker's device, checked against the tokenizer and data, with LoRA
 // applied when asked (its config into *lora).
 std::unique_ptr<model::CausalLM> load_model(const config::JobPlan& c, const Tokenizer& tokenizer,
@@ -227,10 +250,11 @@ std::unique_ptr<model::CausalLM> load_model(const config::JobPlan& c, const Toke
   if (!initial.note.empty() && !knob_bool("LF_CONFIG_CHECKED").value_or(false)) spdlog::warn("{}", initial.note);
   lo.random_init = initial.random;
   lo.seed = static_cast<uint64_t>(c.seed);
-  const auto mixed = compute_dtype_of(c.precision);
-  // LoRA: a frozen base in the compute dtype, fp32 adapters (LLaMA-Factory upcasts
-  // trainable parameters). Full: fp32 master weights, activations in the compute dtype.
-  lo.param_dtype = c.adapter.peft() ? mixed : at::kFloat;
+  const auto mixed = compute_dtype_of(c);
+  // LoRA: a frozen base in the compute dtype, fp32 adapters (LLaMA-Factory upcasts trainable parameters, peft
+  // its adapters). Full / freeze: fp32 master weights, activations in the compute dtype; pure_bf16: the weights
+  // as the checkpoint stores them (bf16 for the usual checkpoint), trained so.
+  lo.param_dtype = param_dtype_of(c, mixed);
   if (c.precision.quantized()) lo.quantize = model::bnb4_spec_of(c.precision);
   auto model = model::load_causal_lm(c.model.model_name_or_path, lo);
   if (const auto q = model::quantized_base(*model); q.linears > 0) spdlog::info("{}", model::describe(q));
@@ -309,7 +333,7 @@ JobStrategy make_job_strategy(const config::JobPlan& c, const comm::WorldInfo& w
   ss.world = world.world_size;
   ss.communicator = j.communicator.get();
   parallel::StrategyContext ctx;
-  ctx.compute_dtype = compute_dtype_of(c.precision);
+  ctx.compute_dtype = model.compute_dtype();
   ctx.longest_row = longest_padded_row(data.train);
   ctx.host_threads = offload::host_adam_threads_for_this_worker();
   // The preference stages' forwards hold two rows an example (a pair, or KTO's target and KL rows).

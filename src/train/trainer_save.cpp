@@ -99,7 +99,8 @@ void Trainer::State::save_model(const fs::path& dir) {
   } else {
     model::SaveOptions o;
     if (!s.model_dir.empty() && fs::is_directory(s.model_dir)) o.copy_files_from = s.model_dir;
-    o.dtype = at::kFloat;  // full fine-tuning trains fp32 master weights
+    // Full fine-tuning trains fp32 master weights; pure_bf16 the weights as loaded (HF saves the model's dtype).
+    o.dtype = c.precision.fp32_master() ? at::kFloat : m.lm_head_weight().scalar_type();
     o.value_of = value_of;
     o.write_files = write;
     model::save_causal_lm(m, dir, o);

@@ -97,7 +97,7 @@ TEST(Config, RefusedKeysAreErrorsOnlyWhenTheyWouldChangeTheResult) {
   EXPECT_NE(e.find("lr_scheduler_type: polynomial"), std::string::npos) << e;
   e = error_of(kMinimal + "optim: sgd\n");
   EXPECT_NE(e.find("`optim: sgd` is not supported"), std::string::npos) << e;
-  e = error_of(kMinimal + "pure_bf16: true\nneftune_noise_alpha: 5\n");
+  e = error_of(kMinimal + "disable_shuffling: true\nneftune_noise_alpha: 5\n");
   EXPECT_NE(e.find("2 problems"), std::string::npos) << e;  // every problem at once
 }
 
@@ -245,7 +245,7 @@ TEST(Config, MissingFileIsAClearError) {
 
 // LLaMA-Factory's SFT path uses each of these: ignoring them would change what is trained.
 TEST(Config, KeysThatChangeTheResultAreRefusedNotWarned) {
-  for (const std::string line : {"pure_bf16: true", "disable_shuffling: true", "use_asft_loss: true",
+  for (const std::string line : {"disable_shuffling: true",
                                  "group_by_length: true", "ignore_pad_token_for_loss: false",
                                  "load_best_model_at_end: true", "early_stopping_steps: 3"}) {
     const auto e = error_of(kMinimal + line + "\n");
@@ -340,21 +340,19 @@ TEST(Config, AKeyGivenTwiceNamesBothLines) {
                    3e-4);
 }
 
-// Issue 28: asking for FP8 or the ASFT loss was accepted "with no effect" (a silent bf16 / plain
+// Issue 28: asking for FP8 or the ASFT loss (implemented since, issue 34) was accepted "with no effect" (a silent bf16 / plain
 // cross-entropy run); they are refused until they are implemented. Their companions stay no-effect.
 TEST(Config, KeysThatWouldChangeTheResultAreRefusedNotIgnored) {
   for (const auto& [kv, says] : std::vector<std::pair<std::string, std::string>>{
            {"fp8=true", "`fp8: true` is refused: FP8 training is not implemented yet"},
-           {"use_asft_loss=true", "`use_asft_loss: true` is refused: the ASFT loss is not implemented yet"},
            {"use_cpu=true", "CUDA_VISIBLE_DEVICES="},
            {"ignore_data_skip=true", "exact example of the checkpoint's cursor"}}) {
     const auto m = error_of(kMinimal, {kv});
     EXPECT_NE(m.find(says), std::string::npos) << kv << " -> " << m;
   }
   const auto loaded = parse_train_config(kMinimal, {"fp8=false", "fp8_backend=te", "asft_alpha=0.2"}, "cfg.yaml");
-  ASSERT_EQ(loaded.warnings.size(), 2u);
-  EXPECT_NE(loaded.warnings[0].find("used only with `use_asft_loss: true`, which is refused"), std::string::npos);
-  EXPECT_NE(loaded.warnings[1].find("used only with `fp8: true`"), std::string::npos);
+  ASSERT_EQ(loaded.warnings.size(), 1u);  // asft_alpha: implemented (issue 34)
+  EXPECT_NE(loaded.warnings[0].find("used only with `fp8: true`"), std::string::npos);
 }
 
 // The LF_* knobs that choose how components run are read once, into the plan (plan_knobs.cpp),

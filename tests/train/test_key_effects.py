@@ -97,6 +97,12 @@ def fx(tmp_path_factory):
     for name in ("tokenizer.json", "tokenizer_config.json"):
         shutil.copy(os.path.join(ROOT, "configs", "models", "tiny", name), moe)
     f["moe_model"] = moe
+    # A checkpoint stored in bf16 (tests/fixtures/train/lf_pure_bf16's): pure_bf16 keeps a checkpoint's dtype.
+    bf16_model = t / "bf16_model"
+    shutil.copytree(os.path.join(ROOT, "tests", "fixtures", "train", "lf_pure_bf16", "model"), bf16_model)
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copy(os.path.join(ROOT, "configs", "models", "tiny", name), bf16_model)
+    f["bf16_model"] = bf16_model
     return f
 
 
@@ -104,6 +110,7 @@ def fx(tmp_path_factory):
 # A callable takes the fixtures. The context is set in both runs; the sample only in the second.
 SETUP = {
     "model_name_or_path": lambda f: ({}, {"model_name_or_path": str(f["model"])}),
+    "pure_bf16": lambda f: ({"model_name_or_path": str(f["bf16_model"])}, {"pure_bf16": "true"}),
     "init_weights": lambda f: ({"model_name_or_path": str(f["model"])}, {"init_weights": "random"}),
     "finetuning_type": lambda f: ({"model_name_or_path": str(f["model"])}, {"finetuning_type": "lora"}),
     "adapter_name_or_path": lambda f: ({"finetuning_type": "lora", "model_name_or_path": str(f["model"])},

@@ -17,6 +17,7 @@ FIX = os.path.join(ROOT, "tests", "fixtures", "train", "lf_examples")
 # Examples that train here (the preference ones in test_lf_preference.py, which runs these same files).
 RUNS = {"qwen3_full_sft", "qwen3_lora_pretrain", "qwen3_lora_sft", "qwen3_lora_sft_ds3", "qwen3_preprocess",
         "loraplus__llama3_lora_sft", "dft__qwen2_full_sft", "eaft__qwen25_05b_eaft_full",
+        "asft__llama2_full_asft", "asft__qwen2_full_asft",
         "adam_mini__qwen2_full_sft", "badam__llama3_full_sft", "muon__qwen2_full_sft", "pissa__llama3_lora_sft",
         "fsdp_qlora__llama3_lora_sft", "qwen3_lora_sft_bnb_npu", "qwen3_lora_sft_otfq", "oft__llama3_oft_sft",
         "qoft__llama3_oft_sft_bnb_npu"}
@@ -32,17 +33,14 @@ REFUSED = {
     # LLaMA-Factory's example points at a model its scripts/llama_pro.py expanded (32 + 8 blocks); the tiny
     # local model has 4 layers, and LLaMA-Factory's own rule (layers divisible by the 8 blocks) refuses it.
     "llama_pro__llama3_freeze_sft": ("LLaMA Pro on a model its expansion did not make", ["freeze_trainable_layers"]),
-    "apollo__llama3_full_sft": ("layer-wise APOLLO; pure_bf16", ["apollo_layerwise", "pure_bf16"]),
-    "galore__llama3_full_sft": ("layer-wise GaLore; pure_bf16", ["galore_layerwise", "pure_bf16"]),
+    "apollo__llama3_full_sft": ("layer-wise APOLLO", ["apollo_layerwise"]),
+    "galore__llama3_full_sft": ("layer-wise GaLore", ["galore_layerwise"]),
 }
 # Refused until the issue named lands (the key the refusal names).
 PENDING = {
-    "mod__llama3_full_sft": ("mixture_of_depths, 8-bit AdamW, pure_bf16",
-                             ["mixture_of_depths", "pure_bf16", "paged_adamw_8bit"]),
+    "mod__llama3_full_sft": ("mixture_of_depths, 8-bit AdamW", ["mixture_of_depths", "paged_adamw_8bit"]),
     "fp8__llama3_fp8_deepspeed_sft": ("FP8", ["fp8"]),
     "fp8__llama3_fp8_fsdp_sft": ("FP8", ["fp8"]),
-    "asft__llama2_full_asft": ("ASFT (issue 34)", ["use_asft_loss"]),
-    "asft__qwen2_full_asft": ("ASFT (issue 34)", ["use_asft_loss"]),
 }
 # Predict runs (do_predict): they write generated_predictions.jsonl and predict_results.json.
 PREDICTS = {"nlg_eval__llama3_lora_predict"}

@@ -116,6 +116,10 @@ struct ObjectiveSection {
   bool use_dft_loss = false;
   bool use_eaft_loss = false;
   double eaft_alpha = 1.0;
+  // ASFT (asft_objective.cpp): DFT's term + asft_alpha x KL(the initial model's softmax || the policy's), each a
+  // mean over the micro-batch's target tokens, as LLaMA-Factory's asft_loss_func.
+  bool use_asft_loss = false;
+  double asft_alpha = 0.1;
   // Whether the loss compares with a reference model (LLaMA-Factory's use_ref_model).
   bool uses_reference() const {
     return stage == "kto" || (stage == "dpo" && pref_loss != "orpo" && pref_loss != "simpo");
@@ -149,6 +153,13 @@ struct ScheduleSection {
 struct PrecisionSection {
   bool bf16 = false;
   bool fp16 = false;  // with a dynamic loss scaler (torch's GradScaler)
+  // LLaMA-Factory's pure_bf16: the model loaded in bf16 and trained as it is (trainable weights, their gradients
+  // and the optimizer's moments bf16; no fp32 master copy, no autocast).
+  bool pure_bf16 = false;
+  // The master-weight question every trainable buffer asks (the loader's parameter dtype, hence the linear
+  // layers' cast, the gradients' and the optimizer moments' dtype): an fp32 copy beside a lower compute dtype?
+  bool fp32_master() const { return !pure_bf16; }
+  bool bf16_compute() const { return bf16 || pure_bf16; }
   // QLoRA (LLaMA-Factory's quantization keys, src/config/quantization_keys.cpp): the frozen base's
   // decoder linear layers stored in 4 bits as bitsandbytes stores them (lf/quant/bnb_4bit.h),
   // dequantized into each GEMM (lf/model/linear_format.h).
