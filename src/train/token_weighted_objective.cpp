@@ -41,7 +41,14 @@ at::Tensor eaft_weights(const at::Tensor& rows, const at::Tensor& weight, int64_
 
 class TokenWeightedObjective : public Objective {
  public:
-  explicit TokenWeightedObjective(const ObjectiveContext& ctx) : ctx_(ctx) {}
+  explicit TokenWeightedObjective(const ObjectiveContext& ctx) : ctx_(ctx) {
+    // As ASFT's head (asft_objective.cpp): its backward recomputes the logits from the lm_head it saved, which
+    // ZeRO-3 has released when it is the tied embedding's (the embedding's unit). A named refusal, not a crash.
+    LF_CHECK(ctx.strategy->unit_hooks() == nullptr || !ctx.model->config().tie_word_embeddings, ConfigError,
+             "use_dft_loss / use_eaft_loss under zero_stage 3 with tied word embeddings ({}) is not implemented: the "
+             "loss's backward needs the embedding ZeRO-3 has released; use zero_stage 0, 1 or 2",
+             ctx.plan->model.model_name_or_path);
+  }
 
   double step_divisor(const std::vector<std::vector<int64_t>>& micro_batches) const override {
     int64_t items = 0;

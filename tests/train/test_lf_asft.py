@@ -54,6 +54,14 @@ def train(tmp_path, name, ranks, *overrides, expect_ok=True):
     return p.returncode, log, steps
 
 
+@pytest.mark.parametrize("loss", ["use_dft_loss", "use_eaft_loss"])
+def test_dft_and_eaft_under_zero3_with_tied_embeddings_are_refused(tmp_path, loss):
+    """The same head as ASFT's (its backward needs the tied embedding ZeRO-3 released): a refusal, not a crash."""
+    rc, log, _ = train(tmp_path, loss, 2, f"{loss}=true", "zero_stage=3", expect_ok=False)
+    assert rc != 0 and "Traceback" not in log and "setStorage" not in log, log[-3000:]
+    assert f"{loss.split('_')[1]}" in log and "tied word embeddings" in log, log[-3000:]
+
+
 def test_two_ranks_and_zero3_are_one_process_over_two(tmp_path):
     """HF's ASFT step: the sum of the micro-batches' mean losses, averaged over ranks. With one example per
     micro-batch, 2 ranks x 2 micro-batches (DDP, and ZeRO-2 with its reference beside the sharded state) hold the
