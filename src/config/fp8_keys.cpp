@@ -24,6 +24,10 @@ void check_fp8(const Reader& r, const JobPlan& c) {
            "{}: FP8 training is not compatible with quantization (LLaMA-Factory's rule): the 4-bit base has its own "
            "GEMM; remove quantization_bit (LoRA's base is then stored in FP8), or set fp8: false",
            r.where("fp8"));
+  LF_CHECK(!c.adapter.use_dora, ConfigError,
+           "{}: DoRA with FP8 is not implemented (its weight norm reads the dense base, which LoRA's FP8 base no longer "
+           "holds); use LoRA (use_dora: false) with fp8, or DoRA in bf16",
+           r.where("fp8"));
 }
 
 KeyDecl all_gather() {

@@ -36,12 +36,14 @@
 #include "lf/model/initial_weights.h"
 #include "lf/model/kernel_paths.h"
 #include "lf/model/bnb4_linear.h"
+#include "lf/model/fp8_linear.h"
 #include "lf/model/loader.h"
 #include "lf/model/lora.h"
 #include "lf/model/value_head.h"
 #include "lf/offload/host_memory.h"
 #include "lf/offload/host_thread_pool.h"
 #include "lf/parallel/make_strategy.h"
+#include "fp8_device.h"
 #include "lf/plan/memory_model.h"
 #include "lf/plan/model_units.h"
 #include "lf/rendezvous/store_client.h"
@@ -230,6 +232,7 @@ std::unique_ptr<model::CausalLM> load_model(const config::JobPlan& c, const Toke
   // trainable parameters). Full: fp32 master weights, activations in the compute dtype.
   lo.param_dtype = c.adapter.finetuning_type == "lora" ? mixed : at::kFloat;
   if (c.precision.quantized()) lo.quantize = model::bnb4_spec_of(c.precision);
+  check_fp8_device(c.precision, lo.device);  // before the model is read: a refusal costs nothing
   auto model = model::load_causal_lm(c.model.model_name_or_path, lo);
   if (const auto q = model::quantized_base(*model); q.linears > 0) spdlog::info("{}", model::describe(q));
   model->set_compute_dtype(mixed);
@@ -260,6 +263,9 @@ std::unique_ptr<model::CausalLM> load_model(const config::JobPlan& c, const Toke
     fc.llama_pro = c.adapter.use_llama_pro;
     model::apply_freeze(*model, fc);
   }
+  if (c.precision.fp8)  // after LoRA / freeze chose what trains; LoRA's frozen base stored in FP8
+    spdlog::info("{}", model::describe(model::use_fp8(*model, quant::fp8_recipe_from_name(c.precision.fp8_recipe),
+                                                      c.adapter.lora())));
   spdlog::info("model: {} ({} layers, vocab {}) on {}, {}{}, weights {}, compute {}{}", c.model.model_name_or_path,
                model->num_layers(), vocab, lo.device.str(), c.adapter.finetuning_type,
                c.adapter.finetuning_type == "lora" ? fmt::format(" rank {}", c.adapter.lora_rank) : std::string(),
