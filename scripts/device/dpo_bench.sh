@@ -27,19 +27,11 @@ PY=python3
 mkdir -p "$WORK"
 
 # 1. lf-train (the device build's lf-train-local; a warm machine keeps build-device/).
-if [[ ! -x $BUILD/src/train/lf-train-local || ${REBUILD:-1} == 1 ]]; then
-  t0=$(date +%s)
-  LF_DEVICE_TARGETS="lf-train-local" scripts/device/build.sh > "$OUT/dpo_build.log" 2>&1 ||
-    { tail -30 "$OUT/dpo_build.log"; echo "dpo_bench: build failed"; exit 1; }
-  echo "dpo_bench: built lf-train-local in $(( $(date +%s) - t0 )) s"
-fi
+lf_build_local dpo_bench || exit 1
 LF=$BUILD/src/train/lf-train-local
 
 # 2. the peer's wheels (no network on the machine).
-if ! $PY -c "import trl, datasets" 2>/dev/null; then
-  ls .deps/wheels/*.whl >/dev/null 2>&1 || { echo "dpo_bench: no .deps/wheels (see the header)"; exit 2; }
-  $PY -m pip install -q --no-deps --no-index .deps/wheels/*.whl 2>&1 | tail -3
-fi
+lf_peer_wheels dpo_bench "import trl, datasets" || exit 2
 $PY -c "import trl, datasets, peft, transformers, torch; print('peer stack: trl', trl.__version__, 'datasets', datasets.__version__, 'peft', peft.__version__, 'transformers', transformers.__version__, 'torch', torch.__version__)" ||
   { echo "dpo_bench: the peer's stack does not import"; exit 2; }
 

@@ -26,19 +26,11 @@ PY=python3
 mkdir -p "$WORK"
 
 # 1. lf-train (the device build's lf-train-local; a warm machine keeps build-device/).
-if [[ ! -x $BUILD/src/train/lf-train-local || ${REBUILD:-1} == 1 ]]; then
-  t0=$(date +%s)
-  LF_DEVICE_TARGETS="lf-train-local" scripts/device/build.sh > "$OUT/optim_build.log" 2>&1 ||
-    { tail -30 "$OUT/optim_build.log"; echo "optim_bench: build failed"; exit 1; }
-  echo "optim_bench: built lf-train-local in $(( $(date +%s) - t0 )) s"
-fi
+lf_build_local optim_bench || exit 1
 LF=$BUILD/src/train/lf-train-local
 
 # 2. the peer's wheels (no network on the machine).
-if ! $PY -c "import galore_torch, importlib.util as u; assert u.find_spec('llamafactory')" 2>/dev/null; then
-  ls .deps/wheels/*.whl >/dev/null 2>&1 || { echo "optim_bench: no .deps/wheels (see the header)"; exit 2; }
-  $PY -m pip install -q --no-deps --no-index .deps/wheels/*.whl 2>&1 | tail -3
-fi
+lf_peer_wheels optim_bench "import galore_torch, importlib.util as u; assert u.find_spec('llamafactory')" || exit 2
 
 # 3. synthetic plain text, packed by stage pt into rows of 2048 tokens (the tiny tokenizer).
 if [[ ! -f $WORK/data/dataset_info.json ]]; then

@@ -8,6 +8,7 @@
 #include "lf/common/env_knobs.h"
 #include "lf/common/heartbeat_line.h"
 #include "lf/metrics/gpu_assignment.h"
+#include "rank_fields.h"
 
 namespace lf::agent {
 
@@ -43,17 +44,7 @@ rdzv::NodeStatusMsg node_status(WorkerGroup* group, int64_t generation, const st
   if (!group) return s;
   for (const WorkerStatus& w : group->status()) {
     rdzv::RankStatus r;
-    r.rank = w.global_rank;
-    r.local_rank = w.local_rank;
-    r.pid = w.pid;
-    r.alive = w.alive;
-    r.heard = w.heartbeat.heard;
-    r.progress = w.heartbeat.progress;
-    if (r.progress) r.phase = phase_name(w.heartbeat.phase);
-    r.step = w.heartbeat.step;
-    r.since_beat_s = w.heartbeat.since_beat_s;
-    r.since_progress_s = w.heartbeat.since_progress_s;
-    r.metrics_json = w.heartbeat.metrics_json;
+    fill_rank_fields(r, w);
     if (w.exit) {
       r.exited = true;
       r.exit_code = w.exit->exit_code;

@@ -14,6 +14,8 @@ std::string json_escape(std::string_view s) {
       case '\n': out += "\\n"; break;
       case '\r': out += "\\r"; break;
       case '\t': out += "\\t"; break;
+      case '\b': out += "\\b"; break;  // as Python's json.dumps (the chat templates' tojson)
+      case '\f': out += "\\f"; break;
       default:
         if (c < 0x20) out += fmt::format("\\u{:04x}", c);
         else out += static_cast<char>(c);

@@ -7,6 +7,7 @@
 
 #include "jinja_ast.h"
 #include "lf/common/error.h"
+#include "lf/common/json_escape.h"
 
 namespace lf::jinja {
 
@@ -80,24 +81,7 @@ std::string quote_repr(const std::string& s) {
   return out + q;
 }
 
-std::string json_string(const std::string& s) {
-  std::string out = "\"";
-  for (unsigned char c : s) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      case '\b': out += "\\b"; break;
-      case '\f': out += "\\f"; break;
-      default:
-        if (c < 0x20) out += fmt::format("\\u{:04x}", c);
-        else out += static_cast<char>(c);
-    }
-  }
-  return out + "\"";
-}
+std::string json_string(const std::string& s) { return "\"" + lf::json_escape(s) + "\""; }
 
 void json_into(const Value& v, int indent, bool sort_keys, int depth, std::string& out) {
   const std::string nl = indent >= 0 ? "\n" + std::string(static_cast<size_t>(indent * (depth + 1)), ' ') : "";

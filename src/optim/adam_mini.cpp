@@ -16,6 +16,7 @@
 #include <cmath>
 
 #include "lf/common/error.h"
+#include "lf/optim/grad_utils.h"
 #include "lf/optim/optimizer.h"
 
 namespace lf::optim {
@@ -73,9 +74,8 @@ class AdamMini final : public Optimizer {
     ++steps_;
     init_state();
     for (auto& s : slots_) {
-      auto g = s.p.tensor.grad();
+      const auto g = factored_grad(s.p.tensor, grad_factor);
       if (!g.defined()) continue;
-      if (grad_factor.defined()) g.mul_(grad_factor.to(g.scalar_type()));
       update(s, g);
     }
   }

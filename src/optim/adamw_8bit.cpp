@@ -19,6 +19,7 @@
 
 #include "lf/optim/adamw.h"
 #include "lf/optim/adamw_8bit.h"
+#include "lf/optim/grad_utils.h"
 
 namespace lf::optim {
 
@@ -151,9 +152,8 @@ class AdamW8bit final : public Optimizer {
     ++steps_;
     init_state();
     for (auto& s : slots_) {
-      auto g = s.p.tensor.grad();
+      const auto g = factored_grad(s.p.tensor, grad_factor);
       if (!g.defined()) continue;
-      if (grad_factor.defined()) g.mul_(grad_factor.to(g.scalar_type()));
       ++s.step;
       s.eight_bit ? step_8bit(s, g) : step_32bit(s, g);
     }

@@ -76,4 +76,10 @@ void DynamicLossScaler::update(bool found_inf) {
   }
 }
 
+at::Tensor factored_grad(const at::Tensor& param, const at::Tensor& grad_factor) {
+  auto g = param.grad();
+  if (g.defined() && grad_factor.defined()) g.mul_(grad_factor.to(g.scalar_type()));
+  return g;
+}
+
 }  // namespace lf::optim

@@ -9,6 +9,7 @@
 
 #include <cmath>
 
+#include "lf/optim/grad_utils.h"
 #include "lf/optim/optimizer.h"
 
 namespace lf::optim {
@@ -56,9 +57,8 @@ class Muon final : public Optimizer {
     const double wd = in_.weight_decay;
     for (size_t i = 0; i < muon_.size(); ++i) {
       auto p = muon_[i].tensor;
-      auto g = p.grad();
+      const auto g = factored_grad(p, grad_factor);
       if (!g.defined()) continue;
-      if (grad_factor.defined()) g.mul_(grad_factor.to(g.scalar_type()));
       auto& buf = momentum_[i];
       buf.mul_(kMomentum).add_(g);
       const auto update = newton_schulz5(kNesterov ? g.add(buf, kMomentum) : buf, kNsSteps);
@@ -69,9 +69,8 @@ class Muon final : public Optimizer {
     const double b1 = in_.beta1, b2 = in_.beta2;
     for (size_t i = 0; i < adam_.size(); ++i) {
       auto p = adam_[i].tensor;
-      auto g = p.grad();
+      const auto g = factored_grad(p, grad_factor);
       if (!g.defined()) continue;
-      if (grad_factor.defined()) g.mul_(grad_factor.to(g.scalar_type()));
       const double step = static_cast<double>(++adam_steps_[i]);
       m1_[i].lerp_(g, 1 - b1);
       m2_[i].lerp_(g.square(), 1 - b2);

@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "lf/common/error.h"
+#include "lf/optim/grad_utils.h"
 #include "param_roles.h"
 
 namespace lf::optim {
@@ -43,9 +44,8 @@ void ProjectedAdamW::step(const at::Tensor& grad_factor) {
   c10::NoGradGuard no_grad;
   ++steps_;
   for (auto& s : slots_) {
-    auto g = s.p.tensor.grad();
+    auto g = factored_grad(s.p.tensor, grad_factor);
     if (!g.defined()) continue;
-    if (grad_factor.defined()) g.mul_(grad_factor.to(g.scalar_type()));
     if (s.target) {
       if (!s.projector) s.projector = make_projector(s);
       step_target(s, g);

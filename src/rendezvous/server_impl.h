@@ -70,6 +70,7 @@ struct RendezvousServer::Impl : std::enable_shared_from_this<Impl> {
   int64_t generation = 0;
   int64_t restarts_done = 0;
   int64_t base_world = 0;  // the world size of the first round (elastic jobs keep its global batch)
+  int64_t round_world = 0;  // the last round's world size: the page shows it after its nodes left
   std::string formed_at;   // wall-clock time the first round formed ("" before): names the job to strangers
   bool restart_pending = false;
   uint64_t next_peer_id = 1;

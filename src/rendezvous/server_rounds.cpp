@@ -107,6 +107,7 @@ void RendezvousServer::Impl::close_round() {
     std::strftime(buf, sizeof(buf), "%Y-%m-%d %H:%M:%S UTC", &utc);
     formed_at = buf;
   }
+  round_world = world;
   event("layout", -1, fmt::format("{} nodes, world size {}", nodes.size(), world));
   record_round();
   if (world != base_world)

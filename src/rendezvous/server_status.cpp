@@ -73,6 +73,7 @@ JobView RendezvousServer::Impl::view() const {
   v.min_nodes = opt.min_nodes;
   v.max_nodes = opt.max_nodes;
   for (const auto& [rank, id] : nodes) v.world_size += peers.at(id)->join.nproc;
+  if (v.world_size == 0) v.world_size = round_world;  // the nodes left: the world the job last ran with
   v.exit_code = finished_code;
   v.end_reason = finished_reason;
   v.heartbeat_timeout_s = opt.heartbeat_timeout_s;

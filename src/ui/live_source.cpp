@@ -29,7 +29,9 @@ constexpr size_t kMaxCurvePoints = 600;
 std::string rank_state(const rdzv::RankStatus& r, const rdzv::NodeRecord& n, const rdzv::JobView& v) {
   if (r.exited) return r.exit_code == 0 && r.signal == 0 ? "done" : "failed";
   if (!n.connected && !n.done) return "lost";
-  if (v.phase == "finished" || v.phase == "stopping") return r.alive ? "stopping" : "stopped";
+  // An ended job has no live process, whatever its node last said before it left.
+  if (v.phase == "finished") return "stopped";
+  if (v.phase == "stopping") return r.alive ? "stopping" : "stopped";
   if (!r.alive) return "stopped";
   return r.progress ? "running" : "starting";
 }
@@ -67,12 +69,19 @@ class LiveSource final : public PageSource {
   std::string preview_json() override { return preview_.get(); }
 
  private:
-  // Sums over the running ranks for the job's figures, and global rank 0's record.
+  struct Sum {
+    double total = 0;
+    int n = 0;
+    void add(const std::optional<double>& x) {
+      if (x) total += *x, ++n;
+    }
+  };
+  // The job's figures: sums over the running ranks, and over every rank's last report (what an
+  // ended or stopping job shows: the throughput it had, not "–"); global rank 0's record.
   struct Totals {
     ProgressMetrics rank0;
     int64_t step0 = 0;
-    double tokens_per_s = 0, mfu = 0;
-    int tokens_n = 0, mfu_n = 0;
+    Sum tokens, mfu, last_tokens, last_mfu;
   };
 
   json build(const rdzv::JobView& v, Clock::time_point now) {
@@ -91,8 +100,11 @@ class LiveSource final : public PageSource {
     }
     state["nodes"] = nodes;
     state["log_ranks"] = log_ranks;
-    state["progress"] = progress_json(t.step0, t.rank0, t.tokens_n ? std::optional<double>(t.tokens_per_s) : std::nullopt,
-                                      t.mfu_n ? std::optional<double>(t.mfu / t.mfu_n) : std::nullopt, curves_);
+    const bool live = v.phase == "running";
+    const Sum& tokens = live ? t.tokens : t.last_tokens;
+    const Sum& mfu = live ? t.mfu : t.last_mfu;
+    state["progress"] = progress_json(t.step0, t.rank0, tokens.n ? std::optional<double>(tokens.total) : std::nullopt,
+                                      mfu.n ? std::optional<double>(mfu.total / mfu.n) : std::nullopt, curves_);
     state["failures"] = failures_json(*v.record);
     state["health"] = health_.to_json();
     state["curves"] = curves_.to_json(kMaxCurvePoints);
@@ -139,8 +151,8 @@ class LiveSource final : public PageSource {
       for (const auto& r : n.status->ranks) {
         const ProgressMetrics m = ProgressMetrics::parse(r.metrics_json);
         const std::string state = rank_state(r, n, v);
-        if (state == "running" && m.tokens_per_s) t.tokens_per_s += *m.tokens_per_s, ++t.tokens_n;
-        if (state == "running" && m.mfu) t.mfu += *m.mfu, ++t.mfu_n;
+        if (state == "running") t.tokens.add(m.tokens_per_s), t.mfu.add(m.mfu);
+        t.last_tokens.add(m.tokens_per_s), t.last_mfu.add(m.mfu);
         if (r.rank == 0) t.rank0 = m, t.step0 = r.step;
         ranks.push_back({{"rank", r.rank}, {"local_rank", r.local_rank}, {"pid", r.pid}, {"state", state},
                          {"phase", r.phase}, {"step", r.step},

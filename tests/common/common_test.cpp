@@ -1,9 +1,11 @@
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 #include <stdlib.h>
 
 #include "lf/common/env.h"
 #include "lf/common/error.h"
 #include "lf/common/hash.h"
+#include "lf/common/json_escape.h"
 #include "lf/common/remove_tree.h"
 
 #include <filesystem>
@@ -28,6 +30,14 @@ TEST(Env, IntParsesAndRejectsGarbage) {
   EXPECT_THROW(lf::env_int("LF_TEST_INT"), lf::ConfigError);
   unsetenv("LF_TEST_INT");
   EXPECT_FALSE(lf::env_int("LF_TEST_INT").has_value());
+}
+
+// Python's json.dumps escapes (what LLaMA-Factory's JSONL files and chat templates' tojson hold),
+// read back by a JSON parser to the same bytes.
+TEST(JsonEscape, AsPythonsJsonDumpsAndReadsBack) {
+  const std::string s = std::string("a\"b\\c\n\r\t\b\f") + char(1) + "é";
+  EXPECT_EQ(lf::json_escape(s), "a\\\"b\\\\c\\n\\r\\t\\b\\f\\u0001é");
+  EXPECT_EQ(nlohmann::json::parse("\"" + lf::json_escape(s) + "\"").get<std::string>(), s);
 }
 
 TEST(Hash, Fnv1aKnownValue) {

@@ -12,6 +12,14 @@
 namespace lf::optim {
 namespace {
 
+// One parameter group at weight decay 0.1 (the rest of ParamGroup at its defaults).
+ParamGroup decaying(std::vector<at::Tensor> params) {
+  ParamGroup g;
+  g.params = std::move(params);
+  g.weight_decay = 0.1;
+  return g;
+}
+
 TEST(LrSchedule, HfFormulas) {
   LrSchedule s{LrScheduleKind::kCosine, 2, 10};
   EXPECT_DOUBLE_EQ(s.factor(0), 0.0);
@@ -52,7 +60,7 @@ TEST(AdamW, MatchesTorchFormulaOverSteps) {
   at::manual_seed(1);
   auto p = at::randn({5}, at::kDouble).set_requires_grad(true);
   auto ref = p.detach().clone();
-  AdamW opt({{{p}, 0.1}}, {1e-2, 0.9, 0.999, 1e-8});
+  AdamW opt({decaying({p})}, {1e-2, 0.9, 0.999, 1e-8});
   auto m = at::zeros_like(ref), v = at::zeros_like(ref);
   for (int t = 1; t <= 4; ++t) {
     auto g = at::randn({5}, at::kDouble);
@@ -92,8 +100,8 @@ TEST(GradUtils, ClipFactorInTheStepEqualsClipThenStep) {
     clipped.push_back(p.clone().set_requires_grad(true));
     deferred.push_back(p.clone().set_requires_grad(true));
   }
-  AdamW a({{clipped, 0.1}}, {1e-2, 0.9, 0.999, 1e-8});
-  AdamW b({{deferred, 0.1}}, {1e-2, 0.9, 0.999, 1e-8});
+  AdamW a({decaying(clipped)}, {1e-2, 0.9, 0.999, 1e-8});
+  AdamW b({decaying(deferred)}, {1e-2, 0.9, 0.999, 1e-8});
   for (int t = 1; t <= 3; ++t) {
     for (size_t i = 0; i < clipped.size(); ++i) {
       auto g = at::randn(clipped[i].sizes(), at::kFloat) * 3.0;

@@ -77,8 +77,11 @@ TEST(NeatPacking, TrainsAsTheSequencesUnpacked) {
   const auto b = collate(neat, {0}, 0);
   ASSERT_TRUE(b.segment_ids.defined() && b.position_ids.defined());
   const auto seg = neat.segment_ids(0);
-  for (size_t j = 1; j < seg.size(); ++j)
-    if (seg[j] != 0 && seg[j] != seg[j - 1]) EXPECT_EQ(b.position_ids[0][static_cast<int64_t>(j)].item<int64_t>(), 0);
+  for (size_t j = 1; j < seg.size(); ++j) {
+    if (seg[j] != 0 && seg[j] != seg[j - 1]) {
+      EXPECT_EQ(b.position_ids[0][static_cast<int64_t>(j)].item<int64_t>(), 0);
+    }
+  }
   // Plain packing: the same positions (LLaMA-Factory's packed position_ids), no mask across the sequences.
   const auto pb = collate(plain, {0}, 0);
   EXPECT_FALSE(pb.segment_ids.defined());

@@ -398,6 +398,50 @@ TEST_F(LiveJob, EveryNodesStatusFailureAndLinesReachThePage) {
   EXPECT_EQ(l["lines"][1]["err"], true);
 }
 
+// After the job ended, the page still says what ran: the world it had, no rank "stopping", and the
+// last throughput the ranks reported (not "–").
+TEST_F(LiveJob, AnEndedJobShowsItsWorldStoppedRanksAndLastThroughput) {
+  RawPeer a(server_->port()), b(server_->port());
+  a.send(join(0));
+  b.send(join(1));
+  ASSERT_TRUE(a.expect<lf::rdzv::LayoutMsg>() && b.expect<lf::rdzv::LayoutMsg>());
+  lf::rdzv::NodeStatusMsg s0, s1;
+  s0.ranks = {rank_status(0, 5, R"({"tokens_per_s":100,"mfu":0.4})")};
+  auto r1 = rank_status(1, 5, R"({"tokens_per_s":50,"mfu":0.2})");
+  s1.ranks = {r1};
+  a.send(s0);
+  b.send(s1);
+  r1.alive = false;
+  r1.exited = true;
+  r1.exit_code = 1;
+  s1.ranks = {r1};
+  b.send(s1);
+  lf::rdzv::FailureMsg f;
+  f.node_rank = 1;
+  f.global_rank = 1;
+  f.exit_code = 1;
+  f.message = "exited with code 1";
+  b.send(f);
+  ASSERT_TRUE(a.expect<lf::rdzv::AbortMsg>());
+  lf::rdzv::StoppedMsg st;  // both agents report their workers stopped: the job ends
+  a.send(st);
+  b.send(st);
+  json s;
+  for (int i = 0; i < 50; ++i) {
+    s = state();
+    if (s["job"]["phase"] == "finished") break;
+    std::this_thread::sleep_for(100ms);
+  }
+  ASSERT_EQ(s["job"]["phase"], "finished") << s["job"].dump();
+  EXPECT_EQ(s["job"]["world_size"], 2) << "the world the job ran with, not 0";
+  ASSERT_EQ(s["nodes"].size(), 2u) << s.dump(1);
+  EXPECT_EQ(s["nodes"][0]["ranks"][0]["state"], "stopped") << "an ended job has no rank still stopping";
+  EXPECT_EQ(s["nodes"][1]["ranks"][0]["state"], "failed");
+  ASSERT_TRUE(s["progress"]["tokens_per_s"].is_number()) << s["progress"].dump();
+  EXPECT_DOUBLE_EQ(s["progress"]["tokens_per_s"].get<double>(), 150) << "the last figures the ranks reported";
+  EXPECT_DOUBLE_EQ(s["progress"]["mfu"].get<double>(), 0.3);
+}
+
 TEST(JobHealth, AStragglerIsNamedAgainstEveryRankOfTheJob) {
   lf::rdzv::JobRecord record;
   std::vector<lf::rdzv::NodeRecord> nodes(2);

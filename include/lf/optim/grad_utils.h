@@ -20,6 +20,10 @@ double clip_grad_norm(const std::vector<at::Tensor>& params, double max_norm);
 at::Tensor global_grad_norm(const std::vector<at::Tensor>& params);
 at::Tensor clip_factor(const at::Tensor& norm, double max_norm);
 
+// The grad an optimizer's step(grad_factor) updates `param` with: its .grad() multiplied in place by
+// grad_factor (when defined), or undefined when the param has no grad (left untouched, as torch does).
+at::Tensor factored_grad(const at::Tensor& param, const at::Tensor& grad_factor);
+
 // Divides every defined grad of `params` by `scale` in place; true when any held inf/nan.
 // One flag per device and one host sync at the end.
 bool unscale_gradients(const std::vector<at::Tensor>& params, double scale);
