@@ -8,6 +8,7 @@ namespace lf::train {
 
 // `fp8: true` needs a CUDA GPU of compute capability 8.9 or newer (cuBLASLt's FP8 GEMM: Ada, Hopper,
 // Blackwell): ConfigError (exit 2) on the CPU or an older GPU naming the FP8 keys, never a bf16 run.
-void check_fp8_device(const config::PrecisionSection& p, const c10::Device& device);
+// `emulate` (LF_FP8_EMULATE=1, tests only) lets the CPU run FP8's numbers through torch's CPU _scaled_mm.
+void check_fp8_device(const config::PrecisionSection& p, const c10::Device& device, bool emulate);
 
 }  // namespace lf::train

@@ -355,7 +355,7 @@ void train_from_config(const config::LoadedConfig& loaded) {
            "fp16: true needs a CUDA GPU and this worker has none; HF's TrainingArguments refuses it too (\"FP16 Mixed "
            "precision training ... can only be used on CUDA\"). On a CPU train in fp32 (bf16: false, fp16: false) or "
            "with bf16: true");
-  check_fp8_device(c.precision, pick_device());  // fp8 on the CPU / a GPU without FP8: refused, never bf16
+  check_fp8_device(c.precision, pick_device(), knob_bool("LF_FP8_EMULATE").value_or(false));  // fp8 on the CPU / a GPU without FP8: refused, never bf16
   const auto world = comm::WorldInfo::from_env();
   // --nnodes MIN:MAX: the first round's global batch on this round's ranks (exit 2 when it cannot be).
   const auto elastic = config::keep_elastic_global_batch(c, knob_int("LF_BASE_WORLD_SIZE").value_or(0), world.world_size);
