@@ -66,7 +66,7 @@ class Fp8FrozenLinear final : public LinearFormat {
   at::ScalarType dense_dtype() const override { return dense_dtype_; }
   void named_storage(const std::string& prefix, std::vector<NamedParam>& out) override {
     out.push_back({prefix + "weight", &data_});
-    out.push_back({prefix + "weight_scale", &scale_});
+    out.push_back({prefix + "weight.scale", &scale_});
   }
   // Read through the slots at each use: a strategy may have re-pointed them (ZeRO-3's gathers).
   quant::Fp8Tensor weight() const { return {data_.view(at::ScalarType::Float8_e4m3fn), scale_}; }

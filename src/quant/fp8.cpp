@@ -139,7 +139,7 @@ at::Tensor fp8_linear_grad_input(const at::Tensor& g, const at::Tensor& w, Fp8Re
   const auto wb = fp8_cast(w, fp8_input_scaling(r, 0));
   auto sizes = g.sizes().vec();
   sizes.back() = w.size(1);
-  return fp8_mm(ga, wb, g.scalar_type(), /*fast_accum=*/false).view(sizes);
+  return at::_unsafe_view(fp8_mm(ga, wb, g.scalar_type(), /*fast_accum=*/false), sizes);
 }
 
 // dW = g^T x [N, K]: both along the tokens M (g's columns and x's columns each get their scale).
@@ -159,7 +159,7 @@ at::Tensor fp8_stored_forward(const at::Tensor& x, const Fp8Tensor& w, Fp8Recipe
   const auto xa = fp8_cast(x2, fp8_input_scaling(r, 1));
   auto sizes = x.sizes().vec();
   sizes.back() = w.data.size(0);
-  return fp8_mm(xa, transposed(w), x.scalar_type(), /*fast_accum=*/true).view(sizes);
+  return at::_unsafe_view(fp8_mm(xa, transposed(w), x.scalar_type(), /*fast_accum=*/true), sizes);
 }
 
 at::Tensor fp8_stored_grad_input(const at::Tensor& g, const Fp8Tensor& w, Fp8Recipe r) {
@@ -167,12 +167,12 @@ at::Tensor fp8_stored_grad_input(const at::Tensor& g, const Fp8Tensor& w, Fp8Rec
   auto sizes = g.sizes().vec();
   sizes.back() = w.data.size(1);
   if (r == Fp8Recipe::kTensorwise)
-    return fp8_mm(fp8_cast(g2, fp8_grad_scaling(r, 1)), w, g.scalar_type(), false).view(sizes);
+    return at::_unsafe_view(fp8_mm(fp8_cast(g2, fp8_grad_scaling(r, 1)), w, g.scalar_type(), false), sizes);
   // W = diag(1/s) W_q with s [N, 1] powers of two: g W = (g diag(1/s)) W_q, the fold exact in fp32.
   const auto folded = g2.to(at::kFloat).mul(w.scale.reciprocal().t());
   const auto ga = fp8_cast(folded, fp8_grad_scaling(r, 1));
   const Fp8Tensor wb{w.data, at::ones({1, w.data.size(1)}, w.scale.options())};
-  return fp8_mm(ga, wb, g.scalar_type(), false).view(sizes);
+  return at::_unsafe_view(fp8_mm(ga, wb, g.scalar_type(), false), sizes);
 }
 
 }  // namespace lf::quant

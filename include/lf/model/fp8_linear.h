@@ -3,7 +3,7 @@
 // computes them (lf/quant/fp8.h), behind the two seams a Linear has:
 // - a frozen weight (LoRA's base, freeze's frozen layers) becomes a LinearFormat (linear_format.h): stored
 //   once in e4m3 with its scales ("weight" uint8 [out, in]: the FP8 bytes, so every sharding and
-//   collective path that moves bitsandbytes' uint8 codes moves these; "weight_scale" fp32 [] or
+//   collective path that moves bitsandbytes' uint8 codes moves these; "weight.scale" fp32 [] or
 //   [out, 1]); each step casts only the activations (forward) and the output gradient (input gradient);
 // - a trainable weight (full fine-tuning) keeps its fp32 master; Linear::fp8_ makes each forward cast the
 //   weight (in the compute dtype, through its gradient route) and the input to FP8, and the backward cast
