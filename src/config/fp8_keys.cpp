@@ -15,8 +15,6 @@ namespace {
 
 using namespace schema;
 
-constexpr const char* kFp8 = "fp8: true";
-
 // LLaMA-Factory's parser rule, in its words.
 void check_fp8(const Reader& r, const JobPlan& c) {
   if (!c.precision.fp8) return;
@@ -55,13 +53,10 @@ std::vector<KeyDecl> fp8_keys() {
   };
   return {
       std::move(fp8),
-      implemented("fp8_backend", LF_FIELD(precision, fp8_backend),
-                  "with fp8: LLaMA-Factory's accelerate backend (auto / torchao: torchao's Float8Linear, te: "
-                  "Transformer Engine). lf-train has one FP8 backend of its own, torchao's arithmetic, for all "
-                  "three (te's delayed scaling is not reproduced: its scales come from the current tensor)")
-          .choices({"auto", "torchao", "te"})
-          .sample("te", kFp8)
-          .observe("refused"),
+      no_effect("fp8_backend",
+                "lf-train has one FP8 backend of its own (torchao's Float8Linear arithmetic) for every value: "
+                "LLaMA-Factory's auto / torchao (any value but te) are torchao's Float8Linear, te Transformer "
+                "Engine's delayed scaling, which is not reproduced (lf-train's scales come from the current tensor)"),
       implemented("fp8_recipe", LF_FIELD(precision, fp8_recipe),
                   "lf-train's own, with fp8 (torchao's Float8LinearRecipeName): rowwise (a power-of-two scale per "
                   "row of each GEMM operand, every operand e4m3: LLaMA-Factory's choice, robust to outlier "
@@ -69,7 +64,12 @@ std::vector<KeyDecl> fp8_keys() {
                   "in the forward: torchao's fastest)")
           .own()
           .choices({"rowwise", "tensorwise"})
-          .sample("tensorwise", kFp8)
+          .check([](const Reader& r, const std::string& key, const std::string&) {
+            LF_CHECK(!r.has(key) || r.has("fp8"), ConfigError,
+                     "{}: `{}` is FP8's recipe and fp8 is not set: set `fp8: true` (an sm_89+ GPU), or remove {}",
+                     r.where(key), key, key);
+          })
+          .sample("tensorwise")
           .observe("refused"),
       all_gather(),
   };

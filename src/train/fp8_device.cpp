@@ -34,7 +34,7 @@ Capability capability_of(const c10::Device& device) {
 
 void check_fp8_device(const config::PrecisionSection& p, const c10::Device& device, bool emulate) {
   if (!p.fp8 || (emulate && device.is_cpu())) return;
-  const std::string keys = "`fp8: true` (fp8_backend " + p.fp8_backend + ", fp8_recipe " + p.fp8_recipe + ")";
+  const std::string keys = "`fp8: true` (fp8_recipe " + p.fp8_recipe + ")";
   LF_CHECK(device.is_cuda(), ConfigError,
            "{} needs a CUDA GPU with FP8 tensor cores (compute capability 8.9+: H100 / H200, L40, RTX 40) and this "
            "worker computes on {}; lf-train does not fall back to bf16 (LLaMA-Factory #9500: a run that asked for FP8 "

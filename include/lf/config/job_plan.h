@@ -142,9 +142,8 @@ struct PrecisionSection {
   bool double_quantization = true;          // the absmax values quantized again (8 bits, blocks of 256)
   bool quantized() const { return quantization_bit.has_value(); }
   // FP8 training (src/config/fp8_keys.cpp, lf/quant/fp8.h): the decoder linear layers' GEMMs in FP8 on
-  // sm_89+ GPUs; refused elsewhere by the worker. LLaMA-Factory's backends all run lf-train's own one.
+  // sm_89+ GPUs; refused elsewhere by the worker. LLaMA-Factory's fp8_backend has no effect (one backend here).
   bool fp8 = false;
-  std::string fp8_backend = "auto";      // auto | torchao | te (accepted; one backend here)
   std::string fp8_recipe = "rowwise";    // tensorwise | rowwise (torchao's Float8LinearRecipeName)
 };
 
