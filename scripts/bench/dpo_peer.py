@@ -11,6 +11,12 @@ trained on, in its batches, reading lf-train's tokenized cache of the ranking da
   together, as lf-train's);
 - model: a random Qwen2 of `--config`'s published shape, bf16 weights under bf16 (TRL/HF's usual GPU setup),
   LoRA r16 / alpha 32 on the seven linear layers (lf-train: lora_rank 16, lora_alpha 32, lora_target all);
+  full fine-tuning (--master fp32, the default): the policy's weights in fp32 under bf16 autocast and the
+  frozen reference copy in bf16, as LLaMA-Factory 0.9.5 runs it (its _setup_full_tuning casts trainable
+  parameters to fp32 unless pure_bf16; create_ref_model loads the reference in the compute dtype) and as
+  lf-train does (fp32 master weights, gradients and AdamW moments: 16 bytes a parameter); --master bf16 is
+  pure bf16 (8 bytes a parameter, torch's AdamW moments in bf16: LLaMA-Factory's pure_bf16, which lf-train
+  refuses), the 2026-12-04 row's peer (its 35.4 GiB against lf-train's 39.6: 8.6 GiB less state);
   the reference: peft's adapters off (LoRA) or TRL's frozen copy (full), computed every step, as TRL does;
 - the step: --mbs pairs per micro-batch, 1 accumulation step, sigmoid loss, beta 0.1, AdamW, lr constant;
   gradient checkpointing with --ckpt.
@@ -58,6 +64,8 @@ def main():
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--ckpt", action="store_true")
+    ap.add_argument("--master", choices=["fp32", "bf16"], default="fp32",
+                    help="full: the policy's weight dtype (fp32: LLaMA-Factory's and lf-train's master weights)")
     ap.add_argument("--beta", type=float, default=0.1)
     ap.add_argument("--lr", type=float, default=5e-6)
     ap.add_argument("--device", default="cuda")
@@ -74,8 +82,9 @@ def main():
     cfg._attn_implementation = "sdpa"
     gpu = a.device != "cpu"
     torch.manual_seed(0)
+    master_fp32 = a.mode == "full" and a.master == "fp32"
     with torch.device(a.device):
-        model = Qwen2ForCausalLM(cfg).to(torch.bfloat16 if gpu else torch.float32)
+        model = Qwen2ForCausalLM(cfg).to(torch.bfloat16 if gpu and not master_fp32 else torch.float32)
     peft_config = None
     if a.mode == "lora":
         from peft import LoraConfig
@@ -120,13 +129,16 @@ def main():
     if peft_config is None:
         import copy
         ref = copy.deepcopy(model).eval().requires_grad_(False)
+        if gpu:
+            ref = ref.to(torch.bfloat16)  # LLaMA-Factory's create_ref_model: the compute dtype
     trainer = PreTokenized(model=model, ref_model=ref, args=args, train_dataset=dataset, processing_class=tokenizer,
                            peft_config=peft_config, callbacks=[StepTimer()])
     if gpu:
         torch.cuda.reset_peak_memory_stats()
     result = trainer.train()
     steady = times[a.warmup:]
-    out = {"peer": f"trl {trl.__version__} DPOTrainer" + (" + peft" if peft_config else ""),
+    out = {"peer": f"trl {trl.__version__} DPOTrainer" + (" + peft" if peft_config else "")
+           + (f" (master {a.master})" if a.mode == "full" else ""),
            "mode": a.mode, "mbs_pairs": a.mbs, "steps": len(steady),
            "pairs_per_s": a.mbs * len(steady) / max(sum(steady), 1e-9),
            "train_samples_per_second": result.metrics.get("train_samples_per_second"),

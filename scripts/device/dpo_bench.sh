@@ -2,6 +2,8 @@
 # Issue 31's GPU run, ON the GPU machine (one H200), in one call of about 8 minutes:
 #   scripts/device/dpo_bench.sh                # build (if needed), then both rows
 #   ROWS="7b-lora" STEPS=20 scripts/device/dpo_bench.sh
+#   LF_PAD_MASKED_LOGITS=1 scripts/device/dpo_bench.sh   # padded rows under HF's padding mask (TRL's exact
+#       logits/* on the GPU, SDPA with a mask instead of flash): its cost against the default run decides `auto`
 # with `.deps` carried: .deps/debs (scripts/device/fetch_debs.sh) and .deps/wheels, the peer's wheels the
 # image lacks (TRL and datasets; made here, on the CPU box, by):
 #   pip download --no-deps --python-version 3.12 --only-binary=:all: -d .deps/wheels \
@@ -10,7 +12,9 @@
 # of up to 2 x 2048 tokens a pair, cutoff_len 2048), sigmoid loss, beta 0.1, 2 pairs a micro-batch, bf16:
 #   7b-lora    Qwen2.5-7B shape, LoRA r16 on every linear layer; the peer: TRL's DPOTrainer + peft (the
 #              reference = adapters off, every step)
-#   1.5b-full  Qwen2.5-1.5B shape, full fine-tuning; the peer: DPOTrainer with its frozen reference copy
+#   1.5b-full  Qwen2.5-1.5B shape, full fine-tuning; the peer: DPOTrainer with its frozen reference copy,
+#              fp32 master weights under bf16 autocast and a bf16 reference, as LLaMA-Factory and lf-train run
+#              it (PEER_MASTER=bf16: the pure-bf16 peer of the 2026-12-04 row, 8 bytes a parameter less state)
 # lf-train computes the reference once before step 1 (docs/preference.md); its pairs/s counts that pass:
 # HF's train_samples_per_second over the whole train() on both sides (LF_ROW lines), and each side's peak
 # allocated memory. Prints one `DPO_ROW {json}` per row and a table. Outputs under $OUT (default out/device).
@@ -71,7 +75,7 @@ row() {  # SIZE MODE
   grep -E "reference log-probabilities|perf:" "$OUT/dpo_lf_$size-$mode.log" | tail -3
   # the peer: the same tokenized pairs (lf-train's cache), the same steps.
   timeout 420 $PY scripts/bench/dpo_peer.py --cache "$tok/train.lftok" --config configs/models/qwen2.5-$size.json \
-    --mode $mode --mbs 2 --steps $STEPS --warmup 0 --lr $lr --out $WORK/peer_$size-$mode \
+    --mode $mode --master "${PEER_MASTER:-fp32}" --mbs 2 --steps $STEPS --warmup 0 --lr $lr --out $WORK/peer_$size-$mode \
     > "$OUT/dpo_peer_$size-$mode.log" 2>&1
   local prc=$?
   $PY - "$out" "$OUT/dpo_lf_$size-$mode.log" "$OUT/dpo_peer_$size-$mode.log" "$size-$mode" $rc $prc <<'PYEOF'

@@ -67,6 +67,14 @@ class CheckedCommunicator : public Communicator {
     agree(fmt::format("reduce_scatter {} into [{}]", shape(input), output.numel()));
     return inner_->reduce_scatter(std::move(output), std::move(input));
   }
+  // The row counts differ by rank: what must agree is the dtype and a row's width.
+  WorkPtr all_to_all(at::Tensor output, at::Tensor input, std::vector<int64_t> output_splits,
+                     std::vector<int64_t> input_splits) override {
+    int64_t width = 1;  // a row's elements (a tensor of no rows still has its trailing dims)
+    for (int64_t d = 1; d < input.dim(); ++d) width *= input.size(d);
+    agree(fmt::format("all_to_all {} rows of {}", c10::toString(input.scalar_type()), width));
+    return inner_->all_to_all(std::move(output), std::move(input), std::move(output_splits), std::move(input_splits));
+  }
   void barrier() override {
     agree("barrier");
     inner_->barrier();

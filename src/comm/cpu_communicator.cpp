@@ -9,12 +9,14 @@
 #include <fmt/format.h>
 
 #include <condition_variable>
+#include <cstring>
 #include <deque>
 #include <functional>
 #include <mutex>
 #include <thread>
 
 #include "lf/comm/communicator.h"
+#include "all_to_all_layout.h"
 #include "lf/common/error.h"
 #include "comm_store.h"
 #include "lf/rendezvous/store_client.h"
@@ -60,7 +62,7 @@ struct CollectiveHeader {
   bool operator==(const CollectiveHeader&) const = default;
 };
 
-enum CollectiveKind : uint32_t { kAllReduce = 1, kBroadcast, kAllGather, kReduceScatter };
+enum CollectiveKind : uint32_t { kAllReduce = 1, kBroadcast, kAllGather, kReduceScatter, kAllToAll };
 
 const char* kind_name(uint32_t k) {
   switch (k) {
@@ -68,6 +70,7 @@ const char* kind_name(uint32_t k) {
     case kBroadcast: return "broadcast";
     case kAllGather: return "all_gather";
     case kReduceScatter: return "reduce_scatter";
+    case kAllToAll: return "all_to_all (row elements)";
   }
   return "?";
 }
@@ -158,6 +161,20 @@ class CpuCommunicator : public Communicator {
       ring_reduce_scatter(flat, false);
       int64_t n = output.numel();
       output.view({-1}).copy_(flat.narrow(0, n * opt_.rank, n));
+    });
+  }
+
+  WorkPtr all_to_all(at::Tensor output, at::Tensor input, std::vector<int64_t> output_splits,
+                     std::vector<int64_t> input_splits) override {
+    check_input(output, "all_to_all");
+    check_input(input, "all_to_all");
+    auto layout = all_to_all_layout(output, input, output_splits, input_splits, opt_.world_size);
+    return enqueue([this, output, input, layout] {
+      // The header's count is a row's elements (equal on every rank; the row counts differ).
+      const int64_t width = layout.row_bytes / static_cast<int64_t>(input.element_size());
+      agree_with_ring(CollectiveHeader{kAllToAll, static_cast<uint32_t>(input.scalar_type()), seq_++,
+                                       static_cast<uint64_t>(width)});
+      pairwise_exchange(static_cast<char*>(output.data_ptr()), static_cast<const char*>(input.data_ptr()), layout);
     });
   }
 
@@ -279,13 +296,33 @@ class CpuCommunicator : public Communicator {
 
   // Ring collectives: send this rank's header right, check the left neighbour's; around
   // the ring every rank is compared with every other.
-  void agree_with_ring(CollectiveKind kind, const at::Tensor& whole) {
-    const auto mine = header(kind, whole);
+  void agree_with_ring(CollectiveKind kind, const at::Tensor& whole) { agree_with_ring(header(kind, whole)); }
+  void agree_with_ring(const CollectiveHeader& mine) {
     if (opt_.world_size == 1) return;
     const int right = (opt_.rank + 1) % opt_.world_size, left = (opt_.rank + opt_.world_size - 1) % opt_.world_size;
     CollectiveHeader theirs;
     mesh_.send_recv(right, &mine, sizeof mine, left, &theirs, sizeof theirs);
     check_same(mine, theirs, left);
+  }
+
+  // all_to_all: at step s this rank sends to rank r + s while receiving from rank r - s, so every
+  // pair meets once and nobody waits on a rank that waits on it. The row counts go first: a rank
+  // whose splits disagree with a peer's fails naming both, instead of reading the wrong bytes.
+  void pairwise_exchange(char* out, const char* in, const AllToAllLayout& l) {
+    const int w = opt_.world_size, r = opt_.rank;
+    LF_CHECK(l.send_rows[r] == l.recv_rows[r], BackendError,
+             "rank {}: all_to_all sends {} rows to itself but expects {} from itself", r, l.send_rows[r], l.recv_rows[r]);
+    if (l.send_bytes(r) > 0) std::memcpy(out + l.recv_offset(r), in + l.send_offset(r), l.send_bytes(r));
+    for (int s = 1; s < w; ++s) {
+      const int to = (r + s) % w, from = (r - s + w) % w;
+      int64_t mine = l.send_rows[to], theirs = -1;
+      mesh_.send_recv(to, &mine, sizeof mine, from, &theirs, sizeof theirs);
+      LF_CHECK(theirs == l.recv_rows[from], BackendError,
+               "rank {}: all_to_all expects {} rows from rank {}, which sends {} (the ranks' splits disagree: "
+               "exchange the counts first)",
+               r, l.recv_rows[from], from, theirs);
+      mesh_.send_recv(to, in + l.send_offset(to), l.send_bytes(to), from, out + l.recv_offset(from), l.recv_bytes(from));
+    }
   }
 
   // Afterwards rank r holds chunk r reduced over every rank (elementwise sum or max).

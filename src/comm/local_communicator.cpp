@@ -5,6 +5,7 @@
 
 #include "lf/comm/communicator.h"
 #include "lf/common/error.h"
+#include "all_to_all_layout.h"
 
 namespace lf::comm {
 namespace {
@@ -28,6 +29,11 @@ class LocalCommunicator final : public Communicator {
   WorkPtr all_gather(at::Tensor output, at::Tensor input) override { return copy(output, input, "all_gather"); }
   WorkPtr reduce_scatter(at::Tensor output, at::Tensor input) override {
     return copy(output, input, "reduce_scatter");
+  }
+  WorkPtr all_to_all(at::Tensor output, at::Tensor input, std::vector<int64_t> output_splits,
+                     std::vector<int64_t> input_splits) override {
+    all_to_all_layout(output, input, output_splits, input_splits, 1);  // checks the splits
+    return copy(output, input, "all_to_all");
   }
   void barrier() override {}
   void abort() override {}

@@ -26,6 +26,7 @@
 #include "lf/common/env.h"
 #include "lf/common/env_knobs.h"
 #include "lf/common/error.h"
+#include "all_to_all_layout.h"
 #include "comm_store.h"
 #include "lf/rendezvous/store_client.h"
 
@@ -194,6 +195,25 @@ class NcclCommunicator : public Communicator {
     return launch({output, input}, [&](cudaStream_t s) {
       return ncclReduceScatter(input.data_ptr(), output.data_ptr(), output.numel(), nccl_type(input.scalar_type()),
                                ncclSum, comm_, s);
+    });
+  }
+
+  // Point-to-point in one group (NCCL has no all_to_allv): every peer's send and receive are
+  // posted together, so NCCL schedules them without a deadlock; bytes as ncclUint8 (any dtype).
+  WorkPtr all_to_all(at::Tensor output, at::Tensor input, std::vector<int64_t> output_splits,
+                     std::vector<int64_t> input_splits) override {
+    const auto l = all_to_all_layout(output, input, output_splits, input_splits, opt_.world_size);
+    return launch({output, input}, [&](cudaStream_t s) {
+      auto* out = static_cast<char*>(output.data_ptr());
+      const auto* in = static_cast<const char*>(input.data_ptr());
+      ncclResult_t rc = ncclGroupStart();
+      for (int r = 0; r < opt_.world_size && rc == ncclSuccess; ++r) {
+        if (l.send_bytes(r) > 0) rc = ncclSend(in + l.send_offset(r), l.send_bytes(r), ncclUint8, r, comm_, s);
+        if (rc == ncclSuccess && l.recv_bytes(r) > 0)
+          rc = ncclRecv(out + l.recv_offset(r), l.recv_bytes(r), ncclUint8, r, comm_, s);
+      }
+      const ncclResult_t end = ncclGroupEnd();
+      return rc != ncclSuccess ? rc : end;
     });
   }
 

@@ -2,6 +2,7 @@
 
 #include "config_schema.h"
 #include "quantization_keys.h"
+#include "reference_keys.h"
 
 namespace lf::config {
 
@@ -11,7 +12,7 @@ void check_required(const JobPlan& c) {
   LF_CHECK(!c.model.model_name_or_path.empty(), ConfigError,
            "`model_name_or_path` is required: a local folder with config.json (and weights unless `init_weights: "
            "random`)");
-  LF_CHECK(!c.data.dataset.empty(), ConfigError, "`dataset` is required: one or more names from {}/dataset_info.json",
+  LF_CHECK(!c.data.dataset.empty() || !c.predict.do_train, ConfigError, "`dataset` is required: one or more names from {}/dataset_info.json",
            c.data.dataset_dir);
 }
 
@@ -25,15 +26,29 @@ void check_between_keys(const Reader& r, const JobPlan& c) {
            "number of examples) or `eval_dataset`, or `eval_strategy: no`",
            r.where("eval_strategy"), c.eval.eval_strategy);
   // LoRA's options need LoRA (LLaMA-Factory's rules).
-  LF_CHECK(c.adapter.adapter_name_or_path.empty() || c.adapter.finetuning_type == "lora", ConfigError,
-           "{}: `adapter_name_or_path` is only valid for the LoRA method (LLaMA-Factory's rule); finetuning_type is {}",
+  // LLaMA-Factory 0.9.5 refuses it with OFT too; under lora it loads any peft adapter (an OFT one included).
+  LF_CHECK(c.adapter.adapter_name_or_path.empty() || c.adapter.lora(), ConfigError,
+           "{}: `adapter_name_or_path` is only valid for the LoRA method (LLaMA-Factory's rule); finetuning_type is "
+           "{}: set `finetuning_type: lora` (it loads, merges or trains on LoRA and OFT adapters alike, as "
+           "LLaMA-Factory's PeftModel.from_pretrained)",
            r.where("adapter_name_or_path"), c.adapter.finetuning_type);
-  LF_CHECK(c.adapter.additional_target.empty() || c.adapter.finetuning_type == "lora", ConfigError,
-           "{}: `additional_target` names modules to train beside LoRA; finetuning_type is {}",
+  LF_CHECK(c.adapter.additional_target.empty() || c.adapter.peft(), ConfigError,
+           "{}: `additional_target` names modules to train beside LoRA or OFT; finetuning_type is {}",
            r.where("additional_target"), c.adapter.finetuning_type);
+  // peft's OFTConfig: r x oft_block_size = in_features, so exactly one of them is given.
+  LF_CHECK(!c.adapter.oft() || (c.adapter.oft_rank == 0) != (c.adapter.oft_block_size == 0), ConfigError,
+           "{}: finetuning_type oft needs exactly one of oft_rank and oft_block_size non-zero (peft's OFTConfig: "
+           "r x oft_block_size = in_features); got oft_rank {} and oft_block_size {}: set oft_block_size: 0 to use "
+           "oft_rank, or oft_rank: 0 (LLaMA-Factory's defaults: oft_rank 0, oft_block_size 32)",
+           r.where(c.adapter.oft_rank != 0 ? "oft_rank" : "oft_block_size"), c.adapter.oft_rank,
+           c.adapter.oft_block_size);
   LF_CHECK(c.optim.loraplus_lr_ratio == 0 || c.adapter.finetuning_type == "lora", ConfigError,
            "{}: `loraplus_lr_ratio` is LoRA's (lora_B learns faster); finetuning_type is {}",
            r.where("loraplus_lr_ratio"), c.adapter.finetuning_type);
+  LF_CHECK(!c.adapter.use_rslora || c.adapter.finetuning_type == "lora", ConfigError,
+           "{}: `use_rslora` is only valid for LoRA training (LLaMA-Factory's rule); finetuning_type is {}: set "
+           "`finetuning_type: lora` or remove use_rslora",
+           r.where("use_rslora"), c.adapter.finetuning_type);
   LF_CHECK(!c.adapter.use_dora || c.adapter.finetuning_type == "lora", ConfigError,
            "{}: `use_dora` is only valid for LoRA training (LLaMA-Factory's rule); finetuning_type is {}: set "
            "`finetuning_type: lora` or remove use_dora",
@@ -113,6 +128,8 @@ void check_parallel_rules(const JobPlan& c) {
 }
 
 void check_config(const Reader& r, JobPlan& c) {
+  // HF's do_train defaults to false: LLaMA-Factory's predict YAMLs (examples/extras/nlg_eval) leave it unset.
+  if (c.predict.do_predict && !r.has("do_train")) c.predict.do_train = false;
   check_required(c);
   check_offline(r, c);
   // LLaMA-Factory's DataArguments.__post_init__: `packing: true` or neat_packing packs into cutoff_len - 1 tokens
@@ -123,6 +140,7 @@ void check_config(const Reader& r, JobPlan& c) {
     if (d.check) d.check(r, c);
   check_between_keys(r, c);
   check_quantization(r, c);
+  check_reference(r, c);
   derive(c);
   if (packing_asked) c.data.cutoff_len -= 1;
 }

@@ -8,7 +8,9 @@
 #include "fp8_keys.h"
 #include "method_keys.h"
 #include "optimizer_keys.h"
+#include "predict_keys.h"
 #include "quantization_keys.h"
+#include "reference_keys.h"
 #include "schema_builders.h"
 
 namespace lf::config {
@@ -85,7 +87,7 @@ std::vector<KeyDecl> method_keys() {
           .choices({"sft", "pt", "dpo", "kto", "rm"},
                    "ppo (PPO generates responses in the training loop) is not implemented")
           .observe("losses"),
-      implemented("finetuning_type", LF_FIELD(adapter, finetuning_type)).choices({"lora", "full", "freeze"})
+      implemented("finetuning_type", LF_FIELD(adapter, finetuning_type)).choices({"lora", "full", "freeze", "oft"})
           .observe("file:adapter_config.json"),
       implemented("freeze_trainable_layers", LF_FIELD(adapter, freeze_trainable_layers),
                   "freeze: the last N decoder layers train (N < 0: the first -N)")
@@ -311,18 +313,6 @@ std::vector<KeyDecl> optimisation_keys() {
 }
 
 std::vector<KeyDecl> eval_and_output_keys() {
-  KeyDecl do_train;
-  do_train.name = "do_train";
-  do_train.policy = KeyPolicy::kOnlyValues;
-  do_train.type = "bool";
-  do_train.choices = {"true"};
-  do_train.note = "lf-train only trains";
-  do_train.check = [](const Reader& r, const JobPlan&) {
-    if (!r.has("do_train")) return;
-    bool v = true;
-    r.read("do_train", v, "true or false");
-    LF_CHECK(v, ConfigError, "{}: `do_train: false` asks for no training; lf-train only trains", r.where("do_train"));
-  };
   // HF's TrainingArguments turn true / false into all / no.
   KeyDecl tokens_seen = implemented("include_num_input_tokens_seen", LF_FIELD(logging, include_num_input_tokens_seen),
                                     "the input tokens counted over every rank: all (or true), non_padding, no")
@@ -367,7 +357,6 @@ std::vector<KeyDecl> eval_and_output_keys() {
           .differs("'none': the empty list")
           .observe("file:runs"),
       std::move(tokens_seen),
-      std::move(do_train),
   };
 }
 
@@ -382,6 +371,15 @@ std::vector<KeyDecl> distribution_keys() {
           .own()
           .choices({"fp32", "bf16"})
           .observe("losses", 2),
+      implemented("expert_model_parallel_size", LF_FIELD(parallel, expert_parallel_size),
+                  "LLaMA-Factory's Megatron (mcore) key: mixture-of-experts models, each sparse layer's experts "
+                  "placed over this many ranks (E / size each), tokens sent to their experts' ranks and back by "
+                  "all-to-all; the expert weights' gradients stay with their owner, the other parameters train "
+                  "data-parallel. Equal to the world size, zero_stage 0 (docs/training.md, mixture of experts)")
+          .own()
+          .check(positive)
+          .sample("2")
+          .observe("log:expert parallel over 2 ranks", 2),
       sharding_key("zero_stage", "0|1|2|3",
                    "lf-train's own: 0 data parallel (DDP), 1 optimizer state sharded, 2 + gradients, 3 + parameters",
                    true, "0", "log:ZeRO-", "2"),
@@ -408,13 +406,6 @@ std::vector<KeyDecl> distribution_keys() {
 
 std::vector<KeyDecl> refused_keys() {
   return {
-      refused("ref_model", "a reference model other than the policy's initial weights is not implemented: dpo and "
-                           "kto compare with the model they start from (LoRA: the adapters off); remove ref_model"),
-      refused("ref_model_adapters", "a reference model other than the policy's initial weights is not implemented"),
-      refused("ref_model_quantization_bit", "a quantized reference model is not implemented"),
-      refused("pref_bco_weight", "the BCO term of DPO (TRL's RunningMoments baseline) is not implemented: remove "
-                                 "pref_bco_weight"),
-      refused("ld_alpha", "LD-DPO's length weighting is not implemented: remove ld_alpha"),
       refused("loraplus_lr_embedding", "LoRA+ on embedding adapters is not supported (no LoRA embedding adapters)"),
       refused("freeze_vision_tower", "multimodal training is not supported"),
       refused("neftune_noise_alpha", "NEFTune noise is not supported"),
@@ -442,8 +433,6 @@ std::vector<KeyDecl> refused_keys() {
       refused("dataloader_drop_last", "dropping the last batch is not supported"),
       refused("data_seed", "a separate data seed is not supported: the order comes from `seed`"),
       refused("average_tokens_across_devices", "lf-train always normalises the loss over every target token of the step"),
-      refused("do_predict", "prediction runs are not supported (training only)"),
-      refused("predict_with_generate", "prediction runs are not supported (training only)"),
       refused("pure_bf16", "pure bf16 training (no fp32 master weights) is not supported: use bf16: true"),
       refused("disable_shuffling", "an unshuffled example order is not supported (each epoch is a permutation from `seed`)"),
       refused("ignore_pad_token_for_loss", "training on pad tokens is not supported"),
@@ -487,9 +476,9 @@ std::vector<KeyDecl> no_effect_keys() {
 
 std::vector<KeyDecl> build_schema() {
   std::vector<KeyDecl> all;
-  for (auto part : {model_keys(), method_keys(), pissa_and_llama_pro_keys(), preference_keys(), sft_loss_keys(),
+  for (auto part : {model_keys(), method_keys(), pissa_and_llama_pro_keys(), oft_keys(), preference_keys(), sft_loss_keys(),
                     data_keys(), optimisation_keys(), eval_and_output_keys(), distribution_keys(), optimizer_keys(),
-                    quantization_keys(), fp8_keys(), refused_keys(), no_effect_keys()})
+                    quantization_keys(), reference_keys(), predict_keys(), fp8_keys(), refused_keys(), no_effect_keys()})
     for (auto& d : part) all.push_back(std::move(d));
   return all;
 }

@@ -48,6 +48,7 @@ struct KeyDecl {
   //   losses | lr | grad_norm | eval | log_entries | tokens | weights   trainer_log.jsonl / outputs
   //   file:GLOB          the paths of output_dir matching GLOB
   //   log:TEXT           the run's log lines containing TEXT
+  //   predictions        a predict run's generated_predictions.jsonl
   //   refused            a CPU run stops with exit 2 naming the key (its GPU effect: a script
   //                      under scripts/device/ says which)
   //   outdir             the outputs land in the sample folder

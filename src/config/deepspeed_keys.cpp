@@ -251,7 +251,9 @@ constexpr DsKey kKeys[] = {
     opaque("quantize_training", P::kRefused, "quantized training changes the model"),
     opaque("weight_quantization", P::kRefused, "quantized weights change the model"),
     opaque("tensor_parallel", P::kRefused, "tensor parallelism is not supported (ZeRO shards over every rank)"),
-    opaque("expert_parallel", P::kRefused, "expert parallelism is not supported"),
+    opaque("expert_parallel", P::kRefused,
+           "DeepSpeed's MoE expert parallelism (its ep_size lives in the model code) is not read: lf-train's "
+           "expert_model_parallel_size places the experts over the ranks"),
     opaque("hybrid_engine", P::kRefused, "the RLHF hybrid engine is not supported"),
     opaque("pipeline", P::kNoEffect, "no pipeline parallelism"),
     opaque("activation_checkpointing", P::kNoEffect,

@@ -99,7 +99,9 @@ ExportConfig load_export_config(const std::string& path, const std::vector<std::
     problems.push_back(fmt::format("{}: `infer_dtype: {}` is not one of {}", where("infer_dtype"), c.infer_dtype,
                                    fmt::join(dtypes, ", ")));
   if (auto f = text_of(values, "finetuning_type"); !f.empty() && f != "lora" && !c.adapter_name_or_path.empty())
-    problems.push_back(fmt::format("{}: `finetuning_type: {}` with an adapter: only LoRA adapters are merged",
+    problems.push_back(fmt::format("{}: `finetuning_type: {}` with an adapter: \"Adapter is only valid for the LoRA "
+                                   "method\" (LLaMA-Factory's rule); set `finetuning_type: lora` (or leave it unset): "
+                                   "it merges LoRA and OFT adapters alike",
                                    where("finetuning_type"), f));
   // QLoRA: the adapter merges into the unquantized base (LLaMA-Factory's examples/merge_lora: "DO NOT use
   // quantized model or quantization_bit when merging LoRA adapters").

@@ -51,4 +51,29 @@ std::vector<KeyDecl> sft_loss_keys() {
   };
 }
 
+// LLaMA-Factory's OFTArguments (finetuning_type oft, model/oft.h): the two it passes to peft's OFTConfig act; the
+// other two it parses and never passes (0.9.5's _setup_lora_tuning), or peft never applies.
+std::vector<KeyDecl> oft_keys() {
+  return {
+      implemented("oft_rank", LF_FIELD(adapter, oft_rank),
+                  "OFT: rotation blocks per layer (peft's r; 0: from oft_block_size, and exactly one of the two is "
+                  "non-zero)")
+          .check(non_negative)
+          .sample("4", "finetuning_type: oft\noft_block_size: 0\noft_rank: 2")
+          .observe("losses"),
+      implemented("oft_block_size", LF_FIELD(adapter, oft_block_size),
+                  "OFT: the size of each orthogonal block of a layer's input (peft moves a size that does not divide "
+                  "the layer's width to the nearest divisor)")
+          .check(non_negative)
+          .sample("8", "finetuning_type: oft")
+          .observe("losses"),
+      no_effect("module_dropout",
+                "peft 0.18.1 builds OFT's MultiplicativeDropoutLayer from it but its Linear.forward never calls it, "
+                "so LLaMA-Factory 0.9.5's OFT runs without it"),
+      no_effect("oft_target",
+                "LLaMA-Factory 0.9.5 parses it but passes lora_target to peft's OFTConfig: OFT adapts the modules "
+                "lora_target names (default all)"),
+  };
+}
+
 }  // namespace lf::config

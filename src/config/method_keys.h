@@ -1,6 +1,6 @@
 #pragma once
 // The keys of LLaMA-Factory's training methods beyond plain LoRA / freeze / full (method_keys.cpp):
-// PiSSA, LLaMA Pro and sft's token-weighted losses (issue 34). Internal to src/config.
+// PiSSA, LLaMA Pro, OFT and sft's token-weighted losses (issue 34). Internal to src/config.
 #include <vector>
 
 #include "config_schema.h"
@@ -10,5 +10,6 @@ namespace lf::config {
 // The declarations config_schema.cpp lists.
 std::vector<KeyDecl> pissa_and_llama_pro_keys();
 std::vector<KeyDecl> sft_loss_keys();
+std::vector<KeyDecl> oft_keys();
 
 }  // namespace lf::config

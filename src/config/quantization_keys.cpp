@@ -81,9 +81,9 @@ void check_quantization(const Reader& r, const JobPlan& c) {
   if (!c.precision.quantized()) return;
   const auto where = r.where("quantization_bit");
   // LLaMA-Factory's _check_extra_dependencies / get_train_args rules, in its words.
-  LF_CHECK(c.adapter.lora(), ConfigError,
-           "{}: quantization is only compatible with the LoRA method (LLaMA-Factory's rule): the quantized base is "
-           "frozen; finetuning_type is {}: set `finetuning_type: lora`, or remove quantization_bit to train {}",
+  LF_CHECK(c.adapter.peft(), ConfigError,
+           "{}: quantization is only compatible with the LoRA or OFT method (LLaMA-Factory's rule): the quantized base "
+           "is frozen; finetuning_type is {}: set `finetuning_type: lora`, or remove quantization_bit to train {}",
            where, c.adapter.finetuning_type, c.adapter.full() ? "every weight" : "the chosen layers");
   LF_CHECK(c.adapter.adapter_name_or_path.size() <= 1, ConfigError,
            "{}: a quantized model only accepts a single adapter (LLaMA-Factory's rule); {} given: merge them first "

@@ -1,8 +1,8 @@
-// bitsandbytes' 4-bit dequantization on the GPU; see lf/kernels/dequant_4bit.h. Explicit
-// __fmul_rn / __fadd_rn: nvcc would contract the nested scale's multiply-add into an FMA, one
-// rounding where bitsandbytes (and quant::dequantize_4bit) has two.
+// bitsandbytes' 4-bit dequantization on the GPU; see lf/kernels/dequant_4bit.h (the blocks'
+// scales: dequant_4bit_scale.cuh).
 #include <algorithm>
 
+#include "dequant_4bit_scale.cuh"
 #include "kernel_math.cuh"
 #include "lf/kernels/dequant_4bit.h"
 
@@ -11,19 +11,6 @@ namespace {
 
 constexpr int kThreads = 256;
 constexpr int kBlocksPerSm = 16;
-
-#ifdef LF_KERNELS_EMULATE
-inline float mul_rn(float a, float b) { return a * b; }
-inline float add_rn(float a, float b) { return a + b; }
-#else
-__device__ __forceinline__ float mul_rn(float a, float b) { return __fmul_rn(a, b); }
-__device__ __forceinline__ float add_rn(float a, float b) { return __fadd_rn(a, b); }
-#endif
-
-__device__ __forceinline__ float block_scale(const Dequant4Args& a, int64_t block) {
-  if (!a.absmax_codes) return a.absmax[block];
-  return add_rn(mul_rn(a.dynamic_map[a.absmax_codes[block]], a.nested_absmax[block / 256]), a.offset[0]);
-}
 
 template <typename T>
 __global__ void __launch_bounds__(kThreads) dequant_4bit_kernel(const Dequant4Args a) {

@@ -1,6 +1,7 @@
 // The fused 4-bit GEMM for few rows; see lf/kernels/dequant_gemv_4bit.h.
 #include <algorithm>
 
+#include "dequant_4bit_scale.cuh"
 #include "kernel_math.cuh"
 #include "lf/kernels/dequant_gemv_4bit.h"
 
@@ -8,19 +9,6 @@ namespace lf::kernels {
 namespace {
 
 constexpr int kWarps = 8;
-
-#ifdef LF_KERNELS_EMULATE
-inline float mul_rn(float a, float b) { return a * b; }
-inline float add_rn(float a, float b) { return a + b; }
-#else
-__device__ __forceinline__ float mul_rn(float a, float b) { return __fmul_rn(a, b); }
-__device__ __forceinline__ float add_rn(float a, float b) { return __fadd_rn(a, b); }
-#endif
-
-__device__ __forceinline__ float scale_of(const Dequant4Args& a, int64_t block) {
-  if (!a.absmax_codes) return a.absmax[block];
-  return add_rn(mul_rn(a.dynamic_map[a.absmax_codes[block]], a.nested_absmax[block / 256]), a.offset[0]);
-}
 
 template <typename T>
 __global__ void __launch_bounds__(kWarps * 32) dequant_gemv_4bit_kernel(const Gemv4Args a) {
@@ -32,7 +20,7 @@ __global__ void __launch_bounds__(kWarps * 32) dequant_gemv_4bit_kernel(const Ge
   for (int64_t k0 = int64_t{lane} * 16; k0 < a.k; k0 += 32 * 16) {
     const int64_t e = col * a.k + k0;  // the first of 16 weights, all in one block
     const auto bytes = load_pack<uint8_t, 8>(a.w.data + e / 2);
-    const float s = scale_of(a.w, e / a.w.blocksize);
+    const float s = block_scale(a.w, e / a.w.blocksize);
 #pragma unroll
     for (int j = 0; j < 16; ++j) {
       const uint8_t v = bytes.v[j / 2];

@@ -14,6 +14,8 @@
 #include <nlohmann/json.hpp>
 
 #include "lf/common/error.h"
+#include "export_oft.h"
+#include "lf/model/oft_shape.h"
 #include "lf/model/safetensors.h"
 
 namespace lf {
@@ -93,6 +95,7 @@ struct LoraPair {
   const model::StTensorInfo* a = nullptr;  // [r, in]
   const model::StTensorInfo* b = nullptr;  // [out, r]
   const model::StTensorInfo* m = nullptr;  // [out], DoRA's magnitude (use_dora)
+  const model::StTensorInfo* oft = nullptr;  // [r, b(b-1)/2], an OFT adapter's oft_R.weight (export_oft.h)
 };
 
 struct Adapter {
@@ -100,7 +103,10 @@ struct Adapter {
   double scale = 1;
   int64_t rank = 0;
   bool dora = false;
-  std::map<std::string, LoraPair> by_base;  // base weight name -> its A and B
+  // OFT (peft_type OFT): peft's r / oft_block_size (one of them 0) and its Neumann terms.
+  bool oft = false;
+  int64_t oft_rank = 0, oft_block_size = 0, oft_terms = 5;
+  std::map<std::string, LoraPair> by_base;  // base weight name -> its A and B (or OFT's oft_R)
 };
 
 // DoRA's merge (peft's merge_and_unload): each row of W + ΔW times magnitude / its L2 norm.
@@ -122,14 +128,46 @@ nlohmann::json read_json(const fs::path& p) {
   return j;
 }
 
+// An OFT adapter (peft_type OFT, model/oft.h): its oft_R tensors by base weight; what peft's merge computes only.
+Adapter read_oft_adapter(const nlohmann::json& j, const fs::path& dir) {
+  const auto cfg_path = dir / "adapter_config.json";
+  for (const char* key : {"coft", "block_share", "fan_in_fan_out"})
+    LF_CHECK(!j.value(key, false), ConfigError, "{}: `{}` is true; lf-train merges OFT adapters without it: merge "
+             "this one with peft's merge_and_unload()", cfg_path.string(), key);
+  LF_CHECK(j.value("use_cayley_neumann", true), ConfigError,
+           "{}: use_cayley_neumann is false (the exact Cayley transform, a solve): lf-train merges the Neumann series "
+           "only; merge this one with peft's merge_and_unload()", cfg_path.string());
+  LF_CHECK(j.contains("modules_to_save") ? j["modules_to_save"].is_null() || j["modules_to_save"].empty() : true,
+           ConfigError, "{}: modules_to_save is set: lf-train merges adapter layers only", cfg_path.string());
+  Adapter a;
+  a.oft = true;
+  a.oft_rank = j.value("r", int64_t{0});
+  a.oft_block_size = j.value("oft_block_size", int64_t{0});
+  a.oft_terms = j.value("num_cayley_neumann_terms", int64_t{5});
+  LF_CHECK((a.oft_rank == 0) != (a.oft_block_size == 0) && a.oft_rank >= 0 && a.oft_block_size >= 0, ConfigError,
+           "{}: exactly one of r ({}) and oft_block_size ({}) must be non-zero (peft's OFTConfig)", cfg_path.string(),
+           a.oft_rank, a.oft_block_size);
+  a.file = std::make_unique<model::SafetensorsFile>(dir / "adapter_model.safetensors");
+  constexpr std::string_view kPart = ".oft_R.weight";
+  for (const auto& t : a.file->tensors()) {
+    std::string name = t.name;
+    if (name.rfind(kPeftPrefix, 0) == 0) name = name.substr(std::strlen(kPeftPrefix));
+    if (name.ends_with(kPart)) a.by_base[name.substr(0, name.size() - kPart.size()) + ".weight"].oft = &t;
+  }
+  LF_CHECK(!a.by_base.empty(), ConfigError, "{} holds no oft_R tensors", (dir / "adapter_model.safetensors").string());
+  return a;
+}
+
 Adapter read_adapter(const fs::path& dir) {
   const auto cfg_path = dir / "adapter_config.json";
   LF_CHECK(fs::exists(cfg_path), ConfigError,
-           "adapter_name_or_path {} has no adapter_config.json (expected a PEFT LoRA folder: lf-train's output_dir "
-           "of a `finetuning_type: lora` run)", dir.string());
+           "adapter_name_or_path {} has no adapter_config.json (expected a PEFT LoRA or OFT folder: lf-train's "
+           "output_dir of a `finetuning_type: lora` or `oft` run)", dir.string());
   const auto j = read_json(cfg_path);
-  LF_CHECK(j.value("peft_type", "LORA") == "LORA", ConfigError, "{}: peft_type {} is not LORA", cfg_path.string(),
-           j.value("peft_type", ""));
+  const auto peft_type = j.value("peft_type", std::string("LORA"));
+  if (peft_type == "OFT") return read_oft_adapter(j, dir);
+  LF_CHECK(peft_type == "LORA", ConfigError, "{}: peft_type {}: lf-train export merges LORA and OFT adapters",
+           cfg_path.string(), peft_type);
   LF_CHECK(!j.value("fan_in_fan_out", false), ConfigError, "{}: fan_in_fan_out adapters are not merged by lf-train",
            cfg_path.string());
   LF_CHECK(j.contains("modules_to_save") ? j["modules_to_save"].is_null() || j["modules_to_save"].empty() : true,
@@ -204,11 +242,29 @@ void remove_old_weights(const fs::path& out) {
   }
 }
 
+// An OFT layer's oft_R [in / b, b(b-1)/2] for its base weight [out, in] (b: peft's block size for `in`).
+void check_oft_fits(const Adapter& adapter, const LoraPair& pair, const model::SafetensorsCheckpoint& weights,
+                    const std::string& name, const std::string& where) {
+  LF_CHECK(weights.contains(name), ConfigError,
+           "{}: the adapter changes {}, which the base does not have (an adapter of another model?)", where, name);
+  const auto& w = weights.info(name);
+  LF_CHECK(w.shape.size() == 2, ConfigError, "{}: {} is not a matrix", where, name);
+  const int64_t b = model::oft_block_size_for(adapter.oft_rank, adapter.oft_block_size, w.shape[1]);
+  const std::vector<int64_t> want = {w.shape[1] / b, b * (b - 1) / 2};
+  LF_CHECK(pair.oft->shape == want, ConfigError, "{}: {}.oft_R.weight is [{}], the base weight [{}] needs [{}]", where,
+           name.substr(0, name.size() - 7), fmt::join(pair.oft->shape, ", "), fmt::join(w.shape, ", "),
+           fmt::join(want, ", "));
+}
+
 // Every adapted layer has a base weight of the shapes B·A makes (and DoRA its magnitudes).
 void check_adapter_fits(const Adapter& adapter, const model::SafetensorsCheckpoint& weights,
                         const config::ExportConfig& c, const fs::path& base) {
   const std::string where = c.adapter_name_or_path + "/adapter_model.safetensors";
   for (const auto& [name, pair] : adapter.by_base) {
+    if (adapter.oft) {
+      check_oft_fits(adapter, pair, weights, name, where);
+      continue;
+    }
     LF_CHECK(pair.a && pair.b, ConfigError, "{}: {} has lora_{} but no lora_{}", where, name, pair.a ? "A" : "B",
              pair.a ? "B" : "A");
     LF_CHECK(weights.contains(name), ConfigError,
@@ -227,10 +283,18 @@ void check_adapter_fits(const Adapter& adapter, const model::SafetensorsCheckpoi
   }
 }
 
-// w [out, in] += scale x B·A (fp32, row by row), then DoRA's rescale: peft's merge.
+// w [out, in] += scale x B·A (fp32, row by row), then DoRA's rescale: peft's merge. OFT: w R_bdᵀ (export_oft.h).
 void merge_lora(std::vector<float>& w, const LoraPair& pair, const Adapter& adapter) {
   const auto& f = *adapter.file;
   const std::string where = f.path().string();
+  if (pair.oft) {  // oft_R [blocks, b(b-1)/2] (check_oft_fits): in = blocks x b
+    const int64_t blocks = pair.oft->shape[0], n = pair.oft->shape[1];
+    const auto b = static_cast<int64_t>(std::llround((1 + std::sqrt(1.0 + 8.0 * static_cast<double>(n))) / 2));
+    const int64_t in = blocks * b, rows = static_cast<int64_t>(w.size()) / in;
+    merge_oft(w, rows, in, oft_neumann_rotations(to_float(*pair.oft, f.data(*pair.oft), where), blocks, b,
+                                                 adapter.oft_terms), b);
+    return;
+  }
   const std::vector<float> a = to_float(*pair.a, f.data(*pair.a), where);  // [r, in]
   const std::vector<float> b = to_float(*pair.b, f.data(*pair.b), where);  // [out, r]
   const int64_t rank = pair.a->shape[0], in = pair.a->shape[1], rows = pair.b->shape[0];

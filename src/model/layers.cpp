@@ -9,6 +9,7 @@
 #include "lf/model/fp8_linear.h"
 #include "lf/model/fused_dispatch.h"
 #include "lf/model/grad_sink.h"
+#include "lf/model/key_padding.h"
 #include "lf/model/lora_linear.h"
 #include "lf/model/master_weight_linear.h"
 #include "lf/model/sdpa.h"
@@ -40,10 +41,15 @@ at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
     const auto d = i.unsqueeze(1) - i.unsqueeze(0);  // [T, T]: query - key
     auto mask = at::logical_and(d >= 0, d < window);
     if (rope.attn_mask.defined()) mask = at::logical_and(rope.attn_mask, mask);
+    if (const auto pad_mask = key_padding_mask(t); pad_mask.defined()) mask = at::logical_and(pad_mask, mask);
     return masked_attention(q, k, v, mask.dim() == 2 ? mask.view({1, 1, t, t}) : mask, scale);
   }
   if (rope.varlen.defined()) return varlen_causal_attention(q, k, v, rope.varlen);
-  return rope.attn_mask.defined() ? masked_attention(q, k, v, rope.attn_mask, scale) : causal_attention(q, k, v, scale);
+  if (rope.attn_mask.defined()) return masked_attention(q, k, v, rope.attn_mask, scale);
+  // A KeyPaddingScope (key_padding.h): HF's padding mask on right-padded rows.
+  if (const auto pad_mask = key_padding_mask(q.size(2)); pad_mask.defined())
+    return masked_attention(q, k, v, pad_mask, scale);
+  return causal_attention(q, k, v, scale);
 }
 
 }  // namespace
@@ -56,6 +62,7 @@ at::Tensor Linear::forward_for_backward(const at::Tensor& x, bool training) cons
 
 at::Tensor Linear::forward_with(const at::Tensor& x, bool training, bool base_values) const {
   if (lora_ && lora_->magnitude_.defined()) return forward_dora(x, training);
+  if (oft_) return forward_oft(x, base_values);
   const bool fused = fused_ops_for(x) != nullptr;
   if (format_) return add_lora(format_->linear(x, bias_.defined() ? as(bias_, x) : at::Tensor(), base_values), x,
                                training, fused);

@@ -76,6 +76,26 @@ void mark_modules_to_save(CausalLM& model, const LoraConfig& c, const Targeted& 
   }
 }
 
+// Each of lora_target's names adapts a linear module of the model (`matched`: those that named one).
+void check_targets_named(const CausalLM& model, const std::vector<std::string>& targets,
+                         const std::set<std::string>& matched) {
+  for (const auto& t : targets) {
+    LF_CHECK(t != "lm_head" && t != "embed_tokens" && !t.ends_with(".lm_head") && !t.ends_with(".embed_tokens"),
+             ConfigError,
+             "lora_target '{}': LoRA on the embedding or lm_head is not supported (to train it fully beside LoRA, "
+             "name it in additional_target)", t);
+    LF_CHECK(matched.count(t), ConfigError,
+             "lora_target '{}' names no module of {} (its linear layers: {}, also as self_attn.q_proj or "
+             "model.layers.N.mlp.down_proj; or 'all'){}",
+             t, model.config().architecture_name, fmt::join(linear_short_names(model), ", "),
+             model.layout().moe_layers == 0
+                 ? ""
+                 : ". Its router (mlp.gate) and experts (mlp.experts) are fused parameters in transformers 5, not "
+                   "nn.Linear modules: peft cannot adapt them through target_modules, so LLaMA-Factory's LoRA never "
+                   "does; train them with finetuning_type: full or freeze");
+  }
+}
+
 }  // namespace
 
 std::vector<std::string> parse_lora_target(const std::string& text) {
@@ -95,6 +115,7 @@ std::vector<std::string> parse_lora_target(const std::string& text) {
 
 std::vector<std::string> apply_lora(CausalLM& model, const LoraConfig& c, at::Generator* shared_gen) {
   LF_CHECK(c.rank > 0, ConfigError, "lora_rank must be positive, got {}", c.rank);
+  if (c.oft) check_oft_config(*c.oft);
   LF_CHECK(c.dropout >= 0 && c.dropout < 1, ConfigError, "lora_dropout must be in [0, 1), got {}", c.dropout);
   LF_CHECK(!c.target.empty(), ConfigError, "lora_target is empty");
   const bool all = c.target.size() == 1 && c.target[0] == "all";
@@ -109,22 +130,7 @@ std::vector<std::string> apply_lora(CausalLM& model, const LoraConfig& c, at::Ge
   const auto linears = model.linears();
   for (const auto& l : linears)
     if (!all) (void)targeted(l.spec->module);
-  if (!all)
-    for (const auto& t : c.target) {
-      LF_CHECK(t != "lm_head" && t != "embed_tokens" && !t.ends_with(".lm_head") && !t.ends_with(".embed_tokens"),
-               ConfigError,
-               "lora_target '{}': LoRA on the embedding or lm_head is not supported (to train it fully beside LoRA, "
-               "name it in additional_target)", t);
-      LF_CHECK(matched.count(t), ConfigError,
-               "lora_target '{}' names no module of {} (its linear layers: {}, also as self_attn.q_proj or "
-               "model.layers.N.mlp.down_proj; or 'all'){}",
-               t, model.config().architecture_name, fmt::join(linear_short_names(model), ", "),
-               model.layout().moe_layers == 0
-                   ? ""
-                   : ". Its router (mlp.gate) and experts (mlp.experts) are fused parameters in transformers 5, not "
-                     "nn.Linear modules: peft cannot adapt them through target_modules, so LLaMA-Factory's LoRA never "
-                     "does; train them with finetuning_type: full or freeze");
-    }
+  if (!all) check_targets_named(model, c.target, matched);
   for (auto& p : model.named_parameters()) p.tensor->set_requires_grad(false);
   auto lora_on = [&](const std::string& module) {
     if (!all) return targeted(module);
@@ -150,6 +156,10 @@ std::vector<std::string> apply_lora(CausalLM& model, const LoraConfig& c, at::Ge
     const auto& name = spec->short_name;
     if (std::find(short_names.begin(), short_names.end(), name) == short_names.end()) short_names.push_back(name);
     const int64_t out = lin->out_features(), in = lin->in_features();
+    if (c.oft) {  // peft's OFT layer: zeros, no draws (oft.h)
+      lin->oft_ = std::make_unique<OftWeights>(make_oft_weights(*c.oft, in, device));
+      continue;
+    }
     auto cpu = at::TensorOptions().dtype(at::kFloat);
     auto a = at::empty({c.rank, in}, cpu);
     kaiming_uniform_sqrt5(a, gen);                                // nn.Linear(in, r)
@@ -194,6 +204,8 @@ std::vector<NamedParam> lora_parameters(CausalLM& model) {
       out.push_back({base + ".lora_B.weight", &lin->lora_->b_, spec->unit});
       if (lin->lora_->magnitude_.defined())
         out.push_back({base + ".lora_magnitude_vector", &lin->lora_->magnitude_, spec->unit});
+    } else if (lin->oft_) {  // peft's OFT: one tensor per module
+      out.push_back({kPeftPrefix + spec->module + ".oft_R.weight", &lin->oft_->weight_, spec->unit});
     }
   // peft's modules_to_save: the base parameters apply_lora left trainable, as peft saves them
   // (after the adapters, in model order). apply_lora froze every other base parameter.
@@ -218,7 +230,8 @@ void save_lora_adapter(CausalLM& model, const LoraConfig& c, const fs::path& dir
     tensors.push_back({p.name, p.tensor->sizes().vec(), at::kFloat, [&value_of, p] {
                          return value_of ? value_of(p) : *p.tensor;
                        }});
-    const auto dot = p.name.rfind(".lora_");
+    auto dot = p.name.rfind(".lora_");
+    if (dot == std::string::npos) dot = p.name.rfind(".oft_R.");
     if (dot == std::string::npos) continue;  // a module to save
     const auto name_start = p.name.rfind('.', dot - 1) + 1;
     modules.insert(p.name.substr(name_start, dot - name_start));
@@ -228,7 +241,10 @@ void save_lora_adapter(CausalLM& model, const LoraConfig& c, const fs::path& dir
   // layer for "all" (a set: sorted here).
   const bool all = c.target.size() == 1 && c.target[0] == "all";
   std::vector<std::string> targets = all ? std::vector<std::string>(modules.begin(), modules.end()) : c.target;
-  std::ofstream(dir / "adapter_config.json") << peft_adapter_config(c, base_model, targets) << "\n";
+  std::ofstream(dir / "adapter_config.json")
+      << (c.oft ? peft_oft_adapter_config(*c.oft, base_model, targets, c.modules_to_save)
+                : peft_adapter_config(c, base_model, targets))
+      << "\n";
 }
 
 std::string peft_adapter_config(const LoraConfig& c, const std::string& base_model,
@@ -287,7 +303,10 @@ LoraConfig load_lora_adapter(CausalLM& model, const fs::path& dir, at::Generator
   LoraConfig c;
   try {
     auto j = nlohmann::json::parse(in);
-    LF_CHECK(j.value("peft_type", "LORA") == "LORA", ConfigError, "{}: peft_type is not LORA", cfg_path.string());
+    const auto peft_type = j.value("peft_type", std::string("LORA"));
+    LF_CHECK(peft_type == "LORA" || peft_type == "OFT", ConfigError,
+             "{}: peft_type is {}; lf-train loads LORA and OFT adapters", cfg_path.string(), peft_type);
+    if (peft_type == "OFT") c.oft = oft_config_from_adapter_json(j.dump(), cfg_path.string());
     c.use_dora = j.value("use_dora", false);
     if (j.contains("modules_to_save") && j["modules_to_save"].is_array())
       c.modules_to_save = j["modules_to_save"].get<std::vector<std::string>>();
@@ -300,7 +319,7 @@ LoraConfig load_lora_adapter(CausalLM& model, const fs::path& dir, at::Generator
                "{}: `{}` is set (per-module ranks); lf-train loads one rank for every module", cfg_path.string(), key);
     LF_CHECK(j.value("bias", std::string("none")) == "none" && !j.value("lora_bias", false), ConfigError,
              "{}: trained biases (`bias` / `lora_bias`) are not supported", cfg_path.string());
-    c.rank = j.at("r").get<int64_t>();
+    if (!c.oft) c.rank = j.at("r").get<int64_t>();
     c.alpha = j.value("lora_alpha", 8.0);
     c.dropout = j.value("lora_dropout", 0.0);
     c.use_rslora = j.value("use_rslora", false);
@@ -349,9 +368,14 @@ void merge_lora_adapter(CausalLM& model, const fs::path& dir, at::Generator* gen
   load_lora_adapter(model, dir, gen);
   c10::NoGradGuard no_grad;
   for (auto& [spec, lin] : model.linears()) {
-    if (!lin->lora_) continue;
+    if (!lin->lora_ && !lin->oft_) continue;
     // peft's get_delta_weight: B @ A x scaling in the adapter's fp32, added into the weight; DoRA's
     // merge scales each row of the sum by m / its norm (dora.h).
+    if (lin->oft_) {  // peft's OFT merge: W R_bd^T (oft.h)
+      lin->weight_.copy_(oft_merged_weight(lin->weight_, *lin->oft_));
+      lin->oft_.reset();
+      continue;
+    }
     const auto& w = *lin->lora_;
     if (w.magnitude_.defined())
       lin->weight_.copy_(dora_merged_weight(lin->weight_, w.a_, w.b_, w.magnitude_, w.scaling_));

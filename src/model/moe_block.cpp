@@ -14,21 +14,28 @@ at::Tensor MoeBlock::forward(const at::Tensor& x, bool training) const {
   const int64_t c = x.size(-1);
   const auto dtype = x.scalar_type();
   const auto flat = x.reshape({-1, c});  // [N, C]
-  at::Tensor top;
-  ExpertRouting routing;
+  at::Tensor top, chosen;
   {
     RECORD_USER_SCOPE("lf::moe_router");  // LF_PROFILE_TRACE's span (moe_trace_split.py)
     const auto logits = at::linear(flat, cast_for_compute(gate_, dtype));  // [N, E]
     auto probs = at::softmax(logits, -1, at::kFloat);
     if (aux_) probs = aux_->attach(spec.index, probs);
-    at::Tensor chosen;
     std::tie(top, chosen) = at::topk(probs, spec.top_k, -1);  // [N, k]
     if (aux_) aux_->record(spec.index, chosen, probs);
     if (spec.norm_topk_prob) top = top / top.sum(-1, /*keepdim=*/true);
-    routing = route_tokens(chosen, spec.experts, grouped_experts_for(flat));
   }
-  auto out = routed_experts(flat, cast_for_compute(gate_up_, dtype), cast_for_compute(down_, dtype), top.to(dtype),
-                            routing);
+  const auto gate_up = cast_for_compute(gate_up_, dtype), down = cast_for_compute(down_, dtype);
+  at::Tensor out;
+  if (dispatch_) {
+    out = dispatch_->routed(flat, chosen, top.to(dtype), gate_up, down, spec.experts);
+  } else {
+    ExpertRouting routing;
+    {
+      RECORD_USER_SCOPE("lf::moe_router");
+      routing = route_tokens(chosen, spec.experts, grouped_experts_for(flat));
+    }
+    out = routed_experts(flat, gate_up, down, top.to(dtype), routing);
+  }
   if (shared_expert_) {
     auto shared = shared_expert_->forward(flat, training);
     if (shared_expert_gate_) shared = at::sigmoid(shared_expert_gate_->forward(flat, training)) * shared;

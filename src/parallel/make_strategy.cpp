@@ -32,6 +32,7 @@ std::unique_ptr<ParallelStrategy> make_strategy(const config::ParallelSection& p
                                                                    setup.optim.loraplus_lr_ratio != 1.0);
     return make_zero_strategy(std::move(setup), o);
   }
+  if (p.expert_parallel_size > 1) return make_expert_parallel_strategy(p, std::move(setup), context);
   if (setup.world == 1) return make_single_strategy(std::move(setup));
   return make_ddp_strategy(p, std::move(setup), context);
 }

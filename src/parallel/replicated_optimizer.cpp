@@ -113,6 +113,31 @@ void ReplicatedOptimizer::load(const fs::path& dir, int64_t steps) {
       steps);
 }
 
+std::vector<std::string> ReplicatedOptimizer::save_slice(const fs::path& dir, int64_t slice) const {
+  const auto tensors = opt_->state();
+  if (tensors.empty()) return {};
+  std::vector<std::pair<std::string, at::Tensor>> state;
+  for (const auto& t : tensors) {
+    const int64_t n = t.tensor.numel();
+    state.emplace_back(ckpt::moment_key(t.param, t.moment, slice * n, (slice + 1) * n, false), t.tensor.reshape({-1}));
+  }
+  const auto file = ckpt::optimizer_rank_file(slice);
+  model::save_tensor_file(dir / file, state);
+  return {file};
+}
+
+void ReplicatedOptimizer::load_slice(const fs::path& dir, int64_t steps, int64_t slice) {
+  const ckpt::OptimizerStateReader reader(dir);
+  if (reader.empty()) return;
+  opt_->load_state(
+      [&](const std::string& param, const std::string& moment, at::Tensor out) {
+        auto host = at::empty(out.sizes(), out.options().device(at::kCPU));
+        reader.read(param, moment, slice * out.numel(), (slice + 1) * out.numel(), host);
+        out.copy_(host);
+      },
+      steps);
+}
+
 at::Tensor& ReplicatedOptimizer::find(const std::string& name) {
   for (auto& [n, t] : named_)
     if (n == name) return t;

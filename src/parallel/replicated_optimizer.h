@@ -40,6 +40,10 @@ class ReplicatedOptimizer {
   // The state file (rank 0 writes it: every rank's state is the same).
   std::vector<std::string> save(const std::filesystem::path& dir) const;
   void load(const std::filesystem::path& dir, int64_t steps);
+  // Expert parallelism: each parameter here is slice `slice` of `slices` equal slices (dim 0) of
+  // the whole one; its state is that element range, in optimizer-rank<slice>.safetensors.
+  std::vector<std::string> save_slice(const std::filesystem::path& dir, int64_t slice) const;
+  void load_slice(const std::filesystem::path& dir, int64_t steps, int64_t slice);
   at::Tensor full_parameter(const std::string& name) const;
   void load_full_parameter(const std::string& name, const at::Tensor& value);
 

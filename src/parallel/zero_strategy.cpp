@@ -34,8 +34,8 @@ struct UnitParamLists {
 UnitParamLists params_by_unit(const StrategySetup& s, int64_t head) {
   std::map<std::string, bool> trainable;
   for (const auto& p : s.trainable) {
-    LF_CHECK(!s.lora || p.name.find(".lora_") != std::string::npos, ConfigError,
-             "ZeRO with modules trained fully beside LoRA (additional_target: {}) is not supported yet; use "
+    LF_CHECK(!s.lora || p.name.find(".lora_") != std::string::npos || p.name.find(".oft_R.") != std::string::npos,
+             ConfigError, "ZeRO with modules trained fully beside LoRA (additional_target: {}) is not supported yet; use "
              "zero_stage 0 (data parallel)", p.name);
     trainable[p.name] = true;
   }

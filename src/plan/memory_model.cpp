@@ -52,13 +52,13 @@ std::vector<MemoryTerm> state_terms(const MemoryInputs& in, bool all_grads, doub
   }
   *host_bytes = 0;
   std::vector<MemoryTerm> out;
-  if (p.adapter.lora() && in.quant.weights_per_layer > 0) {
+  if (p.adapter.peft() && in.quant.weights_per_layer > 0) {
     const double saved = in.quant.saved_per_layer * static_cast<double>(in.mc->num_layers);
     out.push_back({"weights", in.c * total - saved,
                    fmt::format("the frozen base: decoder linears in {} ({:.4g} bytes a weight), the rest in the "
                                "compute dtype", in.quant.what, in.quant.bytes_per_weight)});
     out.push_back({"master", 4 * t, "fp32 adapters"});
-  } else if (p.adapter.lora()) {
+  } else if (p.adapter.peft()) {
     out.push_back({"weights", in.c * total, "the frozen base in the compute dtype"});
     out.push_back({"master", 4 * t, "fp32 adapters"});
   } else {
@@ -180,7 +180,7 @@ MemoryInputs memory_inputs(const config::JobPlan& p, const model::ModelConfig& m
   in.fused = p.model.kernels.fused_kernels;
   in.fused_ce = p.model.kernels.fused_ce;
   in.head_trains = head_trainable(mc, p.adapter);
-  in.fp32_weights = !p.adapter.lora();
+  in.fp32_weights = !p.adapter.peft();
   in.reduce_buffers = in.zero && in.stage >= 2 && (in.world > 1 || in.offload);
   in.units = unit_parameters(mc, p.adapter);
   in.counts = parameter_counts(mc, p.adapter);

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "lf/model/model_layout.h"
+#include "lf/model/oft_shape.h"
 
 namespace lf::plan {
 namespace {
@@ -13,8 +14,9 @@ bool listed(const std::vector<std::string>& names, const std::string& name) {
   return std::find(names.begin(), names.end(), name) != names.end();
 }
 
-// One adapter's A [r, in] and B [out, r] (+ DoRA's magnitude [out]).
+// One adapter's A [r, in] and B [out, r] (+ DoRA's magnitude [out]); OFT's oft_R [in / b, b(b-1)/2].
 int64_t lora_params(const config::AdapterSection& a, int64_t in, int64_t out) {
+  if (a.oft()) return model::oft_params(a.oft_rank, a.oft_block_size, in);
   return a.lora_rank * (in + out) + (a.use_dora ? out : 0);
 }
 
@@ -45,7 +47,7 @@ std::vector<LinearShape> decoder_linears(const model::ModelConfig& mc) {
 // By short name, those lora_target adapts in any layer.
 std::vector<LinearShape> lora_linears(const model::ModelConfig& mc, const config::AdapterSection& a) {
   std::vector<LinearShape> out;
-  if (!a.lora()) return out;
+  if (!a.peft()) return out;
   const auto layout = model::model_layout(mc);
   for (const auto& l : decoder_linears(mc))
     for (const auto& m : layout.linears)
@@ -71,13 +73,13 @@ std::vector<UnitParams> unit_parameters(const model::ModelConfig& mc, const conf
     auto& u = out[static_cast<size_t>(p.unit)];
     const bool trained_layer = p.unit >= 1 && p.unit <= layers && freeze_trains_layer(a, p.unit - 1, layers);
     u.params += p.numel();
-    if (a.lora())  // modules_to_save: a trained copy beside the frozen original (peft)
+    if (a.peft())  // modules_to_save: a trained copy beside the frozen original (peft)
       for (const auto& module : a.additional_target)
         if (contains(p.name, module)) u.trainable += p.numel();
     if (a.full() || (a.freeze() && freeze_trains(a, p.name, trained_layer))) u.trainable += p.numel();
     else u.frozen += p.numel();
   }
-  if (a.lora())  // the adapters belong to the layer they adapt
+  if (a.peft())  // the adapters belong to the layer they adapt
     for (const auto& l : layout.linears)
       if (model::lora_targets(l, a.lora_target)) out[static_cast<size_t>(l.unit)].trainable += lora_params(a, l.in, l.out);
   return out;
@@ -90,7 +92,7 @@ ParameterCounts parameter_counts(const model::ModelConfig& mc, const config::Ada
     c.trainable += u.trainable;
     c.frozen += u.frozen;
   }
-  if (a.lora())
+  if (a.peft())
     for (const auto& l : model::model_layout(mc).linears)
       if (model::lora_targets(l, a.lora_target)) c.lora += lora_params(a, l.in, l.out);
   return c;

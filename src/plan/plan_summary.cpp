@@ -5,6 +5,7 @@
 #include <fmt/ranges.h>
 
 
+#include "lf/config/expert_parallel.h"
 #include "lf/model/model_layout.h"
 #include "lf/plan/model_units.h"
 
@@ -43,6 +44,9 @@ json adapter_json(const config::AdapterSection& a) {
     j.update({{"lora_rank", a.lora_rank}, {"lora_alpha", a.lora_alpha > 0 ? a.lora_alpha : 2.0 * static_cast<double>(a.lora_rank)},
               {"lora_dropout", a.lora_dropout}, {"lora_target", a.lora_target}, {"use_dora", a.use_dora},
               {"use_rslora", a.use_rslora}, {"additional_target", a.additional_target}});
+  } else if (a.oft()) {
+    j.update({{"oft_rank", a.oft_rank}, {"oft_block_size", a.oft_block_size}, {"lora_target", a.lora_target},
+              {"additional_target", a.additional_target}});
   } else if (a.freeze()) {
     j.update({{"freeze_trainable_layers", a.freeze_trainable_layers},
               {"freeze_trainable_modules", a.freeze_trainable_modules}, {"freeze_extra_modules", a.freeze_extra_modules}});
@@ -139,9 +143,14 @@ json plan_summary(const config::JobPlan& p, const model::ModelConfig& mc, const 
                 {"global_batch", config::global_batch(p.schedule, w.world())}, {"row_tokens", memory.row_tokens},
                 {"cutoff_len", p.data.cutoff_len}, {"packing", p.data.packing}};
   j["parallel"] = parallel_json(p.parallel, memory, w.world());
+  config::check_expert_parallel(p, w.world(), mc.moe.num_experts);
+  if (p.parallel.expert_parallel_size > 1)
+    j["parallel"]["expert_parallel"] = {{"size", p.parallel.expert_parallel_size},
+                                        {"experts_per_rank", mc.moe.num_experts / p.parallel.expert_parallel_size},
+                                        {"dispatch", "all_to_all"}};
   j["units"] = units_json(units);
   j["precision"] = {{"compute", dtype_name(p.precision)},
-                    {"weights", p.adapter.lora() ? dtype_name(p.precision) + " frozen base, fp32 adapters" : "fp32 master weights"},
+                    {"weights", p.adapter.peft() ? dtype_name(p.precision) + " frozen base, fp32 adapters" : "fp32 master weights"},
                     {"loss_scaling", p.precision.fp16 ? "dynamic" : "none"}};
   if (p.precision.fp8)  // which GEMMs run in FP8 (lf/model/fp8_linear.h); the worker refuses a GPU without FP8
     j["precision"]["fp8"] = fmt::format(

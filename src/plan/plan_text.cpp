@@ -36,14 +36,27 @@ std::string adapter_line(const json& a) {
     return fmt::format("lora rank {} alpha {} dropout {} on {}{}", a["lora_rank"].get<int64_t>(), a["lora_alpha"].get<double>(),
                        a["lora_dropout"].get<double>(), fmt::join(a["lora_target"].get<std::vector<std::string>>(), ","),
                        a["use_dora"].get<bool>() ? " (DoRA)" : "");
+  if (type == "oft")
+    return fmt::format("oft {} on {}", a["oft_rank"].get<int64_t>() != 0
+                                           ? fmt::format("rank {}", a["oft_rank"].get<int64_t>())
+                                           : fmt::format("block size {}", a["oft_block_size"].get<int64_t>()),
+                       fmt::join(a["lora_target"].get<std::vector<std::string>>(), ","));
   if (type == "freeze")
     return fmt::format("freeze: {} trainable layers ({})", a["freeze_trainable_layers"].get<int64_t>(),
                        fmt::join(a["freeze_trainable_modules"].get<std::vector<std::string>>(), ","));
   return type;
 }
 
+// Expert parallelism beside the strategy: "; expert parallel over 2 ranks, 4 experts a layer per rank (all_to_all)".
+std::string expert_parallel_text(const json& p) {
+  if (!p.contains("expert_parallel")) return "";
+  const auto& e = p["expert_parallel"];
+  return fmt::format("; expert parallel over {} ranks, {} experts a layer per rank ({})", e["size"].get<int64_t>(),
+                     e["experts_per_rank"].get<int64_t>(), e["dispatch"].get<std::string>());
+}
+
 std::string parallel_line(const json& p) {
-  std::string s = p["strategy"].get<std::string>();
+  std::string s = p["strategy"].get<std::string>() + expert_parallel_text(p);
   if (!p["source"].get<std::string>().empty()) s += fmt::format(" ({})", p["source"].get<std::string>());
   if (p.contains("ddp"))
     return p["strategy"] == "one process" ? s

@@ -19,7 +19,9 @@
 #include "lf/model/causal_lm.h"
 #include "lf/parallel/strategy.h"
 #include "phase_profile.h"
+#include "bco_baseline.h"
 #include "reference_logps.h"
+#include "reference_model.h"
 #include "sequence_logps.h"
 
 namespace lf::train {
@@ -34,15 +36,18 @@ class DpoObjective : public Objective {
   explicit DpoObjective(const ObjectiveContext& ctx) : ctx_(ctx), o_(ctx.plan->objective), sums_(kSlots, 0.0) {
     disable_dropout(*ctx.model);
     averaged_ = o_.pref_loss == "ipo" || o_.pref_loss == "orpo" || o_.pref_loss == "simpo";
+    if (o_.uses_reference() && o_.pref_bco_weight > 1e-6) bco_ = BcoBaseline(*ctx.strategy);
   }
 
   void prepare(const std::vector<std::vector<int64_t>>& first_epoch) override {
     if (!o_.uses_reference()) return;
     spdlog::info("dpo: reference log-probabilities of {} pairs ({}), computed once before training",
-                 ctx_.train->num_examples(), ctx_.lora ? "the model with its adapters off" : "the initial weights");
-    ref_train_ = reference_logps(ctx_, *ctx_.train, first_epoch, /*pairwise=*/true);
+                 ctx_.train->num_examples(), !o_.ref_model.empty() ? "ref_model " + o_.ref_model
+                                             : ctx_.lora ? "the model with its adapters off" : "the initial weights");
+    const auto ref = separate_reference(ctx_);  // freed at the end of the pass
+    ref_train_ = reference_logps(ctx_, *ctx_.train, first_epoch, /*pairwise=*/true, ref.get());
     if (ctx_.eval && ctx_.eval->size() > 0)
-      ref_eval_ = reference_logps(ctx_, *ctx_.eval, eval_batches(), true);
+      ref_eval_ = reference_logps(ctx_, *ctx_.eval, eval_batches(), true, ref.get());
   }
 
   double step_divisor(const std::vector<std::vector<int64_t>>& micro_batches) const override {
@@ -61,9 +66,16 @@ class DpoObjective : public Objective {
     return out;
   }
 
+  // BCO's baseline is one all-reduce per micro-step over the ranks (TRL's get_global_statistics).
+  bool collective_micro_steps() const override { return bco_ && ctx_.strategy->world() > 1; }
+
+  // A rank without examples: the forward where the strategy's collectives live in it (ZeRO-3), BCO's
+  // all-reduce in its place (after the forward, before the backward, as a micro-step holds them).
   void idle_micro_step() override {
-    const auto s = sequence_logps(ctx_, no_target_batch(ctx_.pad_id));
-    torch::autograd::backward({s.logps.sum() * 0});
+    at::Tensor logps;
+    if (ctx_.strategy->needs_every_forward()) logps = sequence_logps(ctx_, no_target_batch(ctx_.pad_id)).logps;
+    if (bco_) (void)bco_.baseline(0.0, false);
+    if (logps.defined()) torch::autograd::backward({logps.sum() * 0});
   }
 
   std::vector<double> take_metric_sums() override {
@@ -106,13 +118,16 @@ class DpoObjective : public Objective {
   ObjectiveContext ctx_;
   const config::ObjectiveSection& o_;
   bool averaged_ = false;
+  BcoBaseline bco_;
   std::vector<double> ref_train_, ref_eval_;  // per row (reference_logps.h)
   std::vector<double> sums_;
 };
 
 at::Tensor DpoObjective::pair_loss(const Batch& b, const std::vector<double>& ref,
                                    const std::vector<int64_t>& examples, bool record, std::vector<double>* into) {
-  const auto s = sequence_logps(ctx_, b);
+  LogpsOptions options;
+  options.ld_alpha = o_.ld_alpha;
+  const auto s = sequence_logps(ctx_, b, options);
   const auto k = static_cast<int64_t>(examples.size());
   const double beta = o_.pref_beta;
   auto logps = averaged_ ? s.logps / s.valid : s.logps;  // [2B]
@@ -138,6 +153,12 @@ at::Tensor DpoObjective::pair_loss(const Batch& b, const std::vector<double>& re
     }
     chosen_rewards = beta * (pc - rc).detach();
     rejected_rewards = beta * (pr - rr).detach();
+    if (bco_) {  // LLaMA-Factory's bco_loss: the baseline after this micro-batch's update, then re-weighted
+      const double w = o_.pref_bco_weight;
+      const double delta = bco_.baseline(at::cat({chosen_rewards, rejected_rewards}).mean().item<double>(), true);
+      const auto bco = -at::log_sigmoid(beta * (pc - rc) - delta) - at::log_sigmoid(-(beta * (pr - rr) - delta));
+      losses = (losses + bco * w) / (1.0 + w);
+    }
   } else {
     if (o_.pref_loss == "orpo") {
       const auto log_odds = (pc - pr) - (at::log1p(-at::exp(pc)) - at::log1p(-at::exp(pr)));
@@ -182,8 +203,10 @@ nlohmann::json DpoObjective::evaluate() {
   for (const auto& ex : eval_batches()) {
     if (!ex.empty())
       sums[kSlots] += pair_loss(collate(eval, both_rows(ex), ctx_.pad_id), ref_eval_, ex, false, &sums).item<double>();
-    else if (strategy.needs_every_forward())
-      (void)sequence_logps(ctx_, no_target_batch(ctx_.pad_id));
+    else {
+      if (strategy.needs_every_forward()) (void)sequence_logps(ctx_, no_target_batch(ctx_.pad_id));
+      if (bco_) (void)bco_.baseline(0.0, false);  // LLaMA-Factory's evaluation updates the baseline too
+    }
   }
   m.set_training(was_training);
   if (strategy.world() > 1) sums = strategy.all_reduce_sums(std::move(sums));

@@ -16,9 +16,11 @@
 
 #include "lf/common/error.h"
 #include "lf/common/log.h"
+#include "lf/model/causal_lm.h"
 #include "lf/parallel/strategy.h"
 #include "phase_profile.h"
 #include "reference_logps.h"
+#include "reference_model.h"
 #include "sequence_logps.h"
 
 namespace lf::train {
@@ -39,8 +41,10 @@ class KtoObjective : public Objective {
   void prepare(const std::vector<std::vector<int64_t>>& first_epoch) override {
     spdlog::info("kto: reference log-probabilities of {} examples and their KL pairs ({}), computed once before "
                  "training",
-                 ctx_.train->num_examples(), ctx_.lora ? "the model with its adapters off" : "the initial weights");
-    ref_train_ = reference_logps(ctx_, *ctx_.train, first_epoch, /*pairwise=*/false);
+                 ctx_.train->num_examples(), !o_.ref_model.empty() ? "ref_model " + o_.ref_model
+                                             : ctx_.lora ? "the model with its adapters off" : "the initial weights");
+    const auto ref = separate_reference(ctx_);  // freed at the end of the pass
+    ref_train_ = reference_logps(ctx_, *ctx_.train, first_epoch, /*pairwise=*/false, ref.get());
   }
 
   double step_divisor(const std::vector<std::vector<int64_t>>& micro_batches) const override {

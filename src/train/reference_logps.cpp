@@ -25,23 +25,27 @@ std::vector<std::vector<int64_t>> strided_batches(int64_t n, int64_t batch_examp
 }
 
 std::vector<double> reference_logps(const ObjectiveContext& ctx, const TokenizedDataset& data,
-                                    const std::vector<std::vector<int64_t>>& batches, bool pairwise) {
+                                    const std::vector<std::vector<int64_t>>& batches, bool pairwise,
+                                    model::CausalLM* ref_model) {
   auto& m = *ctx.model;
   auto& strategy = *ctx.strategy;
   c10::NoGradGuard no_grad;
   std::optional<model::AdaptersOff> off;
-  if (ctx.lora) off.emplace(m);
+  if (ctx.lora && !ref_model) off.emplace(m);
+  LogpsOptions options;
+  options.model = ref_model;
   std::vector<double> out(data.size(), 0.0);
   // One forward's rows, written back by row index.
   auto run = [&](const std::vector<int64_t>& rows) {
-    const auto lp = sequence_logps(ctx, collate(data, rows, ctx.pad_id)).logps.to(at::kDouble).cpu().contiguous();
+    const auto lp =
+        sequence_logps(ctx, collate(data, rows, ctx.pad_id), options).logps.to(at::kDouble).cpu().contiguous();
     const double* p = lp.data_ptr<double>();
     for (size_t i = 0; i < rows.size(); ++i) out[static_cast<size_t>(rows[i])] = p[i];
   };
   for (const auto& ex : batches) {
     progress_reporter().evaluating(0);  // a pass over the data: evaluation's deadline, renewed per batch
     if (ex.empty()) {
-      if (!strategy.needs_every_forward()) continue;
+      if (ref_model || !strategy.needs_every_forward()) continue;
       for (int f = 0; f < (pairwise ? 1 : 2); ++f) (void)sequence_logps(ctx, no_target_batch(ctx.pad_id));
     } else if (pairwise) {
       run(both_rows(ex));

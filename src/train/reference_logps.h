@@ -22,8 +22,12 @@ namespace lf::train {
 // indices; an empty one: a round this rank has nothing in, run empty when the strategy needs every
 // forward), collated as training collates them: pairwise, a pair's two rows together (chosen rows then
 // rejected rows); otherwise (KTO) the target rows and the KL rows apart.
+// `ref_model`: a separate reference (reference_model.h), whole on this rank: its forwards hold no
+// collective, so a round this rank has nothing in is skipped.
 std::vector<double> reference_logps(const ObjectiveContext& ctx, const TokenizedDataset& data,
-                                    const std::vector<std::vector<int64_t>>& batches, bool pairwise);
+                                    const std::vector<std::vector<int64_t>>& batches, bool pairwise,
+                                    model::CausalLM* ref_model = nullptr);
+
 
 // This rank's evaluation batches: `batch_examples` consecutive examples, batch k to rank k % world, the
 // rounds padded with empty batches to the same count on every rank.

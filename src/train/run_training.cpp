@@ -27,6 +27,7 @@
 #include "lf/common/progress_deadline.h"
 #include "lf/common/remove_tree.h"
 #include "lf/config/elastic_batch.h"
+#include "lf/config/expert_parallel.h"
 #include "lf/config/sharding.h"
 #include "lf/data/chat_template.h"
 #include "lf/data/sft_dataset.h"
@@ -48,6 +49,7 @@
 #include "lf/plan/model_units.h"
 #include "lf/rendezvous/store_client.h"
 #include "lf/train/batch.h"
+#include "lf/train/predict_run.h"
 #include "lf/train/trainer.h"
 
 namespace lf::train {
@@ -230,14 +232,14 @@ std::unique_ptr<model::CausalLM> load_model(const config::JobPlan& c, const Toke
   const auto mixed = compute_dtype_of(c.precision);
   // LoRA: a frozen base in the compute dtype, fp32 adapters (LLaMA-Factory upcasts
   // trainable parameters). Full: fp32 master weights, activations in the compute dtype.
-  lo.param_dtype = c.adapter.finetuning_type == "lora" ? mixed : at::kFloat;
+  lo.param_dtype = c.adapter.peft() ? mixed : at::kFloat;
   if (c.precision.quantized()) lo.quantize = model::bnb4_spec_of(c.precision);
   auto model = model::load_causal_lm(c.model.model_name_or_path, lo);
   if (const auto q = model::quantized_base(*model); q.linears > 0) spdlog::info("{}", model::describe(q));
   model->set_compute_dtype(mixed);
   check_model_fits(c, *model, tokenizer, data);
   const int64_t vocab = model->config().vocab_size;
-  if (c.adapter.finetuning_type == "lora") {
+  if (c.adapter.peft()) {
     model::LoraConfig lc;
     lc.rank = c.adapter.lora_rank;
     lc.alpha = c.adapter.lora_alpha > 0 ? c.adapter.lora_alpha : -1;
@@ -249,6 +251,7 @@ std::unique_ptr<model::CausalLM> load_model(const config::JobPlan& c, const Toke
     lc.pissa_iter = c.adapter.pissa_iter;
     lc.modules_to_save = c.adapter.additional_target;
     lc.seed = static_cast<uint64_t>(c.seed);
+    if (c.adapter.oft()) lc.oft = model::OftConfig{.rank = c.adapter.oft_rank, .block_size = c.adapter.oft_block_size};
     std::vector<fs::path> adapters(c.adapter.adapter_name_or_path.begin(), c.adapter.adapter_name_or_path.end());
     lora = model::prepare_lora(*model, lc, adapters, c.adapter.create_new_adapter, &init_gen);
     if (!adapters.empty())
@@ -267,7 +270,9 @@ std::unique_ptr<model::CausalLM> load_model(const config::JobPlan& c, const Toke
                                                       c.adapter.lora())));
   spdlog::info("model: {} ({} layers, vocab {}) on {}, {}{}, weights {}, compute {}{}", c.model.model_name_or_path,
                model->num_layers(), vocab, lo.device.str(), c.adapter.finetuning_type,
-               c.adapter.finetuning_type == "lora" ? fmt::format(" rank {}", c.adapter.lora_rank) : std::string(),
+               c.adapter.lora()  ? fmt::format(" rank {}", c.adapter.lora_rank)
+               : c.adapter.oft() ? fmt::format(" rank {} block size {}", c.adapter.oft_rank, c.adapter.oft_block_size)
+                                 : std::string(),
                c10::toString(lo.param_dtype), c10::toString(mixed),
                c.model.gradient_checkpointing ? ", gradient checkpointing" : "");
   if (c.objective.stage == "rm") {
@@ -295,6 +300,7 @@ struct JobStrategy {
 JobStrategy make_job_strategy(const config::JobPlan& c, const comm::WorldInfo& world, model::CausalLM& model,
                               bool lora, const SftData& data, model::ValueHead* value_head) {
   JobStrategy j;
+  config::check_expert_parallel(c, world.world_size, model.config().moe.num_experts);
   const auto device = model.lm_head_weight().device();
   if (world.world_size > 1) j.communicator = comm::make_default_communicator(world, device.is_cuda());
   parallel::StrategySetup ss;
@@ -350,6 +356,7 @@ void train_from_config(const config::LoadedConfig& loaded) {
     for (const auto& n : loaded.notes) spdlog::info("{}", n);
   }
   model::set_kernel_paths(c.model.kernels);  // before any layer runs: model code reads no environment
+  if (!c.predict.do_train) return predict_from_config(loaded);  // do_predict (config rules: nothing else)
   // HF's TrainingArguments refuses fp16 without a GPU (its CPU path would run ~40x slower here).
   LF_CHECK(!c.precision.fp16 || at::hasCUDA(), ConfigError,
            "fp16: true needs a CUDA GPU and this worker has none; HF's TrainingArguments refuses it too (\"FP16 Mixed "

@@ -3,7 +3,10 @@
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
 
+#include <optional>
+
 #include "lf/model/causal_lm.h"
+#include "lf/model/key_padding.h"
 #include "lf/model/layers.h"
 #include "lf/model/lm_head_logps.h"
 #include "lf/model/loss.h"
@@ -30,9 +33,21 @@ void disable_dropout(model::CausalLM& model) {
     if (ml.linear->lora_) ml.linear->lora_->dropout_ = 0;
 }
 
-SequenceLogps sequence_logps(const ObjectiveContext& ctx, const Batch& b) {
-  auto& m = *ctx.model;
-  auto* hooks = ctx.strategy->unit_hooks();
+at::Tensor ld_weights(const at::Tensor& labels, double alpha) {
+  const int64_t n = labels.size(0), t = labels.size(1), k = n / 2;
+  const auto mask = labels.narrow(1, 1, t - 1) != model::kIgnoreIndex;  // [N,T-1]
+  const auto valid = mask.sum(1);                                        // [N]
+  const auto shorter = at::minimum(valid.narrow(0, 0, k), valid.narrow(0, k, k));
+  const auto start = at::argmax(mask.to(at::kInt), 1);                   // each row's first target
+  const auto public_len = start + at::cat({shorter, shorter});           // [N]
+  const auto pos = at::arange(t - 1, labels.options().dtype(at::kLong)).unsqueeze(0).expand({n, t - 1});
+  const auto w = at::where(pos < public_len.unsqueeze(1), at::ones({}, at::kFloat), at::full({}, alpha, at::kFloat));
+  return w.masked_select(mask);  // [M], the order of at::nonzero(mask.reshape(-1))
+}
+
+SequenceLogps sequence_logps(const ObjectiveContext& ctx, const Batch& b, const LogpsOptions& options) {
+  auto& m = options.model ? *options.model : *ctx.model;
+  auto* hooks = options.model ? nullptr : ctx.strategy->unit_hooks();
   const auto device = m.lm_head_weight().device();
   const int64_t n = b.input_ids.size(0), t = b.input_ids.size(1);
   // Host: each target position's flat index b*(T-1)+j and its token.
@@ -44,6 +59,9 @@ SequenceLogps sequence_logps(const ObjectiveContext& ctx, const Batch& b) {
   out.length = t;
   out.valid = mask.sum(1).to(at::kFloat).to(device);
   const auto ids = b.input_ids.to(device);
+  std::optional<model::KeyPaddingScope> pads;  // only on padded rows: the mask costs the flash kernel
+  if (b.attention_mask.defined() && b.num_tokens < n * t && model::pad_masked_logits(device))
+    pads.emplace(b.attention_mask.sum(1).clamp_min(1).to(device));  // an all-pad row keeps one key (no NaN)
   const auto x = m.hidden_states(ids, {}, hooks);  // [N,T,C]
   out.logps = model::run_unit(hooks, m.head_unit(), x, [&](const at::Tensor& h) {
     const auto normed = m.final_norm(h);  // [N,T,C]
@@ -57,7 +75,8 @@ SequenceLogps sequence_logps(const ObjectiveContext& ctx, const Batch& b) {
     const int64_t c = normed.size(2);
     const auto rows = normed.narrow(1, 0, t - 1).reshape({n * (t - 1), c}).index_select(0, flat.to(device));
     const int64_t chunk = ctx.chunk_rows > 0 ? ctx.chunk_rows : std::max<int64_t>(1, (int64_t{1} << 30) / (4 * w.size(0)));
-    const auto row_logps = model::chunked_lm_head_logps(rows, w, targets.to(device), chunk, m.lm_head_grad_sink());
+    auto row_logps = model::chunked_lm_head_logps(rows, w, targets.to(device), chunk, m.lm_head_grad_sink());
+    if (options.ld_alpha) row_logps = row_logps * ld_weights(b.labels, *options.ld_alpha).to(device);
     // Summed per row as get_batch_logps sums (masked [N, T-1] summed over T): the same rounding.
     return at::zeros({n * (t - 1)}, row_logps.options()).index_put({flat.to(device)}, row_logps).view({n, t - 1}).sum(-1);
   });

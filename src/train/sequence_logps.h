@@ -7,6 +7,8 @@
 // trainer's own forward. Internal to lf_train.
 #include <ATen/core/Tensor.h>
 
+#include <optional>
+
 #include "lf/train/batch.h"
 #include "objective.h"
 
@@ -20,8 +22,24 @@ struct SequenceLogps {
   int64_t vocab = 0;      // V
 };
 
-// Rows `b` (collate()'d, on the host) of the model: differentiable when autograd is on.
-SequenceLogps sequence_logps(const ObjectiveContext& ctx, const Batch& b);
+// What a forward of sequence_logps changes from the policy's plain one.
+struct LogpsOptions {
+  // Another model than ctx.model (ref_model: whole on this rank, so without the strategy's unit hooks).
+  model::CausalLM* model = nullptr;
+  // LD-DPO (LLaMA-Factory's get_batch_logps with ld_alpha): rows are pairs (the first half chosen, the
+  // second rejected); a target token at or past the pair's shorter response length (counted from the
+  // row's first target) counts ld_alpha times.
+  std::optional<double> ld_alpha;
+};
+
+// Rows `b` (collate()'d, on the host) of the model: differentiable when autograd is on. Padded rows run
+// under HF's padding mask (model/key_padding.h): the pad positions' logits, which TRL's logits/* metrics
+// average over, are LLaMA-Factory's; the log-probabilities do not depend on it.
+SequenceLogps sequence_logps(const ObjectiveContext& ctx, const Batch& b, const LogpsOptions& options = {});
+
+// LD-DPO's weight of each target position of `labels` [N, T] (host), flattened over the shifted [N, T-1]
+// positions whose label is not ignored, in that order: 1 before the pair's public length, alpha after.
+at::Tensor ld_weights(const at::Tensor& labels, double alpha);
 
 // TRL's disable_dropout_in_model, which LLaMA-Factory's DPO and KTO trainers call: LoRA's dropout off.
 void disable_dropout(model::CausalLM& model);

@@ -68,7 +68,7 @@ std::unique_ptr<MicroStepGraph> Trainer::State::make_graph() {
     routed = routed || model::grad_route(*p.tensor) != nullptr;
   }
   g.single_process = world == 1 && strategy->unit_hooks() == nullptr && !routed;
-  g.dropout = s.lora.has_value() && c.adapter.lora_dropout > 0;
+  g.dropout = s.lora.has_value() && !s.lora->oft && c.adapter.lora_dropout > 0;  // OFT has no dropout
   g.neat_packing = c.data.neat_packing;
   g.experts = m.layout().moe_layers > 0;
   g.requested = c.model.kernels.cuda_graphs;

@@ -68,6 +68,21 @@ void load_value_head(parallel::ParallelStrategy& strategy, model::ValueHead& hea
   }
 }
 
+// Resume: trainable parameter `p`'s value in the checkpoint's weights. The full model is saved in the
+// Hub's layout, so a parameter held fused (a layer's experts, [E, 2I, C] / [E, C, I]) is assembled
+// from its per-expert tensors, as loading the model does (model/loader.h).
+at::Tensor checkpoint_value(const model::CausalLM& m, const model::NamedParam& p, const model::SafetensorsCheckpoint& w,
+                            const fs::path& dir, bool lora) {
+  if (w.contains(p.name)) return model::read_tensor(w.info(p.name), w.data(p.name));
+  for (const auto& spec : m.layout().params)
+    if (!lora && spec.name == p.name && spec.hf.size() > 1) {
+      auto whole = at::empty(spec.shape, at::kFloat);
+      model::read_hf_tensors(spec, w, whole);
+      return whole;
+    }
+  LF_THROW(ConfigError, "{}: no tensor {} in the checkpoint's {}", dir.string(), p.name, lora ? "adapter" : "model");
+}
+
 }  // namespace
 
 void Trainer::State::save_model(const fs::path& dir) {
@@ -195,11 +210,8 @@ LoopState Trainer::State::load_checkpoint(const fs::path& dir) {
   c10::NoGradGuard no_grad;
   // Weights: the adapter, or the full model, through the strategy (it knows where they live).
   const model::SafetensorsCheckpoint weights(dir, s.lora ? "adapter_model" : "model");
-  for (auto& p : model::trainable_parameters(m, s.lora.has_value())) {
-    LF_CHECK(weights.contains(p.name), ConfigError, "{}: no tensor {} in the checkpoint's {}", dir.string(), p.name,
-             s.lora ? "adapter" : "model");
-    strategy->load_full_parameter(p.name, model::read_tensor(weights.info(p.name), weights.data(p.name)));
-  }
+  for (auto& p : model::trainable_parameters(m, s.lora.has_value()))
+    strategy->load_full_parameter(p.name, checkpoint_value(m, p, weights, dir, s.lora.has_value()));
   if (s.value_head) load_value_head(*strategy, *s.value_head, dir);
   strategy->load_optimizer_state(dir, st.at("optimizer_steps").get<int64_t>());
   stepper.sched_step = st.at("scheduler_step").get<int64_t>();

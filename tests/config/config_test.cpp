@@ -88,8 +88,8 @@ TEST(Config, UnknownKeyNamesTheLineAndSuggests) {
 }
 
 TEST(Config, RefusedKeysAreErrorsOnlyWhenTheyWouldChangeTheResult) {
-  auto e = error_of(kMinimal + "ld_alpha: 0.5\n");
-  EXPECT_NE(e.find("`ld_alpha: 0.5` is refused: LD-DPO's length weighting is not implemented"), std::string::npos) << e;
+  auto e = error_of(kMinimal + "neftune_noise_alpha: 5\n");
+  EXPECT_NE(e.find("`neftune_noise_alpha: 5` is refused: NEFTune noise is not supported"), std::string::npos) << e;
   EXPECT_EQ(error_of(kMinimal + "quantization_bit: null\n"), "");
   e = error_of(kMinimal + "stage: ppo\n");
   EXPECT_NE(e.find("`stage: ppo` is not supported"), std::string::npos) << e;
@@ -220,7 +220,7 @@ TEST(Config, ValidatesBeforeAnythingHeavy) {
   EXPECT_NE(error_of("dataset: a\n").find("`model_name_or_path` is required"), std::string::npos);
   EXPECT_NE(error_of(kMinimal + "bf16: true\nfp16: true\n").find("choose one"), std::string::npos);
   EXPECT_NE(error_of(kMinimal + "cutoff_len: 0\n").find("`cutoff_len` must be > 0"), std::string::npos);
-  EXPECT_NE(error_of(kMinimal + "do_train: false\n").find("lf-train only trains"), std::string::npos);
+  EXPECT_NE(error_of(kMinimal + "do_train: false\n").find("asks for nothing to run"), std::string::npos);
   EXPECT_NE(error_of(kMinimal + "ddp_reduce_dtype: fp16\n").find("ddp_reduce_dtype"), std::string::npos);
   EXPECT_EQ(parse_train_config(kMinimal + "ddp_reduce_dtype: bf16\n", {}, "c").plan.parallel.ddp_reduce_dtype, "bf16");
   EXPECT_NE(error_of(kMinimal + "disable_gradient_checkpointing: true\n"), "x");
@@ -287,6 +287,25 @@ TEST(Config, LoraOptionsAndTheTokenCounter) {
     EXPECT_NE(e.find("`use_dora` is only valid for LoRA training"), std::string::npos) << e;
     EXPECT_NE(e.find("finetuning_type: lora"), std::string::npos) << e;  // what to try
   }
+}
+
+// OFT (issue 34): exactly one of oft_rank / oft_block_size (peft's OFTConfig); LLaMA-Factory's LoRA-only rules hold.
+TEST(Config, OftKeysFollowPeftAndLlamaFactory) {
+  const auto c = parse_train_config(kMinimal + "finetuning_type: oft\noft_rank: 4\noft_block_size: 0\n", {}, "cfg.yaml").plan;
+  EXPECT_TRUE(c.adapter.oft() && c.adapter.peft() && !c.adapter.lora());
+  EXPECT_EQ(c.adapter.oft_rank, 4);
+  auto e = error_of(kMinimal + "finetuning_type: oft\noft_rank: 4\n");  // oft_block_size 32 by default
+  EXPECT_NE(e.find("exactly one of oft_rank and oft_block_size"), std::string::npos) << e;
+  EXPECT_NE(e.find("oft_block_size: 0"), std::string::npos) << e;  // what to try
+  e = error_of(kMinimal + "finetuning_type: oft\noft_block_size: 0\n");
+  EXPECT_NE(e.find("exactly one of oft_rank and oft_block_size"), std::string::npos) << e;
+  for (const std::string key : {"use_rslora: true", "use_dora: true", "adapter_name_or_path: a"}) {
+    e = error_of(kMinimal + "finetuning_type: oft\n" + key + "\n");
+    EXPECT_TRUE(e.find("only valid for the LoRA method") != std::string::npos ||
+                e.find("only valid for LoRA training") != std::string::npos)
+        << key << ": " << e;
+  }
+  EXPECT_EQ(error_of(kMinimal + "finetuning_type: oft\nadditional_target: norm\n"), "");
 }
 
 // Issue 29 finding 5: what torch.optim.AdamW refuses is refused before anything starts, naming

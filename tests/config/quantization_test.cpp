@@ -55,11 +55,12 @@ TEST(Quantization, WhatIsNotImplementedIsRefusedWithTheReason) {
                "cannot create a new adapter upon a quantized model");
 }
 
-TEST(Quantization, OnlyLoraTrainsAQuantizedBase) {
+TEST(Quantization, OnlyLoraAndOftTrainAQuantizedBase) {
+  const std::string base = "model_name_or_path: models/tiny\ndataset: alpaca_en_demo\nquantization_bit: 4\n";
   for (const char* method : {"full", "freeze"}) {
-    const auto e = error_of("model_name_or_path: models/tiny\ndataset: alpaca_en_demo\nquantization_bit: 4\n"
-                            "finetuning_type: " + std::string(method) + "\n");
-    EXPECT_NE(e.find("quantization is only compatible with the LoRA method"), std::string::npos) << e;
+    const auto e = error_of(base + "finetuning_type: " + std::string(method) + "\n");
+    EXPECT_NE(e.find("quantization is only compatible with the LoRA or OFT method"), std::string::npos) << e;
     EXPECT_NE(e.find("cfg.yaml"), std::string::npos) << e;  // where it was set
   }
+  EXPECT_EQ(error_of(base + "finetuning_type: oft\n"), "");  // QOFT (LLaMA-Factory's examples/extras/qoft)
 }

@@ -38,6 +38,9 @@ TEST(Schema, EveryImplementedKeyChangesItsField) {
   int checked = 0;
   for (const KeyDecl& d : config_schema()) {
     if (d.policy != KeyPolicy::kImplemented) continue;
+    // do_train's other value (false) needs do_predict, which makes an unset do_train false itself (HF's default):
+    // no context lets the sample alone change it (tests/config/predict_keys_test.cpp covers it).
+    if (d.name == "do_train") continue;
     ASSERT_TRUE(d.show) << d.name << " is implemented but names no field";
     EXPECT_FALSE(d.field.empty()) << d.name;
     const std::string sample = sample_of(d);

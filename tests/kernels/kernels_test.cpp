@@ -540,7 +540,10 @@ std::map<std::string, at::Tensor> run_layer(bool fused, const LayerCase& c) {
   std::map<std::string, at::Tensor> out;
   {
     const OpsScope scope(fused);
-    auto y = layer.forward(x, model::RopeTables{cos, sin, {}, {}}, /*training=*/true);
+    model::RopeTables rope;
+    rope.cos = cos;
+    rope.sin = sin;
+    auto y = layer.forward(x, rope, /*training=*/true);
     torch::autograd::backward({y}, {dy});
     out["y"] = y.detach();
   }

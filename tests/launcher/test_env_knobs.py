@@ -32,7 +32,7 @@ def test_keys_lists_policies():
     r = run("keys")
     assert r.returncode == 0, r.stderr
     assert "cutoff_len [implemented] integer (default `2048`)" in r.stdout
-    assert "ld_alpha [refused unless default]" in r.stdout
+    assert "neftune_noise_alpha [refused unless default]" in r.stdout
     assert "quantization_bit [implemented]" in r.stdout
     assert "zero_optimization.stage [implemented]" in r.stdout
     assert "fsdp: hybrid_shard [refused]" in r.stdout

@@ -211,3 +211,28 @@ def test_a_dora_adapter_exports_as_peft_merges_it(tmp_path):
     save_file({k: v for k, v in st.items() if "magnitude" not in k}, adapter / "adapter_model.safetensors")
     r = export(tmp_path, model_name_or_path=base, adapter_name_or_path=adapter, export_dir=out)
     assert r.returncode == 2 and "use_dora is set but" in r.stderr and "lora_magnitude_vector" in r.stderr, r.stderr
+
+
+def test_an_oft_adapter_exports_as_peft_merges_it(tmp_path):
+    """finetuning_type oft's adapter (LLaMA-Factory merges it with finetuning_type lora, its default): each weight
+    becomes W R_bdᵀ, R each block's Cayley-Neumann rotation, as peft's merge_and_unload; a block size that does not
+    divide a layer's width moves to peft's divisor (20 -> 16 here)."""
+    base, adapter, out = tmp_path / "base", tmp_path / "adapter", tmp_path / "merged"
+    cfg = peft.OFTConfig(r=0, oft_block_size=20, target_modules=["q_proj", "down_proj"], task_type="CAUSAL_LM")
+    model = peft.get_peft_model(make_base(base), cfg)
+    torch.manual_seed(4)
+    with torch.no_grad():  # peft starts oft_R at zero (the identity rotation)
+        for n, p in model.named_parameters():
+            if "oft_R" in n:
+                p.copy_(torch.randn_like(p) * 0.05)
+    model.save_pretrained(adapter)
+    reference = model.merge_and_unload()
+    r = export(tmp_path, model_name_or_path=base, adapter_name_or_path=adapter, export_dir=out)
+    assert r.returncode == 0, r.stdout + r.stderr
+    merged = transformers.AutoModelForCausalLM.from_pretrained(out, torch_dtype=torch.float32)
+    ids = torch.randint(0, 1088, (2, 17), generator=torch.Generator().manual_seed(3))
+    worst = float((logits(merged, ids) - logits(reference, ids)).abs().max())
+    assert worst <= 1e-5, f"merged OFT logits differ from peft's merge_and_unload() by {worst:.2e}"
+    # finetuning_type oft with an adapter is LLaMA-Factory's refusal.
+    r = export(tmp_path, model_name_or_path=base, adapter_name_or_path=adapter, export_dir=out, finetuning_type="oft")
+    assert r.returncode == 2 and "Adapter is only valid for the LoRA method" in r.stderr, r.stderr

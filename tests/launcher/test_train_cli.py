@@ -37,11 +37,11 @@ def test_config_runs_lf_worker_train_with_the_overrides_on_every_worker(tmp_path
 
 
 def test_bad_config_fails_before_spawning_anything(tmp_path):
-    cfg = write_config(tmp_path, "lora_rnak: 4\nld_alpha: 0.5\n")
+    cfg = write_config(tmp_path, "lora_rnak: 4\nneftune_noise_alpha: 5\n")
     r = run([str(cfg)])
     assert r.returncode == 2
     assert "unknown key `lora_rnak`: did you mean lora_rank?" in r.stderr
-    assert "`ld_alpha: 0.5` is refused" in r.stderr
+    assert "`neftune_noise_alpha: 5` is refused" in r.stderr
     assert "WORKER_ARGS" not in r.stdout
 
 

@@ -108,6 +108,12 @@ SETUP = {
     "finetuning_type": lambda f: ({"model_name_or_path": str(f["model"])}, {"finetuning_type": "lora"}),
     "adapter_name_or_path": lambda f: ({"finetuning_type": "lora", "model_name_or_path": str(f["model"])},
                                        {"adapter_name_or_path": str(f["adapter"])}),
+    # A reference model other than the policy's start: the trained tiny model (and its adapter merged into it).
+    "ref_model": lambda f: ({"stage": "dpo", "dataset": PREFERENCE_DATA["dpo"]}, {"ref_model": str(f["model"])}),
+    "ref_model_adapters": lambda f: ({"stage": "dpo", "dataset": PREFERENCE_DATA["dpo"], "ref_model": str(f["model"])},
+                                     {"ref_model_adapters": str(f["adapter"])}),
+    "ref_model_quantization_bit": lambda f: ({"stage": "dpo", "dataset": PREFERENCE_DATA["dpo"], "ref_model": str(f["model"])},
+                                             {"ref_model_quantization_bit": "4"}),
     "create_new_adapter": lambda f: ({"finetuning_type": "lora", "model_name_or_path": str(f["model"]),
                                       "adapter_name_or_path": str(f["adapter"])}, {"create_new_adapter": "true"}),
     "dataset": lambda f: ({}, {"dataset": "sharegpt_demo"}),
@@ -133,6 +139,9 @@ SETUP = {
     "preprocessing_batch_size": lambda f: ({"packing": "true"}, {"preprocessing_batch_size": "4"}),
     # The load-balancing loss needs experts: the fixture's Qwen3-MoE.
     "moe_aux_loss_coef": lambda f: ({"model_name_or_path": str(f["moe_model"])}, {"moe_aux_loss_coef": "0.5"}),
+    # Expert parallelism places experts: the fixture's Qwen3-MoE (4 experts a layer) on the key's 2 ranks.
+    "expert_model_parallel_size": lambda f: ({"model_name_or_path": str(f["moe_model"])},
+                                             {"expert_model_parallel_size": "2"}),
     # Reentrant checkpointing drops the load-balancing loss's gradient (transformers): off, it trains.
     "use_reentrant_gc": lambda f: ({"model_name_or_path": str(f["moe_model"]), "moe_aux_loss_coef": "0.5",
                                     "disable_gradient_checkpointing": "false"}, {"use_reentrant_gc": "false"}),
@@ -157,10 +166,21 @@ SETUP = {
     "include_num_input_tokens_seen": lambda f: ({}, {"include_num_input_tokens_seen": "all"}),
     "lora_target": lambda f: ({"finetuning_type": "lora", "model_name_or_path": str(f["model"])},
                               {"lora_target": "q_proj,v_proj"}),
+    # OFT's two keys (exactly one non-zero: peft's rule), on the trained model.
+    "oft_rank": lambda f: ({"finetuning_type": "oft", "oft_block_size": "0", "oft_rank": "2",
+                            "model_name_or_path": str(f["model"])}, {"oft_rank": "4"}),
+    "oft_block_size": lambda f: ({"finetuning_type": "oft", "model_name_or_path": str(f["model"])},
+                                 {"oft_block_size": "8"}),
     "freeze_trainable_modules": lambda f: ({"finetuning_type": "freeze"}, {"freeze_trainable_modules": "mlp"}),
     "lr_scheduler_type": lambda f: ({}, {"lr_scheduler_type": "constant"}),
     "deepspeed": lambda f: ({}, {"deepspeed": os.path.join(ROOT, "tests", "fixtures", "config", "ds_z2_config.json")}),
+    # A predict run instead of training (do_predict needs predict_with_generate and eval_dataset beside it).
+    "do_train": lambda f: ({}, {"do_train": "false", **PREDICT}),
+    "do_predict": lambda f: ({}, {"do_predict": "true", **PREDICT}),
+    "predict_with_generate": lambda f: ({}, {"predict_with_generate": "true", **PREDICT}),
 }
+PREDICT = {"do_train": "false", "do_predict": "true", "predict_with_generate": "true", "eval_dataset": "alpaca_en_demo",
+           "max_samples": "4", "max_new_tokens": "8"}
 # The sample context that makes a LoRA key act: a trained model (a random one has nothing to adapt).
 LORA_KEYS = {"lora_rank", "lora_alpha", "lora_dropout", "use_rslora", "use_dora", "loraplus_lr_ratio",
              "additional_target", "pissa_init", "pissa_iter", "pissa_convert"}
@@ -236,6 +256,9 @@ def observe(kind, out, log):
         base = os.path.normpath(os.path.join(out, os.path.dirname(arg))) if arg.startswith("..") else out
         pattern = os.path.basename(arg) if arg.startswith("..") else arg
         return sorted(p for p in os.listdir(base) if fnmatch.fnmatch(p, pattern)) if os.path.isdir(base) else []
+    if what == "predictions":  # a predict run's generated_predictions.jsonl
+        path = os.path.join(out, "generated_predictions.jsonl")
+        return open(path, encoding="utf-8").read() if os.path.exists(path) else None
     if what == "log":
         # The message part of each line holding TEXT (timestamps and pids differ between runs).
         return sorted(l.split("] ", 1)[-1] for l in log.splitlines() if arg in l)

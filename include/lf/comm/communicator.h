@@ -10,6 +10,7 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace lf::comm {
 
@@ -51,6 +52,13 @@ class Communicator {
   virtual WorkPtr all_gather(at::Tensor output, at::Tensor input) = 0;
   // output = this rank's 1/world slice of the sum over ranks of input.
   virtual WorkPtr reduce_scatter(at::Tensor output, at::Tensor input) = 0;
+  // torch's all_to_all_single over dim 0 (expert parallelism's token dispatch): input's first
+  // input_splits[r] rows go to rank 0, the next to rank 1, ...; output receives output_splits[r]
+  // rows from rank r, in rank order. Rows have the same width and dtype on every rank, and rank
+  // a's input_splits[b] equals rank b's output_splits[a] (the caller exchanges the counts first;
+  // the CPU backend checks them and names the ranks). Splits empty: equal splits of dim 0.
+  virtual WorkPtr all_to_all(at::Tensor output, at::Tensor input, std::vector<int64_t> output_splits,
+                             std::vector<int64_t> input_splits) = 0;
   virtual void barrier() = 0;
   // Unblocks and fails every pending collective (another rank died): never hangs.
   virtual void abort() = 0;

@@ -208,6 +208,11 @@ inline constexpr EnvKnob kEnvKnobs[] = {
      "QLoRA's 4-bit linear layers on a GPU: dequant (the weight dequantized into a reused buffer, then cuBLAS), "
      "fused (the forward's GEMM reads the 4 bits itself, 8 rows a launch: for few rows) or auto (fused for up to 8 "
      "rows, else dequant); the CPU dequantizes exactly, and fused there is an error"},
+    {"LF_PAD_MASKED_LOGITS", KnobType::kChoice, "auto", "auto|1|0", "lf-worker",
+     "dpo/kto on padded batches: 1 runs the forward under HF's padding mask (the pad positions attend to their "
+     "row's real tokens only, so TRL's logits/* metrics, which average the pad positions too, are LLaMA-Factory's; "
+     "SDPA with a mask instead of flash attention), 0 causal attention over the row (the same losses, gradients and "
+     "log-probabilities; logits/* differ on padded rows); auto: 1 off a GPU, 0 on one (flash attention's speed)"},
     {"LF_FP32_WEIGHT_GRADS", KnobType::kBool, "1", "", "lf-worker",
      "1: with the fused kernels, full fine-tuning's fp32 master weights get their gradients from a GEMM that "
      "writes fp32 (no bf16 gradient, no cast pass); 0: a bf16 gradient cast to fp32, as under autocast (for "

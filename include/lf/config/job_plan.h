@@ -34,6 +34,9 @@ struct KernelPaths {
   bool cuda_graphs = true;         // LF_CUDA_GRAPHS
   int64_t cuda_graph_bucket = 128; // LF_CUDA_GRAPH_BUCKET
   std::string quant_gemm = "auto";  // LF_QUANT_GEMM: auto | dequant | fused (model/bnb4_linear.cpp)
+  // LF_PAD_MASKED_LOGITS: auto | 1 | 0: preference forwards of padded rows under HF's padding mask
+  // (model/key_padding.h; TRL's logits/* average the pad positions too); auto: off a GPU only.
+  std::string pad_masked_logits = "auto";
 };
 
 struct ModelSection {
@@ -56,7 +59,7 @@ struct ModelSection {
 
 // What trains: the whole model, LoRA adapters, or the last layers (freeze).
 struct AdapterSection {
-  std::string finetuning_type = "lora";  // lora | full | freeze
+  std::string finetuning_type = "lora";  // lora | oft | full | freeze
   // freeze (LLaMA-Factory's _setup_freeze_tuning, model/freeze.h):
   int64_t freeze_trainable_layers = 2;  // the last N layers (N < 0: the first -N)
   std::vector<std::string> freeze_trainable_modules = {"all"};
@@ -78,8 +81,14 @@ struct AdapterSection {
   std::vector<std::string> additional_target;  // peft's modules_to_save: trained fully beside LoRA
   bool use_rslora = false;  // scaling lora_alpha / sqrt(lora_rank)
   bool use_dora = false;    // DoRA: magnitude + direction (model/dora.h)
+  // OFT (finetuning_type oft, model/oft.h): peft's OFTConfig r / oft_block_size, exactly one non-zero; it targets
+  // lora_target and trains additional_target beside, as LLaMA-Factory passes them.
+  int64_t oft_rank = 0;
+  int64_t oft_block_size = 32;
 
   bool lora() const { return finetuning_type == "lora"; }
+  bool oft() const { return finetuning_type == "oft"; }
+  bool peft() const { return lora() || oft(); }  // a peft adapter trains, the base is frozen
   bool full() const { return finetuning_type == "full"; }
   bool freeze() const { return finetuning_type == "freeze"; }
 };
@@ -95,6 +104,13 @@ struct ObjectiveSection {
   double simpo_gamma = 0.5;           // dpo simpo: the target reward margin
   double kto_chosen_weight = 1;       // kto: the desirable examples' loss weight
   double kto_rejected_weight = 1;     // kto: the undesirable examples' loss weight
+  double pref_bco_weight = 0;         // dpo with a reference: BCO's term, baseline TRL's RunningMoments
+  std::optional<double> ld_alpha;     // dpo: LD-DPO's weight of the response tokens past the shorter one
+  // dpo, kto: the reference model, when not the policy's start (LLaMA-Factory's create_ref_model):
+  // loaded frozen in the compute dtype, its adapters merged, quantized to 4 bits when asked.
+  std::string ref_model;
+  std::vector<std::string> ref_model_adapters;
+  std::optional<int64_t> ref_model_quantization_bit;
   // sft's token-weighted cross-entropies (LLaMA-Factory's, token_weighted_objective.cpp): DFT weighs each
   // target token by its probability, EAFT by (its top-20 entropy / 3) ^ eaft_alpha.
   bool use_dft_loss = false;
@@ -153,6 +169,21 @@ struct EvalSection {
   int64_t per_device_eval_batch_size = 8;
 };
 
+// LLaMA-Factory's predict run (do_predict + predict_with_generate: src/train/predict_run.cpp) and the
+// GeneratingArguments it generates with (LLaMA-Factory's defaults).
+struct PredictSection {
+  bool do_train = true;
+  bool do_predict = false;
+  bool predict_with_generate = false;
+  bool do_sample = true;
+  double temperature = 0.95;
+  double top_p = 0.7;
+  int64_t top_k = 50;
+  int64_t max_new_tokens = 1024;
+  double repetition_penalty = 1.0;
+  bool skip_special_tokens = true;  // in generated_predictions.jsonl's predict and label
+};
+
 // Checkpoints and the files a run leaves in output_dir.
 struct OutputSection {
   std::string output_dir = "trainer_output";
@@ -192,6 +223,9 @@ struct ParallelSection {
   double allgather_bucket_mb = 25;  // allgather_bucket_size
   double prefetch_bucket_mb = 25;   // stage3_prefetch_bucket_size
   bool pin_memory = true;           // offloaded state in page-locked host memory
+  // expert_model_parallel_size (LLaMA-Factory's Megatron key): each sparse layer's experts placed
+  // over this many ranks, tokens dispatched by all-to-all (1: every rank holds every expert).
+  int64_t expert_parallel_size = 1;
   // Where the stage came from, for messages ("deepspeed: ds_z3_config.json", "zero_stage: 2", "").
   std::string sharding_source;
   // DeepSpeed's explicit train_batch_size (checked against the world by check_world_size).
@@ -215,6 +249,7 @@ struct JobPlan {
   ScheduleSection schedule;
   PrecisionSection precision;
   EvalSection eval;
+  PredictSection predict;
   OutputSection output;
   LoggingSection logging;
   ParallelSection parallel;

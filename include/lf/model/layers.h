@@ -12,6 +12,7 @@
 #include <ATen/core/Tensor.h>
 
 #include "lf/model/linear_format.h"
+#include "lf/model/oft.h"
 #include "lf/quant/fp8.h"
 #include "lf/model/varlen_attention.h"
 
@@ -44,6 +45,7 @@ struct Linear {
   at::Tensor weight_;  // [out, in]; undefined when format_ holds the weight
   at::Tensor bias_;    // [out] or undefined
   std::unique_ptr<LoraWeights> lora_;
+  std::unique_ptr<OftWeights> oft_;  // OFT's rotation of the input (finetuning_type oft: oft.h), or null
   // The frozen weight in a number format of its own (QLoRA's 4 bits: linear_format.h), or null.
   std::unique_ptr<LinearFormat> format_;
   // A trainable weight's GEMMs in FP8 under this recipe (fp8_linear.h; kNone: the compute dtype's).
@@ -65,6 +67,7 @@ struct Linear {
   at::Tensor add_lora_accumulated(const at::Tensor& y, const at::Tensor& x, bool training) const;  // the fused path's LoRA
   at::Tensor add_lora(const at::Tensor& y, const at::Tensor& x, bool training, bool fused) const;  // y + LoRA(x)
   at::Tensor forward_dora(const at::Tensor& x, bool training) const;              // dora.cpp
+  at::Tensor forward_oft(const at::Tensor& x, bool base_values) const;             // oft.cpp
 };
 
 struct RmsNorm {

@@ -9,10 +9,12 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "lf/model/causal_lm.h"
+#include "lf/model/oft.h"
 
 namespace at {
 class Generator;
@@ -38,6 +40,9 @@ struct LoraConfig {
   // pissa_iter < 0: the full SVD ("pissa"), else torch.svd_lowrank with that many iterations ("pissa_niter_N").
   bool pissa = false;
   int64_t pissa_iter = 16;
+  // Set: the adapter is peft's OFT (finetuning_type oft, oft.h) on the same targets and modules to save, not LoRA
+  // (rank, alpha, dropout, rslora, DoRA and PiSSA then unused). LLaMA-Factory builds both through _setup_lora_tuning.
+  std::optional<OftConfig> oft;
 
   // peft's init_lora_weights as adapter_config.json says it.
   std::string init_lora_weights() const {

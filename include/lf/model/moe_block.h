@@ -14,6 +14,7 @@
 
 #include <memory>
 
+#include "lf/model/expert_dispatch.h"
 #include "lf/model/layers.h"
 #include "lf/model/model_layout.h"
 #include "lf/model/router_aux_loss.h"
@@ -28,6 +29,9 @@ struct MoeBlock final : FeedForward {
   std::unique_ptr<Mlp> shared_expert_;         // Qwen2-MoE (its linears LoRA may adapt)
   std::unique_ptr<Linear> shared_expert_gate_; // [1, C]
   RouterAuxLoss* aux_ = nullptr;               // the model's; null: nothing recorded
+  // Expert parallelism (expert_dispatch.h): gate_up_ / down_ then hold this rank's experts only
+  // and the dispatch runs them; null: every expert here, routed_experts on this device.
+  ExpertDispatch* dispatch_ = nullptr;
 
   at::Tensor forward(const at::Tensor& x, bool training) const override;
   // The experts' output is one node (no separate output projection to leave unwritten).

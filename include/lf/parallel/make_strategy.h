@@ -24,6 +24,9 @@ std::unique_ptr<ParallelStrategy> make_strategy(const config::ParallelSection& p
 
 // The strategies, for tests and for make_strategy.
 std::unique_ptr<ParallelStrategy> make_single_strategy(StrategySetup setup);
+// Expert parallelism (expert_parallel_strategy.cpp): experts placed per rank, the rest DDP.
+std::unique_ptr<ParallelStrategy> make_expert_parallel_strategy(const config::ParallelSection& parallel,
+                                                                StrategySetup setup, const StrategyContext& context);
 std::unique_ptr<ParallelStrategy> make_ddp_strategy(const config::ParallelSection& parallel, StrategySetup setup,
                                                     const StrategyContext& context);
 

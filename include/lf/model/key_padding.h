@@ -1,0 +1,35 @@
+#pragma once
+// Right-padded rows under HF's attention_mask, for the forwards whose padding positions are read (TRL's
+// logits/* metrics average the logits over every position of the padded rows): while a KeyPaddingScope
+// lives on this thread, each decoder layer's causal attention also masks the padding keys, so a pad
+// position attends to its row's real tokens only, as transformers' sdpa mask has it. Real positions do
+// not change (their keys precede the padding), nor does any loss or gradient (pads carry no target), so
+// an activation-checkpointing recompute outside the scope gives the same gradients. Without a scope
+// (every other forward) attention is causal over the row. The mask costs the fused kernel's speed
+// (SDPA with a [B,1,T,T] mask instead of flash attention): the scope is only opened on padded batches.
+#include <ATen/core/Tensor.h>
+
+namespace lf::model {
+
+class KeyPaddingScope {
+ public:
+  // lengths [B] integer, each row's real tokens (its first `length` positions), on the compute device.
+  explicit KeyPaddingScope(const at::Tensor& lengths);
+  ~KeyPaddingScope();
+  KeyPaddingScope(const KeyPaddingScope&) = delete;
+  KeyPaddingScope& operator=(const KeyPaddingScope&) = delete;
+
+ private:
+  at::Tensor previous_;
+};
+
+// The causal mask [B,1,T,T] (true: attend) with the open scope's padding keys masked, or undefined
+// without a scope (or when its batch is not `t` long).
+at::Tensor key_padding_mask(int64_t t);
+
+// Whether padded preference rows on `device` open a scope (LF_PAD_MASKED_LOGITS, the plan's kernel paths):
+// auto opens it off a GPU only, where the mask costs nothing the tests would see and keeps LLaMA-Factory's
+// logits/* exact; on a GPU it would take flash attention away for a metric of the pad positions.
+bool pad_masked_logits(const c10::Device& device);
+
+}  // namespace lf::model
