@@ -40,8 +40,8 @@ FMT=$(ls -d build-torch/lf_fmt_shim build/lf_fmt_shim 2>/dev/null | head -1 || t
 files=("$@")
 if [[ ${#files[@]} == 0 ]]; then
   files=(src/comm/nccl_communicator.cpp tests/comm/nccl_comm_test.cpp src/comm/comm_bench_main.cpp
-    src/comm/process_group.cpp src/worker/device.cpp src/model/fused_dispatch.cpp src/parallel/host_pinning_cuda.cpp src/parallel/offload_copies_cuda.cpp src/train/step_graph_cuda.cpp
-    tests/kernels/kernels_test.cpp tests/kernels/test_device_cuda.cpp)
+    src/comm/process_group.cpp src/worker/device.cpp src/model/fused_dispatch.cpp src/model/fp8_linear.cpp src/train/fp8_device.cpp src/parallel/host_pinning_cuda.cpp src/parallel/offload_copies_cuda.cpp src/train/step_graph_cuda.cpp
+    tests/kernels/kernels_test.cpp tests/kernels/test_device_cuda.cpp tests/kernels/fp8_gpu_test.cpp)
   files+=($(ls src/kernels/*.cpp) $(find src -name '*.cu' | sort))
 fi
 rc=0

@@ -1,7 +1,7 @@
 """Peer baseline: the PyTorch + transformers + peft stack on the same GPUs, same shapes.
 
 Runs one configuration and prints one JSON line:
-  python hf_reference.py --model 0.5b|1.5b|7b|30b-a3b|moe-small --mode lora|full|fsdp --seq 2048 --mbs 4 --steps 12 [--compile] [--liger] [--offload] [--ckpt] [--qlora]
+  python hf_reference.py --model 0.5b|1.5b|7b|30b-a3b|moe-small --mode lora|full|fsdp --seq 2048 --mbs 4 --steps 12 [--compile] [--liger] [--offload] [--ckpt] [--qlora] [--fp8 rowwise|tensorwise]
 MoE shapes (Qwen3-MoE): --experts grouped_mm (default: transformers 5's torch._grouped_mm path, its fastest), batched_mm or
 eager (a loop over experts); LoRA there adapts the attention projections (the experts are fused 3-D parameters).
 FLOPs count the parameters a token passes through (active parameters).
@@ -12,9 +12,14 @@ LLaMA-Factory's `enable_liger_kernel: true` applies them (PyPI liger-kernel; car
 bitsandbytes Linear4bit (NF4, double quantization, bf16 compute and quant storage), peft's LoRA on top, the
 embedding, norms and lm_head left in bf16 (LLaMA-Factory does not call prepare_model_for_kbit_training).
 bitsandbytes is not in the GPU image: carry its wheel (scripts/device/qlora_check.sh says how).
-(A copy of ../shared/bench/hf_reference.py with --qlora added, issue 32.)
+--fp8 RECIPE: FP8 training as LLaMA-Factory 0.9.5's `fp8: true` (fp8_backend auto / torchao) runs it: torchao's
+convert_to_float8_training with Float8LinearConfig.from_recipe_name(RECIPE) (LLaMA-Factory uses rowwise) over every
+linear but embed / lm_head / output / classifier and those with a dimension not divisible by 16 (its module filter,
+after peft as accelerate applies it); use with --compile (torchao's float8 is meant to be compiled). torchao is not
+in the GPU image: carry its wheel (scripts/device/fp8_bench.sh says how).
+(A copy of ../shared/bench/hf_reference.py with --qlora added, issue 32, and --fp8, issue 33.)
 """
-import argparse, json, os, time
+import argparse, json, os, sys, time
 import torch, torch.distributed as dist
 
 SHAPES = {  # Qwen2.5 published configs
@@ -54,6 +59,17 @@ def quantize_nf4_(model, moe):
     torch.cuda.empty_cache() if torch.cuda.is_available() else None
 
 
+def to_float8_(model, recipe):
+    # torchao from LF_TORCHAO_PATH (a --target install), put on the path only now: peft 0.18 routes LoRA layers
+    # through its torchao support whenever torchao is importable at get_peft_model, and fails on torchao 0.18.
+    if os.environ.get("LF_TORCHAO_PATH"): sys.path.insert(0, os.environ["LF_TORCHAO_PATH"])
+    from torchao.float8 import Float8LinearConfig, convert_to_float8_training
+    def keep(mod, name):  # LLaMA-Factory 0.9.5's module_filter_func (train/fp8_utils.py)
+        if any(s in name.lower() for s in ("embed", "lm_head", "output", "classifier")): return False
+        return mod.weight.shape[0] % 16 == 0 and mod.weight.shape[1] % 16 == 0
+    convert_to_float8_training(model, config=Float8LinearConfig.from_recipe_name(recipe), module_filter_fn=keep)
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--model", default="0.5b"); p.add_argument("--mode", default="lora")
@@ -66,6 +82,7 @@ def main():
     p.add_argument("--experts", default="grouped_mm", help="MoE shapes: transformers' experts implementation (eager | batched_mm | grouped_mm)")
     p.add_argument("--layers", type=int, default=0, help="override the layer count (smoke tests)")
     p.add_argument("--qlora", action="store_true", help="with --mode lora: the decoder linears in bitsandbytes' NF4")
+    p.add_argument("--fp8", default="", help="tensorwise | rowwise: torchao float8 training (LLaMA-Factory's fp8: true)")
     p.add_argument("--device", default="cuda", help="cuda, or cpu for a smoke test")
     a = p.parse_args()
     ddp = "RANK" in os.environ
@@ -110,6 +127,8 @@ def main():
     n_train = sum(p.numel() for p in trainable)
     if a.mode in ("full", "lora"):
         for q in trainable: q.data = q.data.float()  # fp32 master weights, bf16 autocast compute
+    if a.fp8:
+        to_float8_(model, a.fp8)
     try:
         opt = torch.optim.AdamW(trainable, lr=1e-5, fused=True)
     except Exception:
@@ -144,7 +163,7 @@ def main():
     flops_tok_full = 6 * n_active + attn
     flops_tok_lora = 4 * n_active + attn  # no weight-grad GEMMs for frozen weights
     ftok = flops_tok_lora if a.mode == "lora" else flops_tok_full
-    res = dict(model=a.model, mode=a.mode, qlora=a.qlora, compile=a.compile, liger=a.liger, offload=a.offload, world=world, seq=a.seq, mbs=a.mbs, ckpt=a.ckpt,
+    res = dict(model=a.model, mode=a.mode, qlora=a.qlora, fp8=a.fp8 or None, compile=a.compile, liger=a.liger, offload=a.offload, world=world, seq=a.seq, mbs=a.mbs, ckpt=a.ckpt,
                params=n_params, active_params=n_active, experts=a.experts if moe else None, trainable=n_train, init_s=round(init_s,1),
                step_s=round(med,4), tok_s_per_gpu=round(tok/med), tok_s_total=round(tok*world/med),
                tflops_per_gpu=round(ftok*tok/med/1e12,1), mfu_vs_790=round(ftok*tok/med/790e12,3),

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "fp8_keys.h"
 #include "method_keys.h"
 #include "optimizer_keys.h"
 #include "predict_keys.h"
@@ -441,8 +442,6 @@ std::vector<KeyDecl> refused_keys() {
       refused("ignore_pad_token_for_loss", "training on pad tokens is not supported"),
       refused("load_best_model_at_end", "keeping the best checkpoint instead of the last is not supported"),
       refused("early_stopping_steps", "early stopping is not supported"),
-      refused("fp8", "FP8 training is not implemented yet: lf-train would train in bf16, which is not what `fp8: true` "
-                     "asks for (LLaMA-Factory #9500 is that silent fallback); remove fp8 or set it false"),
       refused("use_cpu", "lf-train trains on the GPUs it sees; to train on the CPU, hide them: CUDA_VISIBLE_DEVICES= "
                          "lf-train ..."),
       refused("ignore_data_skip", "lf-train always resumes at the exact example of the checkpoint's cursor; skipping "
@@ -462,8 +461,6 @@ std::vector<KeyDecl> refused_keys() {
 // key-effect test sets them all and requires the losses bit-equal).
 std::vector<KeyDecl> no_effect_keys() {
   return {
-      no_effect("fp8_backend", "used only with `fp8: true`, which is refused until FP8 training lands"),
-      no_effect("fp8_enable_fsdp_float8_all_gather", "used only with `fp8: true`, which is refused"),
       no_effect("upcast_layernorm", "lf-train's norms always compute in fp32"),
       no_effect("upcast_lmhead_output", "lf-train's loss always computes the logits' softmax in fp32"),
       no_effect("tf32", "lf-train's fp32 matrix products stay fp32 (a speed setting of HF on Ampere and newer)"),
@@ -482,7 +479,7 @@ std::vector<KeyDecl> build_schema() {
   std::vector<KeyDecl> all;
   for (auto part : {model_keys(), method_keys(), pissa_and_llama_pro_keys(), oft_keys(), preference_keys(), sft_loss_keys(),
                     data_keys(), optimisation_keys(), eval_and_output_keys(), distribution_keys(), optimizer_keys(),
-                    quantization_keys(), reference_keys(), predict_keys(), refused_keys(), no_effect_keys()})
+                    quantization_keys(), reference_keys(), predict_keys(), fp8_keys(), refused_keys(), no_effect_keys()})
     for (auto& d : part) all.push_back(std::move(d));
   return all;
 }

@@ -6,6 +6,7 @@
 
 #include "lf/kernels/fused_ops.h"
 #include "lf/model/backward_only_linear.h"
+#include "lf/model/fp8_linear.h"
 #include "lf/model/fused_dispatch.h"
 #include "lf/model/grad_sink.h"
 #include "lf/model/key_padding.h"
@@ -65,6 +66,10 @@ at::Tensor Linear::forward_with(const at::Tensor& x, bool training, bool base_va
   const bool fused = fused_ops_for(x) != nullptr;
   if (format_) return add_lora(format_->linear(x, bias_.defined() ? as(bias_, x) : at::Tensor(), base_values), x,
                                training, fused);
+  if (fp8_ != quant::Fp8Recipe::kNone) {
+    auto y = fp8_linear(x, as(weight_, x), fp8_, base_values);
+    return add_lora(bias_.defined() ? y + as(bias_, x) : y, x, training, fused);
+  }
   if (fused && !lora_ && !bias_.defined() && weight_.requires_grad() && weight_.scalar_type() == at::kFloat &&
       x.scalar_type() != at::kFloat && grad_route(weight_) == nullptr && fp32_weight_grads_enabled())
     return master_weight_linear(x, weight_, base_values);

@@ -55,8 +55,8 @@ std::vector<MemoryTerm> state_terms(const MemoryInputs& in, bool all_grads, doub
   if (p.adapter.peft() && in.quant.weights_per_layer > 0) {
     const double saved = in.quant.saved_per_layer * static_cast<double>(in.mc->num_layers);
     out.push_back({"weights", in.c * total - saved,
-                   fmt::format("the frozen base: decoder linears in 4 bits ({} bytes a weight), the rest in the "
-                               "compute dtype", bnb4_bytes_per_weight(p.precision))});
+                   fmt::format("the frozen base: decoder linears in {} ({:.4g} bytes a weight), the rest in the "
+                               "compute dtype", in.quant.what, in.quant.bytes_per_weight)});
     out.push_back({"master", 4 * t, "fp32 adapters"});
   } else if (p.adapter.peft()) {
     out.push_back({"weights", in.c * total, "the frozen base in the compute dtype"});
@@ -81,7 +81,7 @@ MemoryTerm runtime_term(const MemoryInputs& in) {
   const double dequant = in.c * in.quant.largest_linear;  // QLoRA: one buffer the GEMMs dequantize into
   return {"runtime",
           64.0 * (1 << 20) + 2 * in.c * static_cast<double>(in.row_len) * static_cast<double>(in.mc->head_dim) + dequant,
-          dequant > 0 ? "cuBLAS workspaces, RoPE tables, the 4-bit weights' dequantization buffer"
+          dequant > 0 ? "cuBLAS workspaces, RoPE tables, the quantized weights' GEMM buffer"
                       : "cuBLAS workspaces, RoPE tables"};
 }
 
@@ -184,7 +184,7 @@ MemoryInputs memory_inputs(const config::JobPlan& p, const model::ModelConfig& m
   in.reduce_buffers = in.zero && in.stage >= 2 && (in.world > 1 || in.offload);
   in.units = unit_parameters(mc, p.adapter);
   in.counts = parameter_counts(mc, p.adapter);
-  in.quant = quantized_base(p.precision, mc, in.c);
+  in.quant = quantized_base(p.precision, mc, in.c, p.adapter.lora());
   apply_to_units(in.quant, in.c, in.units);
   std::vector<int64_t> trainable;
   for (const auto& u : in.units) trainable.push_back(u.trainable);

@@ -127,6 +127,7 @@ std::string plan_summary_text(const json& s) {
   const auto& p = s["precision"];
   lines.push_back({"precision", fmt::format("{} compute; {}{}", p["compute"].get<std::string>(), p["weights"].get<std::string>(),
                                             p["loss_scaling"] == "dynamic" ? ", dynamic loss scaling" : "")});
+  if (p.contains("fp8")) lines.push_back({"fp8", p["fp8"].get<std::string>()});
   const auto& c = s["checkpointing"];
   lines.push_back({"checkpointing", !c["gradient_checkpointing"].get<bool>() ? "off"
                                     : c["lean_recompute"].get<bool>() ? "every layer (lean recompute)" : "every layer"});

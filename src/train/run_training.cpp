@@ -38,12 +38,14 @@
 #include "lf/model/initial_weights.h"
 #include "lf/model/kernel_paths.h"
 #include "lf/model/bnb4_linear.h"
+#include "lf/model/fp8_linear.h"
 #include "lf/model/loader.h"
 #include "lf/model/lora.h"
 #include "lf/model/value_head.h"
 #include "lf/offload/host_memory.h"
 #include "lf/offload/host_thread_pool.h"
 #include "lf/parallel/make_strategy.h"
+#include "fp8_device.h"
 #include "lf/plan/memory_model.h"
 #include "lf/plan/model_units.h"
 #include "lf/rendezvous/store_client.h"
@@ -287,6 +289,9 @@ std::unique_ptr<model::CausalLM> load_model(const config::JobPlan& c, const Toke
     fc.llama_pro = c.adapter.use_llama_pro;
     model::apply_freeze(*model, fc);
   }
+  if (c.precision.fp8)  // after LoRA / freeze chose what trains; LoRA's frozen base stored in FP8
+    spdlog::info("{}", model::describe(model::use_fp8(*model, quant::fp8_recipe_from_name(c.precision.fp8_recipe),
+                                                      c.adapter.lora())));
   spdlog::info("model: {} ({} layers, vocab {}) on {}, {}{}, weights {}, compute {}{}", c.model.model_name_or_path,
                model->num_layers(), vocab, lo.device.str(), c.adapter.finetuning_type,
                c.adapter.lora()  ? fmt::format(" rank {}", c.adapter.lora_rank)
@@ -381,6 +386,7 @@ void train_from_config(const config::LoadedConfig& loaded) {
            "fp16: true needs a CUDA GPU and this worker has none; HF's TrainingArguments refuses it too (\"FP16 Mixed "
            "precision training ... can only be used on CUDA\"). On a CPU train in fp32 (bf16: false, fp16: false) or "
            "with bf16: true");
+  check_fp8_device(c.precision, pick_device(), knob_bool("LF_FP8_EMULATE").value_or(false));  // fp8 on the CPU / a GPU without FP8: refused, never bf16
   const auto world = comm::WorldInfo::from_env();
   // --nnodes MIN:MAX: the first round's global batch on this round's ranks (exit 2 when it cannot be).
   const auto elastic = config::keep_elastic_global_batch(c, knob_int("LF_BASE_WORLD_SIZE").value_or(0), world.world_size);

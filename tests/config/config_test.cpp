@@ -340,19 +340,33 @@ TEST(Config, AKeyGivenTwiceNamesBothLines) {
                    3e-4);
 }
 
-// Issue 28: asking for FP8 or the ASFT loss (implemented since, issue 34) was accepted "with no effect" (a silent bf16 / plain
-// cross-entropy run); they are refused until they are implemented. Their companions stay no-effect.
+// Issue 28: keys that would change the result are refused, not accepted "with no effect" (FP8 and the ASFT loss
+// were, until issues 33 and 34 implemented them).
 TEST(Config, KeysThatWouldChangeTheResultAreRefusedNotIgnored) {
   for (const auto& [kv, says] : std::vector<std::pair<std::string, std::string>>{
-           {"fp8=true", "`fp8: true` is refused: FP8 training is not implemented yet"},
            {"use_cpu=true", "CUDA_VISIBLE_DEVICES="},
            {"ignore_data_skip=true", "exact example of the checkpoint's cursor"}}) {
     const auto m = error_of(kMinimal, {kv});
     EXPECT_NE(m.find(says), std::string::npos) << kv << " -> " << m;
   }
-  const auto loaded = parse_train_config(kMinimal, {"fp8=false", "fp8_backend=te", "asft_alpha=0.2"}, "cfg.yaml");
-  ASSERT_EQ(loaded.warnings.size(), 1u);  // asft_alpha: implemented (issue 34)
-  EXPECT_NE(loaded.warnings[0].find("used only with `fp8: true`"), std::string::npos);
+}
+
+// Issue 33: FP8's keys as LLaMA-Factory reads them (every backend accepted: lf-train has one), the recipe
+// key, and LLaMA-Factory's rule against quantization. The hardware refusal is the worker's.
+TEST(Config, Fp8KeysAndTheirRules) {
+  const auto plan = parse_train_config(kMinimal, {"fp8=true", "fp8_backend=te", "fp8_recipe=tensorwise"}, "c").plan;
+  EXPECT_TRUE(plan.precision.fp8);
+  EXPECT_EQ(plan.precision.fp8_recipe, "tensorwise");
+  EXPECT_EQ(parse_train_config(kMinimal, {"fp8=true"}, "c").plan.precision.fp8_recipe, "rowwise");
+  EXPECT_NE(error_of(kMinimal, {"fp8=true", "fp8_recipe=delayed"}).find("fp8_recipe: delayed"), std::string::npos);
+  EXPECT_NE(error_of(kMinimal, {"fp8_recipe=tensorwise"}).find("set `fp8: true`"), std::string::npos);
+  EXPECT_NE(error_of(kMinimal, {"fp8=true", "finetuning_type=lora", "quantization_bit=4"})
+                .find("FP8 training is not compatible with quantization"),
+            std::string::npos);
+  const auto gather = parse_train_config(kMinimal, {"fp8=true", "fp8_enable_fsdp_float8_all_gather=true"}, "c");
+  ASSERT_EQ(gather.warnings.size(), 1u);
+  EXPECT_NE(gather.warnings[0].find("fp8_enable_fsdp_float8_all_gather"), std::string::npos);
+  EXPECT_EQ(parse_train_config(kMinimal, {"fp8=true", "fp8_backend=te"}, "c").warnings.size(), 1u);  // no effect: said
 }
 
 // The LF_* knobs that choose how components run are read once, into the plan (plan_knobs.cpp),

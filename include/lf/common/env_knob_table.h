@@ -201,6 +201,9 @@ inline constexpr EnvKnob kEnvKnobs[] = {
      "1: with the fused kernels, a LoRA projection without dropout is one autograd node whose backward adds the "
      "adapter's input gradient into the base one's inside the GEMM; 0: ATen's ops, autograd adding them (for "
      "comparison)"},
+    {"LF_FP8_EMULATE", KnobType::kBool, "0", "", "lf-worker",
+     "tests only: 1 lets `fp8: true` run on the CPU, computing FP8's numbers with torch's CPU _scaled_mm (the "
+     "same casts and calls as the GPU; slow), instead of the refusal; the plumbing's CI test (tests/train/test_fp8.py)"},
     {"LF_QUANT_GEMM", KnobType::kChoice, "auto", "auto|dequant|fused", "lf-worker",
      "QLoRA's 4-bit linear layers on a GPU: dequant (the weight dequantized into a reused buffer, then cuBLAS), "
      "fused (the forward's GEMM reads the 4 bits itself, 8 rows a launch: for few rows) or auto (fused for up to 8 "

@@ -168,6 +168,10 @@ struct PrecisionSection {
   std::string quantization_type = "nf4";    // nf4 | fp4
   bool double_quantization = true;          // the absmax values quantized again (8 bits, blocks of 256)
   bool quantized() const { return quantization_bit.has_value(); }
+  // FP8 training (src/config/fp8_keys.cpp, lf/quant/fp8.h): the decoder linear layers' GEMMs in FP8 on
+  // sm_89+ GPUs; refused elsewhere by the worker. LLaMA-Factory's fp8_backend has no effect (one backend here).
+  bool fp8 = false;
+  std::string fp8_recipe = "rowwise";    // tensorwise | rowwise (torchao's Float8LinearRecipeName)
 };
 
 struct EvalSection {

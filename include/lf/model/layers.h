@@ -13,6 +13,7 @@
 
 #include "lf/model/linear_format.h"
 #include "lf/model/oft.h"
+#include "lf/quant/fp8.h"
 #include "lf/model/varlen_attention.h"
 
 #include <memory>
@@ -47,6 +48,8 @@ struct Linear {
   std::unique_ptr<OftWeights> oft_;  // OFT's rotation of the input (finetuning_type oft: oft.h), or null
   // The frozen weight in a number format of its own (QLoRA's 4 bits: linear_format.h), or null.
   std::unique_ptr<LinearFormat> format_;
+  // A trainable weight's GEMMs in FP8 under this recipe (fp8_linear.h; kNone: the compute dtype's).
+  quant::Fp8Recipe fp8_ = quant::Fp8Recipe::kNone;
 
   int64_t out_features() const { return format_ ? format_->out_features() : weight_.size(0); }
   int64_t in_features() const { return format_ ? format_->in_features() : weight_.size(1); }

@@ -1,0 +1,131 @@
+// FP8 training's cast on the GPU; see lf/kernels/fp8_cast.h. CUDA only (no CPU emulation: quant::fp8_cast is
+// the CPU's, and scripts/device/fp8_bench.sh's fp8_gpu_test compares the two bit for bit on the GPU).
+#include <cuda_fp8.h>
+
+#include <algorithm>
+
+#include "kernel_math.cuh"
+#include "lf/kernels/fp8_cast.h"
+
+namespace lf::kernels {
+namespace {
+
+constexpr int kRowThreads = 1024;
+constexpr int kPerThread = static_cast<int>(kFp8RowMaxCols / kRowThreads);  // 24 elements in registers
+constexpr int kThreads = 256;
+
+__device__ __forceinline__ float fp8_limit(bool e5m2) { return e5m2 ? 57344.f : 448.f; }
+
+// torchao's amax_to_scale: float64 reciprocal of max(amax, 1e-12) times fmax, one rounding to float32;
+// its power-of-two rounding down, exp2(floor(log2(s))), is s's exponent bits (s is a normal float).
+__device__ __forceinline__ float scale_of(float amax, bool e5m2, bool pow2) {
+  const double r = __drcp_rn(fmax(static_cast<double>(amax), 1e-12));
+  const float s = __double2float_rn(__dmul_rn(r, static_cast<double>(fp8_limit(e5m2))));
+  return pow2 ? __int_as_float(__float_as_int(s) & 0x7f800000) : s;
+}
+
+// float32(x) * scale, saturated, rounded to nearest even (c10's Float8 conversion for |v| <= fmax).
+__device__ __forceinline__ uint8_t to_fp8(float v, float scale, bool e5m2) {
+  const float lim = fp8_limit(e5m2);
+  const float y = fminf(fmaxf(__fmul_rn(v, scale), -lim), lim);
+  return __nv_cvt_float_to_fp8(y, __NV_SATFINITE, e5m2 ? __NV_E5M2 : __NV_E4M3);
+}
+
+__device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+  for (int m = 16; m > 0; m >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, m));
+  return v;
+}
+
+// max over the block, returned to every thread (all threads call it).
+__device__ __forceinline__ float block_max(float v) {
+  __shared__ float partial[32];
+  __shared__ float total;
+  const unsigned lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = (blockDim.x + 31) / 32;
+  v = warp_max(v);
+  if (lane == 0) partial[warp] = v;
+  __syncthreads();
+  if (warp == 0) {
+    float m = lane < warps ? partial[lane] : 0.f;
+    m = warp_max(m);
+    if (lane == 0) total = m;
+  }
+  __syncthreads();
+  return total;
+}
+
+// One block per row: the row read once into registers, its amax, its scale, its FP8 bytes.
+template <typename T>
+__global__ void __launch_bounds__(kRowThreads) fp8_rowwise_kernel(const Fp8CastArgs a) {
+  const int64_t row = blockIdx.x;
+  const T* x = static_cast<const T*>(a.x) + row * a.cols;
+  float v[kPerThread];
+  float m = 0.f;
+#pragma unroll
+  for (int i = 0; i < kPerThread; ++i) {
+    const int64_t c = threadIdx.x + int64_t{i} * kRowThreads;
+    v[i] = c < a.cols ? to_float(x[c]) : 0.f;
+    m = fmaxf(m, fabsf(v[i]));
+  }
+  const float s = scale_of(block_max(m), a.e5m2, a.pow2);
+  if (threadIdx.x == 0) a.scale[row] = s;
+  uint8_t* out = a.out + row * a.cols;
+#pragma unroll
+  for (int i = 0; i < kPerThread; ++i) {
+    const int64_t c = threadIdx.x + int64_t{i} * kRowThreads;
+    if (c < a.cols) out[c] = to_fp8(v[i], s, a.e5m2);
+  }
+}
+
+// Tensorwise, pass 1: max |x| into *a.amax (zeroed): atomicMax on the bits orders non-negative floats.
+template <typename T>
+__global__ void __launch_bounds__(kThreads) fp8_amax_kernel(const Fp8CastArgs a) {
+  const T* x = static_cast<const T*>(a.x);
+  const int64_t n = a.rows * a.cols;
+  float m = 0.f;
+  for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x)
+    m = fmaxf(m, fabsf(to_float(x[i])));
+  m = block_max(m);
+  if (threadIdx.x == 0) atomicMax(reinterpret_cast<int*>(a.amax), __float_as_int(m));
+}
+
+// Tensorwise, pass 2: every block computes the scale from the amax on the device; block 0 writes it.
+template <typename T>
+__global__ void __launch_bounds__(kThreads) fp8_tensorwise_kernel(const Fp8CastArgs a) {
+  const float s = scale_of(*a.amax, a.e5m2, a.pow2);
+  if (blockIdx.x == 0 && threadIdx.x == 0) a.scale[0] = s;
+  const T* x = static_cast<const T*>(a.x);
+  const int64_t n = a.rows * a.cols;
+  for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x)
+    a.out[i] = to_fp8(to_float(x[i]), s, a.e5m2);
+}
+
+unsigned grid_for(int64_t n) {
+  const int64_t most = static_cast<int64_t>(multiprocessor_count()) * 8;
+  return static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>((n + kThreads - 1) / kThreads, most)));
+}
+
+}  // namespace
+
+void fp8_cast(const Fp8CastArgs& a, Stream stream) {
+  if (a.rows < 0 || a.cols < 0) fail("fp8_cast", "negative size");
+  if (a.rows == 0 || a.cols == 0) return;
+  if (!a.x || !a.out || !a.scale || (!a.rowwise && !a.amax)) fail("fp8_cast", "null pointer");
+  if (a.rowwise && a.cols > kFp8RowMaxCols) fail("fp8_cast", "a row longer than kFp8RowMaxCols");
+  auto* s = static_cast<cudaStream_t>(stream);
+  dispatch_dtype(a.dtype, "fp8_cast", [&]<typename T>() {
+    if (a.rowwise) {
+      auto* k = &fp8_rowwise_kernel<T>;
+      LF_LAUNCH(k, dim3(static_cast<unsigned>(a.rows)), dim3(kRowThreads), 0, s, a);
+      return;
+    }
+    if (cudaMemsetAsync(a.amax, 0, sizeof(float), s) != cudaSuccess) fail("fp8_cast", "cudaMemsetAsync");
+    auto* amax = &fp8_amax_kernel<T>;
+    LF_LAUNCH(amax, dim3(grid_for(a.rows * a.cols)), dim3(kThreads), 0, s, a);
+    auto* cast = &fp8_tensorwise_kernel<T>;
+    LF_LAUNCH(cast, dim3(grid_for(a.rows * a.cols)), dim3(kThreads), 0, s, a);
+  });
+  check_launch("fp8_cast");
+}
+
+}  // namespace lf::kernels

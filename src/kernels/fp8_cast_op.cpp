@@ -1,0 +1,49 @@
+// The FP8 cast kernel (fp8_cast.h) over at::Tensors: quant::Fp8CastKernel (fp8_cast_op.h).
+#include "lf/kernels/fp8_cast_op.h"
+
+#include <ATen/ATen.h>
+
+#include "kernel_device.h"
+#include "lf/kernels/fp8_cast.h"
+
+namespace lf::kernels {
+namespace {
+
+// Tensorwise over any shape, rowwise along the last dimension of a row at most kFp8RowMaxCols long.
+bool takes(const at::Tensor& x, const quant::Fp8Scaling& s) {
+  if (!x.defined() || x.dim() < 1 || !on_kernel_device(x) || !is_kernel_dtype(x)) return false;
+  if (s.dtype != at::ScalarType::Float8_e4m3fn && s.dtype != at::ScalarType::Float8_e5m2) return false;
+  if (!s.rowwise) return true;
+  const bool last = s.axis == -1 || s.axis == x.dim() - 1;
+  return last && x.size(-1) <= kFp8RowMaxCols;
+}
+
+bool fp8_cast_op(const at::Tensor& x, const quant::Fp8Scaling& s, quant::Fp8Tensor& out) {
+  if (!takes(x, s)) return false;
+  const auto xc = x.contiguous();
+  Fp8CastArgs a;
+  a.dtype = kernel_dtype(xc);
+  a.e5m2 = s.dtype == at::ScalarType::Float8_e5m2;
+  a.rowwise = s.rowwise;
+  a.pow2 = s.pow2;
+  a.cols = xc.size(-1);
+  a.rows = a.cols == 0 ? 0 : xc.numel() / a.cols;
+  out.data = at::empty(xc.sizes(), xc.options().dtype(s.dtype));
+  auto scale_shape = xc.sizes().vec();
+  scale_shape.back() = 1;  // torchao's amax keeps the reduced dim: [.., 1]
+  const auto f32 = xc.options().dtype(at::kFloat);
+  out.scale = s.rowwise ? at::empty(scale_shape, f32) : at::empty({}, f32);
+  const auto amax = s.rowwise ? at::Tensor() : at::empty({1}, f32);
+  a.x = xc.const_data_ptr();
+  a.out = static_cast<uint8_t*>(out.data.data_ptr());
+  a.scale = out.scale.data_ptr<float>();
+  a.amax = amax.defined() ? amax.data_ptr<float>() : nullptr;
+  run_on_device(xc, [&](Stream stream) { fp8_cast(a, stream); });
+  return true;
+}
+
+}  // namespace
+
+quant::Fp8CastKernel fp8_cast_kernel() { return &fp8_cast_op; }
+
+}  // namespace lf::kernels

@@ -1,0 +1,178 @@
+// FP8 training's casts and GEMMs, torchao's float8 arithmetic op for op (lf/quant/fp8.h).
+#include "lf/quant/fp8.h"
+
+#include <ATen/ATen.h>
+
+#include <atomic>
+#include <optional>
+
+#include <fmt/ranges.h>
+
+#include "lf/common/error.h"
+
+namespace lf::quant {
+
+namespace {
+
+std::atomic<Fp8CastKernel>& cast_kernel() {
+  static std::atomic<Fp8CastKernel> k{nullptr};
+  return k;
+}
+
+at::Tensor ones_like_scale(const at::Tensor& s) { return at::ones({}, s.options()); }
+
+// A scale of one GEMM operand per row ([M, 1] for a [M, K]) or per column ([1, N] for b [K, N]).
+bool rowwise_pair(const Fp8Tensor& a, const Fp8Tensor& b) {
+  return a.scale.dim() == 2 && b.scale.dim() == 2 && a.scale.size(0) == a.data.size(0) && a.scale.size(1) == 1 &&
+         b.scale.size(0) == 1 && b.scale.size(1) == b.data.size(1);
+}
+
+// cuBLASLt's FP8 GEMM reads a row-major and b column-major (torchao's preprocess_addmm does the same copies).
+bool column_major(const at::Tensor& t) { return t.stride(0) == 1 && t.stride(1) >= t.size(0); }
+
+Fp8Tensor transposed(const Fp8Tensor& t) { return {t.data.t(), t.scale.dim() == 2 ? t.scale.t() : t.scale}; }
+
+}  // namespace
+
+Fp8Recipe fp8_recipe_from_name(std::string_view name) {
+  if (name == "tensorwise") return Fp8Recipe::kTensorwise;
+  if (name == "rowwise") return Fp8Recipe::kRowwise;
+  if (name == "none") return Fp8Recipe::kNone;
+  LF_THROW(ConfigError, "fp8_recipe `{}`: expected tensorwise or rowwise (torchao's Float8LinearRecipeName)", name);
+}
+
+std::string_view fp8_recipe_name(Fp8Recipe r) {
+  switch (r) {
+    case Fp8Recipe::kTensorwise: return "tensorwise";
+    case Fp8Recipe::kRowwise: return "rowwise";
+    case Fp8Recipe::kNone: break;
+  }
+  return "none";
+}
+
+double fp8_max(at::ScalarType fp8_dtype) {
+  if (fp8_dtype == at::ScalarType::Float8_e4m3fn) return 448.0;
+  if (fp8_dtype == at::ScalarType::Float8_e5m2) return 57344.0;
+  LF_THROW(ConfigError, "an FP8 cast to {}: expected float8_e4m3fn or float8_e5m2", c10::toString(fp8_dtype));
+}
+
+void set_fp8_cast_kernel(Fp8CastKernel k) { cast_kernel().store(k, std::memory_order_release); }
+
+at::Tensor Fp8Tensor::dequantize(at::ScalarType dtype) const { return data.to(at::kFloat).div(scale).to(dtype); }
+
+// torchao's amax_to_scale: `finfo.max / clamp(amax.double(), min=EPS)` is Tensor.__rdiv__, which is
+// reciprocal(t) * max; kept so, for the same float64 rounding, then one rounding to float32.
+at::Tensor fp8_amax_to_scale(const at::Tensor& amax, at::ScalarType fp8_dtype, bool pow2) {
+  auto s = amax.to(at::kDouble).clamp_min(kFp8Eps).reciprocal().mul(fp8_max(fp8_dtype)).to(at::kFloat);
+  if (pow2) s = at::exp2(at::floor(at::log2(s)));  // _round_scale_down_to_power_of_2
+  return s;
+}
+
+at::Tensor fp8_cast_with_scale(const at::Tensor& x, const at::Tensor& scale, at::ScalarType fp8_dtype) {
+  const double m = fp8_max(fp8_dtype);
+  // float32(x) * scale, clamped to the finite range (to_fp8_saturated), rounded to nearest even.
+  return x.to(at::kFloat).mul(scale).clamp(-m, m).to(fp8_dtype);
+}
+
+Fp8Tensor fp8_cast(const at::Tensor& x, const Fp8Scaling& s) {
+  if (const auto k = cast_kernel().load(std::memory_order_acquire)) {
+    Fp8Tensor out;
+    if (k(x, s, out)) return out;
+  }
+  const auto ax = at::abs(x);
+  // max |x| in x's own dtype: exact in any float dtype.
+  const auto amax = s.rowwise ? at::amax(ax, {s.axis}, /*keepdim=*/true) : at::max(ax);
+  const auto scale = fp8_amax_to_scale(amax, s.dtype, s.pow2);
+  return {fp8_cast_with_scale(x, scale, s.dtype), scale};
+}
+
+// torchao's addmm_float8_unwrapped: the inverse scales passed to _scaled_mm; rowwise without fast
+// accumulation applies them to the output after the GEMM, and rowwise outputs are bf16.
+at::Tensor fp8_mm(const Fp8Tensor& a, const Fp8Tensor& b, at::ScalarType out_dtype, bool fast_accum) {
+  LF_CHECK(a.data.dim() == 2 && b.data.dim() == 2 && a.data.size(1) == b.data.size(0), ConfigError,
+           "an FP8 GEMM of [{}] by [{}]: expected [M, K] by [K, N]", fmt::join(a.data.sizes(), ", "),
+           fmt::join(b.data.sizes(), ", "));
+  auto ad = a.data, bd = b.data;
+  if (ad.is_cuda()) {
+    ad = ad.contiguous();
+    if (!column_major(bd)) bd = bd.t().contiguous().t();
+  }
+  auto ai = a.scale.reciprocal(), bi = b.scale.reciprocal();
+  const bool rowwise = rowwise_pair(a, b);
+  at::Tensor post;
+  if (rowwise && !fast_accum) {
+    post = ai * bi;  // [M, N]
+    ai = ones_like_scale(ai);
+    bi = ones_like_scale(ai);
+  }
+  const bool via_bf16 = rowwise && (out_dtype == at::kHalf || out_dtype == at::kFloat);
+  const auto od = via_bf16 ? at::kBFloat16 : out_dtype;
+  auto y = at::_scaled_mm(ad, bd, ai, bi, std::nullopt, std::nullopt, od, fast_accum);
+  if (post.defined()) y.mul_(post);
+  return via_bf16 ? y.to(out_dtype) : y;
+}
+
+Fp8Scaling fp8_input_scaling(Fp8Recipe r, int64_t axis) {
+  Fp8Scaling s;
+  s.dtype = at::ScalarType::Float8_e4m3fn;
+  s.rowwise = r == Fp8Recipe::kRowwise;
+  s.pow2 = s.rowwise;
+  s.axis = axis;
+  return s;
+}
+
+Fp8Scaling fp8_grad_scaling(Fp8Recipe r, int64_t axis) {
+  Fp8Scaling s = fp8_input_scaling(r, axis);
+  if (r == Fp8Recipe::kTensorwise) s.dtype = at::ScalarType::Float8_e5m2;
+  return s;
+}
+
+// x [.., K] as [M, K]; W [N, K] cast along K (torchao casts W^T [K, N] along dim 0: the same numbers).
+at::Tensor fp8_linear_forward(const at::Tensor& x, const at::Tensor& w, Fp8Recipe r) {
+  return fp8_stored_forward(x, fp8_store_weight(w, r), r);
+}
+
+// dx = g W: g [M, N] along N, W [N, K] along N (a scale per column k: torchao's W^T along dim -1).
+at::Tensor fp8_linear_grad_input(const at::Tensor& g, const at::Tensor& w, Fp8Recipe r) {
+  const auto g2 = g.reshape({-1, g.size(-1)});
+  const auto ga = fp8_cast(g2, fp8_grad_scaling(r, 1));
+  const auto wb = fp8_cast(w, fp8_input_scaling(r, 0));
+  auto sizes = g.sizes().vec();
+  sizes.back() = w.size(1);
+  return at::_unsafe_view(fp8_mm(ga, wb, g.scalar_type(), /*fast_accum=*/false), sizes);
+}
+
+// dW = g^T x [N, K]: both along the tokens M (g's columns and x's columns each get their scale).
+at::Tensor fp8_linear_grad_weight(const at::Tensor& g, const at::Tensor& x, Fp8Recipe r, at::ScalarType dw_dtype) {
+  const auto g2 = g.reshape({-1, g.size(-1)});
+  const auto x2 = x.reshape({-1, x.size(-1)});
+  const auto gt = transposed(fp8_cast(g2, fp8_grad_scaling(r, 0)));  // [N, M], scale [N, 1]
+  const auto xb = fp8_cast(x2, fp8_input_scaling(r, 0));             // [M, K], scale [1, K]
+  auto dw = fp8_mm(gt, xb, g.scalar_type(), /*fast_accum=*/false);
+  return dw.scalar_type() == dw_dtype ? dw : dw.to(dw_dtype);
+}
+
+Fp8Tensor fp8_store_weight(const at::Tensor& w, Fp8Recipe r) { return fp8_cast(w, fp8_input_scaling(r, 1)); }
+
+at::Tensor fp8_stored_forward(const at::Tensor& x, const Fp8Tensor& w, Fp8Recipe r) {
+  const auto x2 = x.reshape({-1, x.size(-1)});
+  const auto xa = fp8_cast(x2, fp8_input_scaling(r, 1));
+  auto sizes = x.sizes().vec();
+  sizes.back() = w.data.size(0);
+  return at::_unsafe_view(fp8_mm(xa, transposed(w), x.scalar_type(), /*fast_accum=*/true), sizes);
+}
+
+at::Tensor fp8_stored_grad_input(const at::Tensor& g, const Fp8Tensor& w, Fp8Recipe r) {
+  const auto g2 = g.reshape({-1, g.size(-1)});
+  auto sizes = g.sizes().vec();
+  sizes.back() = w.data.size(1);
+  if (r == Fp8Recipe::kTensorwise)
+    return at::_unsafe_view(fp8_mm(fp8_cast(g2, fp8_grad_scaling(r, 1)), w, g.scalar_type(), false), sizes);
+  // W = diag(1/s) W_q with s [N, 1] powers of two: g W = (g diag(1/s)) W_q, the fold exact in fp32.
+  const auto folded = g2.to(at::kFloat).mul(w.scale.reciprocal().t());
+  const auto ga = fp8_cast(folded, fp8_grad_scaling(r, 1));
+  const Fp8Tensor wb{w.data, at::ones({1, w.data.size(1)}, w.scale.options())};
+  return at::_unsafe_view(fp8_mm(ga, wb, g.scalar_type(), false), sizes);
+}
+
+}  // namespace lf::quant

@@ -1,0 +1,107 @@
+// FP8 training on the GPU (issue 33; kernels_test, LF_WITH_CUDA): the fused cast kernel (kernels/fp8_cast.cu)
+// bit for bit against ATen's cast (quant::fp8_cast, itself torchao's: tests/quant/fp8_test.cpp), and each
+// GEMM of both recipes through cuBLASLt's _scaled_mm against the CPU's _scaled_mm on the same FP8 operands,
+// at Qwen2.5-7B's MLP shape with an outlier channel; FP8GEMM lines: FP8 vs bf16 GEMM throughput.
+#include <ATen/ATen.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdio>
+#include <functional>
+
+#include "lf/kernels/fp8_cast_op.h"
+#include "lf/quant/fp8.h"
+
+namespace {
+
+using lf::quant::Fp8Recipe;
+
+bool fp8_gpu() {
+  cudaDeviceProp p{};
+  if (!at::hasCUDA() || cudaGetDeviceProperties(&p, 0) != cudaSuccess) return false;
+  return p.major * 10 + p.minor >= 89;
+}
+
+// bf16 activations [rows, cols] with an outlier column (x64), on the GPU.
+at::Tensor activations(int64_t rows, int64_t cols, uint64_t seed) {
+  at::manual_seed(seed);
+  auto x = at::randn({rows, cols}).to(at::kBFloat16);
+  x.select(1, 5).mul_(64);
+  return x.cuda();
+}
+
+TEST(Fp8Gpu, FusedCastEqualsAtenBitForBit) {
+  if (!fp8_gpu()) GTEST_SKIP() << "no sm_89+ GPU";
+  for (const int64_t cols : {3584, 18944, 1000}) {
+    const auto x = activations(4096, cols, 1);
+    for (const auto r : {Fp8Recipe::kTensorwise, Fp8Recipe::kRowwise})
+      for (const bool grad : {false, true}) {
+        SCOPED_TRACE(::testing::Message() << cols << " cols " << lf::quant::fp8_recipe_name(r) << (grad ? " grad" : ""));
+        const auto s = grad ? lf::quant::fp8_grad_scaling(r, 1) : lf::quant::fp8_input_scaling(r, 1);
+        lf::quant::set_fp8_cast_kernel(nullptr);
+        const auto aten = lf::quant::fp8_cast(x, s);
+        lf::quant::Fp8Tensor fused;
+        ASSERT_TRUE(lf::kernels::fp8_cast_kernel()(x, s, fused));
+        EXPECT_TRUE(at::equal(aten.scale, fused.scale));
+        EXPECT_TRUE(at::equal(aten.data.view(at::kByte), fused.data.view(at::kByte)));
+      }
+  }
+}
+
+double rel(const at::Tensor& a, const at::Tensor& b) {
+  return ((a.cpu().to(at::kDouble) - b.cpu().to(at::kDouble)).norm() / b.cpu().to(at::kDouble).norm()).item<double>();
+}
+
+// cuBLASLt vs the CPU on the same operands: only accumulation order and the output's rounding differ.
+TEST(Fp8Gpu, ScaledMmMatchesTheCpuEmulation) {
+  if (!fp8_gpu()) GTEST_SKIP() << "no sm_89+ GPU";
+  const auto x = activations(2048, 3584, 2);
+  at::manual_seed(3);
+  const auto w = (at::randn({18944, 3584}) * 0.02).to(at::kBFloat16).cuda();
+  const auto g = (at::randn({2048, 18944}) * 1e-3).to(at::kBFloat16).cuda();
+  for (const auto r : {Fp8Recipe::kTensorwise, Fp8Recipe::kRowwise}) {
+    SCOPED_TRACE(std::string(lf::quant::fp8_recipe_name(r)));
+    EXPECT_LT(rel(lf::quant::fp8_linear_forward(x, w, r), lf::quant::fp8_linear_forward(x.cpu(), w.cpu(), r)), 1e-2);
+    EXPECT_LT(rel(lf::quant::fp8_linear_grad_input(g, w, r), lf::quant::fp8_linear_grad_input(g.cpu(), w.cpu(), r)), 1e-2);
+    EXPECT_LT(rel(lf::quant::fp8_linear_grad_weight(g, x, r, at::kBFloat16),
+                  lf::quant::fp8_linear_grad_weight(g.cpu(), x.cpu(), r, at::kBFloat16)),
+              1e-2);
+    const auto stored = lf::quant::fp8_store_weight(w, r);
+    EXPECT_LT(rel(lf::quant::fp8_stored_grad_input(g, stored, r), at::mm(g.to(at::kFloat), w.to(at::kFloat))), 0.06);
+  }
+}
+
+void sync() { c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->synchronizeDevice(0); }
+
+double ms_of(const std::function<void()>& f) {
+  for (int i = 0; i < 3; ++i) f();
+  sync();
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < 20; ++i) f();
+  sync();
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / 20;
+}
+
+// A benchmark line, not a timed assertion: the forward GEMM at 7B's gate/up shape, FP8 (casts included)
+// against bf16, and the cast alone.
+TEST(Fp8Gpu, GemmThroughput) {
+  if (!fp8_gpu()) GTEST_SKIP() << "no sm_89+ GPU";
+  lf::quant::set_fp8_cast_kernel(lf::kernels::fp8_cast_kernel());
+  const auto x = activations(8192, 3584, 4);
+  const auto w = (at::randn({18944, 3584}, x.options().dtype(at::kFloat)) * 0.02).to(at::kBFloat16);
+  const double flop = 2.0 * 8192 * 3584 * 18944;
+  const double bf16 = ms_of([&] { (void)at::mm(x, w.t()); });
+  for (const auto r : {Fp8Recipe::kTensorwise, Fp8Recipe::kRowwise}) {
+    const auto stored = lf::quant::fp8_store_weight(w, r);
+    const double fp8 = ms_of([&] { (void)lf::quant::fp8_stored_forward(x, stored, r); });
+    const double cast = ms_of([&] { (void)lf::quant::fp8_cast(x, lf::quant::fp8_input_scaling(r, 1)); });
+    std::printf("FP8GEMM %s 8192x3584x18944: fp8 %.3f ms (%.0f TFLOP/s, cast %.3f ms) | bf16 %.3f ms (%.0f TFLOP/s) | %.2fx\n",
+                std::string(lf::quant::fp8_recipe_name(r)).c_str(), fp8, flop / fp8 / 1e9, cast, bf16,
+                flop / bf16 / 1e9, bf16 / fp8);
+  }
+  lf::quant::set_fp8_cast_kernel(nullptr);
+}
+
+}  // namespace
