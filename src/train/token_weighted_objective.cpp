@@ -12,6 +12,7 @@
 
 #include <algorithm>
 
+#include "lf/common/error.h"
 #include "lf/model/causal_lm.h"
 #include "lf/model/lm_head_logps.h"
 #include "lf/model/loss.h"
