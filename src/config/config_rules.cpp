@@ -32,18 +32,8 @@ void check_asft(const Reader& r, const JobPlan& c) {
            r.where("use_asft_loss"), c.objective.use_dft_loss ? "use_dft_loss" : "use_eaft_loss");
 }
 
-void check_between_keys(const Reader& r, const JobPlan& c) {
-  LF_CHECK(!(c.precision.bf16 && c.precision.fp16), ConfigError, "{}: `bf16` and `fp16` are both true: choose one", r.where("fp16"));
-  LF_CHECK(!(c.precision.pure_bf16 && c.precision.fp16), ConfigError,
-           "{}: `pure_bf16` and `fp16` are both true: pure_bf16 trains in bf16 (LLaMA-Factory's compute dtype then is "
-           "bf16 and fp16's loss scaler would act on bf16 gradients); choose one", r.where("fp16"));
-  LF_CHECK(c.schedule.max_steps > 0 || c.schedule.num_train_epochs > 0, ConfigError,
-           "set `max_steps` > 0 or `num_train_epochs` > 0 (got {} and {})", c.schedule.max_steps, c.schedule.num_train_epochs);
-  // LLaMA-Factory refuses this too (HF turns eval_strategy into do_eval): evaluation with no data.
-  LF_CHECK(c.eval.eval_strategy == "no" || !c.data.eval_dataset.empty() || c.data.val_size >= 1e-6, ConfigError,
-           "{}: `eval_strategy: {}` but there is nothing to evaluate on: set `val_size` (a fraction, e.g. 0.1, or a "
-           "number of examples) or `eval_dataset`, or `eval_strategy: no`",
-           r.where("eval_strategy"), c.eval.eval_strategy);
+// The adapter methods' keys against finetuning_type (LLaMA-Factory's rules for LoRA, OFT, PiSSA, LLaMA Pro).
+void check_adapter_keys(const Reader& r, const JobPlan& c) {
   // LoRA's options need LoRA (LLaMA-Factory's rules).
   // LLaMA-Factory 0.9.5 refuses it with OFT too; under lora it loads any peft adapter (an OFT one included).
   LF_CHECK(c.adapter.adapter_name_or_path.empty() || c.adapter.lora(), ConfigError,
@@ -72,16 +62,6 @@ void check_between_keys(const Reader& r, const JobPlan& c) {
            "{}: `use_dora` is only valid for LoRA training (LLaMA-Factory's rule); finetuning_type is {}: set "
            "`finetuning_type: lora` or remove use_dora",
            r.where("use_dora"), c.adapter.finetuning_type);
-  // LLaMA-Factory's get_train_args: these are SFT's.
-  if (c.objective.stage != "sft") {
-    LF_CHECK(!c.data.neat_packing, ConfigError,
-             "{}: `neat_packing` cannot be set as True except SFT (LLaMA-Factory's rule); stage is {}: remove it",
-             r.where("neat_packing"), c.objective.stage);
-    LF_CHECK(!c.data.train_on_prompt && !c.data.mask_history, ConfigError,
-             "{}: `train_on_prompt` or `mask_history` cannot be set as True except SFT (LLaMA-Factory's rule); stage "
-             "is {}: remove it (pt trains on every token)",
-             r.where(c.data.train_on_prompt ? "train_on_prompt" : "mask_history"), c.objective.stage);
-  }
   // LLaMA-Factory's parser refuses full; its LoRA variant (adapters on the expanded blocks only) is not built here.
   LF_CHECK(!c.adapter.use_llama_pro || c.adapter.freeze(), ConfigError,
            "{}: `use_llama_pro` is implemented for finetuning_type freeze (LLaMA-Factory: \"only valid for Freeze or "
@@ -97,6 +77,31 @@ void check_between_keys(const Reader& r, const JobPlan& c) {
            r.where("pissa_init"), c.objective.stage);
   LF_CHECK(!c.adapter.pissa_init || !c.adapter.use_dora, ConfigError,
            "{}: `pissa_init` with `use_dora` is not implemented in lf-train; choose one", r.where("pissa_init"));
+}
+
+void check_between_keys(const Reader& r, const JobPlan& c) {
+  LF_CHECK(!(c.precision.bf16 && c.precision.fp16), ConfigError, "{}: `bf16` and `fp16` are both true: choose one", r.where("fp16"));
+  LF_CHECK(!(c.precision.pure_bf16 && c.precision.fp16), ConfigError,
+           "{}: `pure_bf16` and `fp16` are both true: pure_bf16 trains in bf16 (LLaMA-Factory's compute dtype then is "
+           "bf16 and fp16's loss scaler would act on bf16 gradients); choose one", r.where("fp16"));
+  LF_CHECK(c.schedule.max_steps > 0 || c.schedule.num_train_epochs > 0, ConfigError,
+           "set `max_steps` > 0 or `num_train_epochs` > 0 (got {} and {})", c.schedule.max_steps, c.schedule.num_train_epochs);
+  // LLaMA-Factory refuses this too (HF turns eval_strategy into do_eval): evaluation with no data.
+  LF_CHECK(c.eval.eval_strategy == "no" || !c.data.eval_dataset.empty() || c.data.val_size >= 1e-6, ConfigError,
+           "{}: `eval_strategy: {}` but there is nothing to evaluate on: set `val_size` (a fraction, e.g. 0.1, or a "
+           "number of examples) or `eval_dataset`, or `eval_strategy: no`",
+           r.where("eval_strategy"), c.eval.eval_strategy);
+  check_adapter_keys(r, c);
+  // LLaMA-Factory's get_train_args: these are SFT's.
+  if (c.objective.stage != "sft") {
+    LF_CHECK(!c.data.neat_packing, ConfigError,
+             "{}: `neat_packing` cannot be set as True except SFT (LLaMA-Factory's rule); stage is {}: remove it",
+             r.where("neat_packing"), c.objective.stage);
+    LF_CHECK(!c.data.train_on_prompt && !c.data.mask_history, ConfigError,
+             "{}: `train_on_prompt` or `mask_history` cannot be set as True except SFT (LLaMA-Factory's rule); stage "
+             "is {}: remove it (pt trains on every token)",
+             r.where(c.data.train_on_prompt ? "train_on_prompt" : "mask_history"), c.objective.stage);
+  }
   // LLaMA-Factory's sft trainer alone reads them (pt's and the preference stages' trainers ignore them).
   LF_CHECK(!(c.objective.use_dft_loss || c.objective.use_eaft_loss) || c.objective.stage == "sft", ConfigError,
            "{}: the DFT and EAFT losses are sft's (LLaMA-Factory's sft trainer; stage {} would ignore them): remove "

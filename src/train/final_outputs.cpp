@@ -105,6 +105,17 @@ double peak_reserved_gib(const c10::Device& device) {
   return static_cast<double>(stats.reserved_bytes[0].peak) / (1 << 30);
 }
 
+// Which GEMMs ran in FP8, and MFU against H100 / H200's dense FP8 peak (1979 TFLOP/s).
+void add_fp8_perf(json& perf, const config::JobPlan& c) {
+  perf["fp8"] = fmt::format("{}: decoder linears' forward and input-gradient GEMMs{}; attention, norms, embeddings, "
+                            "LM head in {}",
+                            c.precision.fp8_recipe,
+                            c.adapter.lora() ? " (LoRA's base stored in e4m3; the adapters in high precision)"
+                                             : " and weight-gradient GEMMs",
+                            c.precision.bf16 ? "bf16" : c.precision.fp16 ? "fp16" : "fp32");
+  perf["mfu_vs_fp8_1979"] = perf["model_tflops_per_s"].get<double>() / 1979.0;
+}
+
 }  // namespace
 
 void Trainer::State::finish(TrainSummary& sum, const TrainPlan& plan, const LoopState& loop,
@@ -124,15 +135,7 @@ void Trainer::State::finish(TrainSummary& sum, const TrainPlan& plan, const Loop
   perf["mfu_vs_790"] = perf["model_tflops_per_s"].get<double>() / 790.0;
   if (device.is_cuda()) perf["peak_reserved_gib"] = peak_reserved_gib(device);
   if (stepper.graph) perf["cuda_graphs"] = stepper.graph->describe();
-  if (c.precision.fp8) {  // which GEMMs ran in FP8, and MFU against H100 / H200's dense FP8 peak (1979 TFLOP/s)
-    perf["fp8"] = fmt::format("{}: decoder linears' forward and input-gradient GEMMs{}; attention, norms, embeddings, "
-                              "LM head in {}",
-                              c.precision.fp8_recipe,
-                              c.adapter.lora() ? " (LoRA's base stored in e4m3; the adapters in high precision)"
-                                               : " and weight-gradient GEMMs",
-                              c.precision.bf16 ? "bf16" : c.precision.fp16 ? "fp16" : "fp32");
-    perf["mfu_vs_fp8_1979"] = perf["model_tflops_per_s"].get<double>() / 1979.0;
-  }
+  if (c.precision.fp8) add_fp8_perf(perf, c);
   spdlog::info("perf: {}", perf.dump());
 
   // HF's speed_metrics("train", ...): samples = n x epochs, or max_steps x global batch.

@@ -41,6 +41,9 @@ TEST(Schema, EveryImplementedKeyChangesItsField) {
     // do_train's other value (false) needs do_predict, which makes an unset do_train false itself (HF's default):
     // no context lets the sample alone change it (tests/config/predict_keys_test.cpp covers it).
     if (d.name == "do_train") continue;
+    // fp8_recipe needs fp8: true, whose observable on this CPU is the worker's refusal, so its schema sample
+    // carries no context (the key-effect run); Config.Fp8KeysAndTheirRules sees it set the plan's field.
+    if (d.name == "fp8_recipe") continue;
     ASSERT_TRUE(d.show) << d.name << " is implemented but names no field";
     EXPECT_FALSE(d.field.empty()) << d.name;
     const std::string sample = sample_of(d);

@@ -11,7 +11,8 @@ FENCE = re.compile(r"^(    |\t).*$", re.M)  # indented code blocks: no links in 
 
 def slug(heading):
     """GitHub's anchor of a heading: lowercase, markup and punctuation dropped, spaces to '-'."""
-    h = re.sub(r"[`*_]", "", heading.strip().lower())
+    h = re.sub(r"[`*]", "", heading.strip().lower())
+    h = re.sub(r"(?<!\w)_+|_+(?!\w)", "", h)  # _emphasis_ goes, do_predict's underscore stays (as GitHub)
     h = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", h)
     h = re.sub(r"[^\w\- ]", "", h)
     return h.replace(" ", "-")
