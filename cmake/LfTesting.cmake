@@ -21,3 +21,12 @@ function(lf_add_launcher_pytest name file timeout)
   set_tests_properties(${name} PROPERTIES TIMEOUT ${timeout} RESOURCE_LOCK launcher
                        ENVIRONMENT "LF_TRAIN_BIN=$<TARGET_FILE:lf-train>")
 endfunction()
+
+# lf_add_numeric_pytest(NAME FILE TIMEOUT): a pytest of FILE that runs jobs through the real lf-train
+# and compares their numbers (losses, weights, outputs) with a reference or with each other. Each job
+# takes a free port and its own folder and nothing in it is timed, so it may overlap any other test;
+# the launcher lock is kept for the tests whose deadlines and fault timing another job's load moves.
+function(lf_add_numeric_pytest name file timeout)
+  add_test(NAME ${name} COMMAND ${LF_PYTHON} -m pytest -q -p no:cacheprovider ${CMAKE_CURRENT_SOURCE_DIR}/${file})
+  set_tests_properties(${name} PROPERTIES TIMEOUT ${timeout} ENVIRONMENT "LF_TRAIN_BIN=$<TARGET_FILE:lf-train>")
+endfunction()
