@@ -29,19 +29,11 @@
 #include "lf/rendezvous/store_client.h"
 #include "lf/train/generation.h"
 #include "predict_outputs.h"
+#include "worker_device.h"
 
 namespace lf::train {
 namespace fs = std::filesystem;
 namespace {
-
-c10::Device predict_device() {
-  if (!at::hasCUDA()) return {c10::DeviceType::CPU};
-  const char* lr = std::getenv("LOCAL_RANK");
-  const int count = std::max<int>(1, static_cast<int>(at::detail::getCUDAHooks().deviceCount()));
-  const c10::Device device(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>((lr ? std::atoi(lr) : 0) % count));
-  c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->setDevice(device);
-  return device;
-}
 
 fs::path model_dir(const config::JobPlan& c) {
   const fs::path src(c.model.model_name_or_path);
@@ -76,7 +68,7 @@ std::vector<int32_t> stop_ids(const ChatTemplate& tmpl, const Tokenizer& tok, co
 // The model the workflow predicts with: the compute dtype, adapters merged in turn (not trainable).
 std::unique_ptr<model::CausalLM> load_predict_model(const config::JobPlan& c, const Tokenizer& tok) {
   model::LoadOptions lo;
-  lo.device = predict_device();
+  lo.device = pick_device();
   lo.seed = static_cast<uint64_t>(c.seed);
   // init_weights auto | pretrained | random against what the folder holds, as training chooses.
   const auto initial = model::choose_initial_weights(c.model.model_name_or_path, c.model.init_weights, c.seed);

@@ -52,14 +52,11 @@
 #include "lf/train/batch.h"
 #include "lf/train/predict_run.h"
 #include "lf/train/trainer.h"
+#include "worker_device.h"
 
 namespace lf::train {
 namespace fs = std::filesystem;
 
-namespace {
-
-// GPU LOCAL_RANK (modulo the visible GPUs, so CUDA_VISIBLE_DEVICES=<one GPU> works too),
-// made the current device; else the CPU.
 c10::Device pick_device() {
   if (!at::hasCUDA()) return {c10::DeviceType::CPU};
   const char* lr = std::getenv("LOCAL_RANK");
@@ -68,6 +65,8 @@ c10::Device pick_device() {
   c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->setDevice(device);
   return device;
 }
+
+namespace {
 
 void check_output_dir(const config::JobPlan& c) {
   LF_CHECK(!c.output.output_dir.empty(), ConfigError, "output_dir is empty");
