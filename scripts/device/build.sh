@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Run ON the GPU machine (device tool), from anywhere in the repo, with `.deps` carried
-# (scripts/device/fetch_debs.sh made it here):
+# Run ON the GPU machine (device tool), from anywhere in the repo, with `.deps/lfdeps.tar.xz` (or
+# `.deps/debs`) carried (scripts/device/fetch_debs.sh made both here):
 #   scripts/device/build.sh            # unpack .debs, configure, build all, ctest
 #   LF_DEVICE_TARGETS="lf-worker model_test" scripts/device/build.sh   # just these
 # Builds against the image's torch (CUDA, sm_90a) into build-device/ (git-ignored, so a
@@ -13,9 +13,15 @@ cd "$(dirname "$0")/../.."
 . scripts/device/env.sh
 
 if [[ ! -f $LF_DEPS/.unpacked ]]; then
-  ls .deps/debs/*.deb >/dev/null 2>&1 || { echo "device/build: no .deps/debs (run scripts/device/fetch_debs.sh here and carry .deps)"; exit 2; }
   mkdir -p "$LF_DEPS"
-  for d in .deps/debs/*.deb; do dpkg -x "$d" "$LF_DEPS"; done
+  # .deps/lfdeps.tar.xz (fetch_debs.sh: the same files, 28 MB instead of 46) leaves room in the 64 MiB carry.
+  if [[ -f .deps/lfdeps.tar.xz ]]; then
+    tar -C "$LF_DEPS" -xJf .deps/lfdeps.tar.xz || { echo "device/build: .deps/lfdeps.tar.xz did not unpack"; exit 2; }
+  else
+    ls .deps/debs/*.deb >/dev/null 2>&1 ||
+      { echo "device/build: no .deps/lfdeps.tar.xz or .deps/debs (run scripts/device/fetch_debs.sh here and carry one)"; exit 2; }
+    for d in .deps/debs/*.deb; do dpkg -x "$d" "$LF_DEPS"; done
+  fi
   touch "$LF_DEPS/.unpacked"
 fi
 

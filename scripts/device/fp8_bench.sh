@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Issue 33's GPU acceptance (FP8 training), run ON the GPU machine (one H200) with `.deps` carried
-# (scripts/device/fetch_debs.sh) and torchao's wheel in .deps/wheels for the peer (not in the GPU image;
-# make it here, on the CPU box, before the call):
-#   python3 -m pip download torchao==0.18.0 --no-deps --only-binary=:all: -d .deps/wheels
+# (scripts/device/fetch_debs.sh) and torchao's wheel in .deps/fp8 for the peer (not in the GPU image; its own
+# folder, so lf_peer_wheels' installs of .deps/wheels never put it beside peft; make it here, on the CPU box):
+#   python3 -m pip download torchao==0.18.0 --no-deps --only-binary=:all: -d .deps/fp8
 #   scripts/device/fp8_bench.sh                     # build, GPU tests, every shape (~8 min warm)
 #   SKIP_BUILD=1 SHAPES="7b lora" scripts/device/fp8_bench.sh   # one shape (SHAPES: "7b lora,1.5b full,7b full")
 # 1. builds lf-train-local, lf-worker and kernels_test (scripts/device/build.sh);
@@ -33,7 +33,7 @@ SHAPES=${SHAPES:-7b lora,1.5b full,7b full}
 . scripts/bench/bench_common.sh
 HF_REF=scripts/bench/hf_reference.py  # the copy with --fp8
 if [[ ${PEER:-1} == 1 ]] && ! "$PY" -c "import torchao.float8" 2>/dev/null; then
-  whl=$(ls .deps/wheels/torchao-*.whl 2>/dev/null | head -1)
+  whl=$(ls .deps/fp8/torchao-*.whl .deps/wheels/torchao-*.whl 2>/dev/null | head -1)
   if [[ -n $whl ]]; then  # on LF_TORCHAO_PATH, not PYTHONPATH: hf_reference.py imports it after peft
     "$PY" -m pip install --no-deps --quiet --target /tmp/torchao "$whl" && export LF_TORCHAO_PATH=/tmp/torchao
   else
