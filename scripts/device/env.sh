@@ -13,14 +13,15 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 export PYTHONUNBUFFERED=1
 
 # The device build's lf-train-local for a bench script (a warm machine keeps $BUILD): rebuilt unless
-# REBUILD=0 and it exists. $1: the caller's name (its log: $OUT/<name>_build.log).
+# REBUILD=0 and it exists. $1: the caller's name (its log: $OUT/<name>_build.log); $2: the ninja targets
+# (default lf-train-local).
 lf_build_local() {
-  local name=$1 t0
+  local name=$1 targets=${2:-lf-train-local} t0
   if [[ -x $BUILD/src/train/lf-train-local && ${REBUILD:-1} != 1 ]]; then return 0; fi
   t0=$(date +%s)
-  LF_DEVICE_TARGETS="lf-train-local" scripts/device/build.sh > "$OUT/${name}_build.log" 2>&1 ||
+  LF_DEVICE_TARGETS="$targets" scripts/device/build.sh > "$OUT/${name}_build.log" 2>&1 ||
     { tail -30 "$OUT/${name}_build.log"; echo "$name: build failed"; return 1; }
-  echo "$name: built lf-train-local in $(( $(date +%s) - t0 )) s"
+  echo "$name: built $targets in $(( $(date +%s) - t0 )) s"
 }
 
 # The peer's wheels the image lacks (no network on the machine), installed from .deps/wheels unless

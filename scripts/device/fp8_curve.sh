@@ -18,11 +18,12 @@ export OUT=${OUT:-out/device}
 export STEPS=${STEPS:-200}
 export RUN_TIMEOUT=${RUN_TIMEOUT:-600}
 mkdir -p "$OUT"
-if [[ ${SKIP_BUILD:-0} != 1 ]]; then
-  LF_DEVICE_TARGETS="lf-train-local lf-worker" scripts/device/build.sh > "$OUT/fp8_build.log" 2>&1 ||
-    { grep -E "error|FAILED" "$OUT/fp8_build.log" | head -20; echo "fp8_curve: build failed"; exit 1; }
-fi
 export BUILD_DIR=${BUILD_DIR:-build-device}
+. scripts/device/env.sh
+BUILD=$BUILD_DIR
+# SKIP_BUILD=1: the binaries a previous call built on this warm machine. Before bench_common.sh, which picks
+# lf-train-local or (a partial build) lf-worker by what exists.
+if [[ ${SKIP_BUILD:-0} != 1 ]]; then lf_build_local fp8 "lf-train-local lf-worker" || exit 1; fi
 . scripts/bench/bench_common.sh
 ckpt=$WORK/models/$size-outliers
 if [[ ! -f $ckpt/model.safetensors.index.json && ! -f $ckpt/model.safetensors ]]; then
