@@ -5,7 +5,7 @@
 //   nn.Embedding) and so are those of tensors under 4096 elements (min_8bit_size), stepped by
 //   optimizer_update_32bit: m, v in fp32, p -= lr sqrt(1 - b2^t) / (1 - b1^t) m / (sqrt(v) + eps sqrt(1 - b2^t));
 //   the others keep m and v as uint8 codes in blocks of 256 consecutive elements, each block scaled by its
-//   absmax to the signed (m) or unsigned (v) dynamic map (create_dynamic_map), dequantized for the update
+//   absmax to the signed (m) or unsigned (v) dynamic map (create_dynamic_map: lf_quant's tables), dequantized for the update
 //   (torch's AdamW formula) and quantized again after it, to the nearest code through bitsandbytes' 65536-bin
 //   lookup table over [-1, 1] (csrc/cpu_ops.cpp build_quantize_lut).
 // On a CUDA device the same formulas run as ATen operations, rounding to the nearest code exactly.
@@ -20,6 +20,7 @@
 #include "lf/optim/adamw.h"
 #include "lf/optim/adamw_8bit.h"
 #include "lf/optim/grad_utils.h"
+#include "lf/quant/bnb_4bit.h"
 
 namespace lf::optim {
 
@@ -28,30 +29,6 @@ namespace {
 constexpr int64_t kBlock = 256;
 constexpr int64_t kMin8bitSize = 4096;
 constexpr int kLutSize = 65536;
-
-// bitsandbytes.functional.create_dynamic_map(signed) (max_exponent_bits 7, total_bits 8), sorted.
-std::vector<float> dynamic_map(bool is_signed) {
-  std::vector<double> data;
-  for (int i = 0; i < 7; ++i) {
-    const int64_t items = is_signed ? (int64_t{1} << i) + 1 : (int64_t{1} << (i + 1)) + 1;
-    const auto b = at::linspace(0.1, 1, items, at::TensorOptions().dtype(at::kFloat));
-    const auto means = (b.slice(0, 0, items - 1) + b.slice(0, 1, items)) / 2.0;
-    const double scale = std::pow(10.0, -6.0 + i);
-    for (const auto* t : {&means}) {
-      const auto pos = (*t * scale).contiguous();
-      for (int64_t k = 0; k < pos.numel(); ++k) data.push_back(pos.data_ptr<float>()[k]);
-      if (is_signed) {
-        const auto neg = (*t * -scale).contiguous();
-        for (int64_t k = 0; k < neg.numel(); ++k) data.push_back(neg.data_ptr<float>()[k]);
-      }
-    }
-  }
-  data.push_back(0);
-  data.push_back(1.0);
-  data.resize(256, 0.0);
-  std::sort(data.begin(), data.end());
-  return {data.begin(), data.end()};
-}
 
 struct CodeMap {
   std::vector<float> code;   // [256] ascending
@@ -62,7 +39,8 @@ struct CodeMap {
 const CodeMap& code_map(bool is_signed) {
   static const auto make = [](bool s) {
     CodeMap m;
-    m.code = dynamic_map(s);
+    const float* code = quant::dynamic_map(s);  // bitsandbytes' create_dynamic_map(s), sorted
+    m.code.assign(code, code + 256);
     float mid[255];
     for (int i = 0; i < 255; ++i) mid[i] = 0.5f * (m.code[i] + m.code[i + 1]);
     m.lut.resize(kLutSize);

@@ -54,6 +54,9 @@ constexpr Code4Bounds kFp4Bounds = {
 constexpr float kDynamicMap[256] = {
 #include "bnb_dynamic_map.inc"
 };
+constexpr float kUnsignedDynamicMap[256] = {
+#include "bnb_dynamic_map_unsigned.inc"
+};
 
 }  // namespace
 
@@ -69,6 +72,6 @@ const float* code4_values(Code4 code) { return code == Code4::kNf4 ? kNf4Values 
 
 const Code4Bounds& code4_bounds(Code4 code) { return code == Code4::kNf4 ? kNf4Bounds : kFp4Bounds; }
 
-const float* dynamic_map() { return kDynamicMap; }
+const float* dynamic_map(bool is_signed) { return is_signed ? kDynamicMap : kUnsignedDynamicMap; }
 
 }  // namespace lf::quant

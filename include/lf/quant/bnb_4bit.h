@@ -76,6 +76,8 @@ const float* code4_values(Code4 code);
 // [ceil(n / blocksize)]. Exposed for the tests.
 std::pair<at::Tensor, at::Tensor> quantize_blockwise_8bit(const at::Tensor& x, int64_t blocksize);
 at::Tensor dequantize_blockwise_8bit(const at::Tensor& codes, const at::Tensor& absmax, int64_t blocksize);
-const float* dynamic_map();  // [256], sorted (functional.create_dynamic_map())
+// bitsandbytes' 8-bit dynamic map (functional.create_dynamic_map(signed)), fp32 [256], sorted: the signed one
+// codes the nested absmax and the 8-bit AdamW's first moment, the unsigned one its second moment.
+const float* dynamic_map(bool is_signed = true);
 
 }  // namespace lf::quant
