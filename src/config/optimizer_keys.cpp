@@ -28,7 +28,7 @@ void check_optimizer_rules(const Reader& r, const JobPlan& c) {
   LF_CHECK(int(o.use_galore) + int(o.use_apollo) + int(o.use_badam) <= 1, ConfigError,
            "use_galore, use_apollo and use_badam: more than one is true (LLaMA-Factory: \"Cannot use GaLore, APOLLO "
            "or BAdam together.\"): keep one");
-  const bool eight_bit = optim::optimizer_name({.optim = o.optim}) == "adamw_8bit";
+  const bool eight_bit = optim::is_adamw_8bit(o.optim);
   LF_CHECK(!(o.use_galore || o.use_apollo) || !eight_bit, ConfigError,
            "{}: `optim: {}` with {} asks for {}, which lf-train does not implement: use optim: adamw_torch",
            r.where("optim"), o.optim, o.use_galore ? "use_galore" : "use_apollo",

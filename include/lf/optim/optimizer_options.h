@@ -58,6 +58,12 @@ struct OptimizerOptions {
   BadamOptions badam;
 };
 
+// Whether HF's `optim` names bitsandbytes' 8-bit AdamW (adamw_8bit, adamw_bnb_8bit, paged_adamw_8bit: paging
+// moves the states, not the numbers).
+inline bool is_adamw_8bit(std::string_view optim) {
+  return optim == "adamw_8bit" || optim == "adamw_bnb_8bit" || optim == "paged_adamw_8bit";
+}
+
 // The registry name of the optimizer the options choose, in LLaMA-Factory's create_custom_optimizer
 // order (GaLore, APOLLO, [LoRA+: AdamW], BAdam, Adam-mini, Muon), else HF's `optim`: "galore", "apollo",
 // "badam", "adam_mini", "muon", "adamw_8bit" (adamw_8bit, adamw_bnb_8bit, paged_adamw_8bit: paging moves
@@ -70,7 +76,7 @@ inline std::string_view optimizer_name(const OptimizerOptions& o, bool loraplus 
   if (o.use_badam) return "badam";
   if (o.use_adam_mini) return "adam_mini";
   if (o.use_muon) return "muon";
-  if (o.optim == "adamw_8bit" || o.optim == "adamw_bnb_8bit" || o.optim == "paged_adamw_8bit") return "adamw_8bit";
+  if (is_adamw_8bit(o.optim)) return "adamw_8bit";
   return "adamw";
 }
 
