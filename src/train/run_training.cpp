@@ -236,16 +236,16 @@ at::ScalarType param_dtype_of(const config::JobPlan& c, at::ScalarType compute) 
   return stored;
 }
 
-// The model on this worker's device, checked against the tokenizer and data, with LoRA
+// The model on this worker's `device` (pick_device), checked against the tokenizer and data, with LoRA
 // applied when asked (its config into *lora).
-std::unique_ptr<model::CausalLM> load_model(const config::JobPlan& c, const Tokenizer& tokenizer,
+std::unique_ptr<model::CausalLM> load_model(const config::JobPlan& c, c10::Device device, const Tokenizer& tokenizer,
                                             const SftData& data, std::optional<model::LoraConfig>& lora,
                                             std::unique_ptr<model::ValueHead>& value_head) {
   // torch's CPU generator as LLaMA-Factory's run has it after transformers.set_seed(seed): peft's LoRA
   // draws, then (stage rm) the value head's.
   auto init_gen = at::detail::createCPUGenerator(static_cast<uint64_t>(c.seed));
   model::LoadOptions lo;
-  lo.device = pick_device();
+  lo.device = device;
   // init_weights auto | pretrained | random against what the folder holds (lf/model/initial_weights.h).
   const auto initial = model::choose_initial_weights(c.model.model_name_or_path, c.model.init_weights, c.seed);
   if (!initial.note.empty() && !knob_bool("LF_CONFIG_CHECKED").value_or(false)) spdlog::warn("{}", initial.note);
@@ -385,7 +385,8 @@ void train_from_config(const config::LoadedConfig& loaded) {
            "fp16: true needs a CUDA GPU and this worker has none; HF's TrainingArguments refuses it too (\"FP16 Mixed "
            "precision training ... can only be used on CUDA\"). On a CPU train in fp32 (bf16: false, fp16: false) or "
            "with bf16: true");
-  check_fp8_device(c.precision, pick_device(), knob_bool("LF_FP8_EMULATE").value_or(false));  // fp8 on the CPU / a GPU without FP8: refused, never bf16
+  const auto device = pick_device();  // once: it also makes the GPU current
+  check_fp8_device(c.precision, device, knob_bool("LF_FP8_EMULATE").value_or(false));  // fp8 on the CPU / a GPU without FP8: refused, never bf16
   const auto world = comm::WorldInfo::from_env();
   // --nnodes MIN:MAX: the first round's global batch on this round's ranks (exit 2 when it cannot be).
   const auto elastic = config::keep_elastic_global_batch(c, knob_int("LF_BASE_WORLD_SIZE").value_or(0), world.world_size);
@@ -412,7 +413,7 @@ void train_from_config(const config::LoadedConfig& loaded) {
   s.plan = c;
   progress_reporter().loading();
   std::unique_ptr<model::ValueHead> value_head;
-  auto model = load_model(c, tokenizer, data, s.lora, value_head);
+  auto model = load_model(c, device, tokenizer, data, s.lora, value_head);
   s.model = model.get();
   s.value_head = value_head.get();
   s.train = &data.train;
