@@ -12,7 +12,6 @@
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
 #include <spdlog/spdlog.h>
-#include <torch/csrc/autograd/autograd.h>
 
 #include <algorithm>
 
@@ -24,8 +23,8 @@
 #include "lf/model/loss.h"
 #include "lf/parallel/strategy.h"
 #include "lf/train/batch.h"
+#include "batch_loss_step.h"
 #include "objective.h"
-#include "phase_profile.h"
 
 namespace lf::train {
 namespace {
@@ -65,20 +64,11 @@ class AsftObjective : public Objective {
   }
 
   MicroStep micro_step(const std::vector<int64_t>& examples, double factor, PhaseClock& phases) override {
-    const auto b = collate(*ctx_.train, examples, ctx_.pad_id);
-    MicroStep out;
-    out.add_rows(b.num_tokens, b.input_ids.size(0), b.input_ids.size(1));
-    const auto loss = micro_batch_loss(b);
-    phases.lap(Phase::kForward);
-    torch::autograd::backward({loss * factor});
-    phases.lap(Phase::kBackward);
-    out.loss = loss.detach();
-    return out;
+    return batch_loss_micro_step(ctx_, examples, factor, phases, [this](const Batch& b) { return micro_batch_loss(b); });
   }
 
   void idle_micro_step() override {
-    const auto loss = micro_batch_loss(no_target_batch(ctx_.pad_id));
-    if (loss.requires_grad()) torch::autograd::backward({loss});
+    batch_loss_idle_micro_step(ctx_, [this](const Batch& b) { return micro_batch_loss(b); });
   }
 
  private:

@@ -8,7 +8,6 @@
 // own upstream gradient, -w here); EAFT's weights take one more no-grad GEMM over the vocabulary per chunk.
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
-#include <torch/csrc/autograd/autograd.h>
 
 #include <algorithm>
 
@@ -18,8 +17,8 @@
 #include "lf/model/loss.h"
 #include "lf/parallel/strategy.h"
 #include "lf/train/batch.h"
+#include "batch_loss_step.h"
 #include "objective.h"
-#include "phase_profile.h"
 
 namespace lf::train {
 namespace {
@@ -59,20 +58,11 @@ class TokenWeightedObjective : public Objective {
   }
 
   MicroStep micro_step(const std::vector<int64_t>& examples, double factor, PhaseClock& phases) override {
-    const auto b = collate(*ctx_.train, examples, ctx_.pad_id);
-    MicroStep out;
-    out.add_rows(b.num_tokens, b.input_ids.size(0), b.input_ids.size(1));
-    const auto loss = weighted_sum(b);
-    phases.lap(Phase::kForward);
-    torch::autograd::backward({loss * factor});
-    phases.lap(Phase::kBackward);
-    out.loss = loss.detach();
-    return out;
+    return batch_loss_micro_step(ctx_, examples, factor, phases, [this](const Batch& b) { return weighted_sum(b); });
   }
 
   void idle_micro_step() override {
-    const auto loss = weighted_sum(no_target_batch(ctx_.pad_id));
-    if (loss.requires_grad()) torch::autograd::backward({loss});
+    batch_loss_idle_micro_step(ctx_, [this](const Batch& b) { return weighted_sum(b); });
   }
 
  private:
