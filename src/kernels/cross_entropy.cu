@@ -11,29 +11,6 @@ namespace {
 
 constexpr int kThreads = 512;
 
-__device__ __forceinline__ float warp_max(float v) {
-#pragma unroll
-  for (int m = 16; m > 0; m >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, m));
-  return v;
-}
-
-// The max of v over the block, returned to every thread (as block_sum).
-__device__ __forceinline__ float block_max(float v) {
-  __shared__ float partial[32];
-  __shared__ float total;
-  const unsigned lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = (blockDim.x + 31) / 32;
-  v = warp_max(v);
-  if (lane == 0) partial[warp] = v;
-  __syncthreads();
-  if (warp == 0) {
-    float s = lane < warps ? partial[lane] : -INFINITY;
-    s = warp_max(s);
-    if (lane == 0) total = s;
-  }
-  __syncthreads();
-  return total;
-}
-
 // (m, s): the running max and the sum of exp(x - m) so far.
 __device__ __forceinline__ void online_add(float& m, float& s, float x) {
   if (x > m) {

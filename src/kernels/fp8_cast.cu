@@ -31,29 +31,6 @@ __device__ __forceinline__ uint8_t to_fp8(float v, float scale, bool e5m2) {
   return __nv_cvt_float_to_fp8(y, __NV_SATFINITE, e5m2 ? __NV_E5M2 : __NV_E4M3);
 }
 
-__device__ __forceinline__ float warp_max(float v) {
-#pragma unroll
-  for (int m = 16; m > 0; m >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, m));
-  return v;
-}
-
-// max over the block, returned to every thread (all threads call it).
-__device__ __forceinline__ float block_max(float v) {
-  __shared__ float partial[32];
-  __shared__ float total;
-  const unsigned lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = (blockDim.x + 31) / 32;
-  v = warp_max(v);
-  if (lane == 0) partial[warp] = v;
-  __syncthreads();
-  if (warp == 0) {
-    float m = lane < warps ? partial[lane] : 0.f;
-    m = warp_max(m);
-    if (lane == 0) total = m;
-  }
-  __syncthreads();
-  return total;
-}
-
 // One block per row: the row read once into registers, its amax, its scale, its FP8 bytes.
 template <typename T>
 __global__ void __launch_bounds__(kRowThreads) fp8_rowwise_kernel(const Fp8CastArgs a) {

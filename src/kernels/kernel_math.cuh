@@ -1,7 +1,7 @@
 #pragma once
 // What every fused kernel shares: CUDA (or its CPU emulation, cpu_emulation.h), 16-byte packs,
-// conversions that round as ATen does (round-to-nearest-even), and warp/block sums.
-// Block sizes are multiples of 32 and every thread of a block calls block_sum (it syncs).
+// conversions that round as ATen does (round-to-nearest-even), and warp/block sums and maxima.
+// Block sizes are multiples of 32 and every thread of a block calls block_sum / block_max (they sync).
 #ifdef LF_KERNELS_EMULATE
 #include "cpu_emulation.h"
 #else
@@ -16,6 +16,7 @@
   kernel<<<(grid), (block), (smem), static_cast<cudaStream_t>(stream)>>>(__VA_ARGS__)
 #endif
 
+#include <cmath>  // INFINITY
 #include <cstdint>
 
 #include "kernel_support.h"
@@ -100,6 +101,31 @@ __device__ __forceinline__ float block_sum(float v) {
   if (warp == 0) {
     float s = lane < warps ? partial[lane] : 0.f;
     s = warp_sum(s);
+    if (lane == 0) total = s;
+  }
+  __syncthreads();
+  return total;
+}
+
+__device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+  for (int m = 16; m > 0; m >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, m));
+  return v;
+}
+
+// The max of v over the block, returned to every thread (as block_sum; callable in a loop).
+__device__ __forceinline__ float block_max(float v) {
+  __shared__ float partial[32];
+  __shared__ float total;
+  const unsigned tid = threadIdx.x + threadIdx.y * blockDim.x;
+  const unsigned lane = tid % 32, warp = tid / 32;
+  const unsigned warps = (blockDim.x * blockDim.y + 31) / 32;
+  v = warp_max(v);
+  if (lane == 0) partial[warp] = v;
+  __syncthreads();
+  if (warp == 0) {
+    float s = lane < warps ? partial[lane] : -INFINITY;
+    s = warp_max(s);
     if (lane == 0) total = s;
   }
   __syncthreads();
