@@ -37,9 +37,10 @@ at::Tensor lm_head_loss_sum_all_rows(const at::Tensor& normed_hidden, const at::
                                      model::GradSink* grad_sink = nullptr);
 
 // transformers' ForCausalLMLoss op for op (lm_loss_unchunked.cpp): lm_head on every position ([B,T,V] logits in
-// the compute dtype, as HF's memory), upcast, cross_entropy summed; plain autograd, no grad sink. pure_bf16 takes
-// it: its gradients are bf16, and HF's run rounds the logits' gradient (softmax - onehot) x 1/N to bf16 and only
-// then multiplies by the hidden states / the weight in one GEMM over all B*T rows; the chunked head above rounds
+// the compute dtype, as HF's memory), upcast, cross_entropy summed; plain autograd (the weight through
+// model::cast_for_compute: a DDP route stays). pure_bf16 takes it off a GPU (trainer_state.h hf_bf16_rounding):
+// its gradients are bf16, and HF's run rounds the logits' gradient (softmax - onehot) x 1/N to bf16 and only then
+// multiplies it by the hidden states / the weight in one GEMM over all B*T rows; the chunked head above rounds
 // (softmax - onehot) before the 1/N and sums the target rows' GEMMs, which moves about half the bf16 gradient
 // elements by an ulp (docs/training.md "pure_bf16").
 at::Tensor lm_head_loss_sum_unchunked(const at::Tensor& normed_hidden, const at::Tensor& weight,
