@@ -9,7 +9,7 @@ holds the global batch's rows 4k + 2r, 4k + 2r + 1). Per-step and eval losses an
 in the recompute; Mixtral) and LoRA (attention adapters, experts frozen and still placed per rank);
 the saved model is the single process's: the Hub's per-expert tensors gathered, the same safetensors
 header byte for byte. `lf-train plan` shows the placement and refuses what does not fit (exit 2)."""
-import json, os, shutil, subprocess, sys
+import json, math, os, shutil, subprocess, sys
 
 import pytest
 
@@ -81,14 +81,33 @@ def plan_run(*args):
                           env=env, cwd=ROOT, timeout=300)
 
 
+def written_elements(model):
+    """(dense, experts): the elements of a model folder's tensors, the Hub's per-expert ones apart."""
+    dense = experts = 0
+    for name, t in json.loads(header(model / "model.safetensors")).items():
+        if name != "__metadata__":
+            n = math.prod(t["shape"])
+            dense, experts = (dense, experts + n) if ".experts." in name else (dense + n, experts)
+    return dense, experts
+
+
 def test_plan_shows_the_placement_and_refuses_what_does_not_fit(tmp_path):
-    model = f"model_name_or_path={family_model(tmp_path, 'qwen3_moe')}"
+    folder = family_model(tmp_path, "qwen3_moe")
+    model = f"model_name_or_path={folder}"
     r = plan_run(model, "expert_model_parallel_size=2", "--nproc-per-node", "2", "--json")
     assert r.returncode == 0, r.stderr
-    assert json.loads(r.stdout)["parallel"]["expert_parallel"] == {"size": 2, "experts_per_rank": 2,
-                                                                   "dispatch": "all_to_all"}
+    s = json.loads(r.stdout)
+    assert s["parallel"]["expert_parallel"] == {"size": 2, "experts_per_rank": 2, "dispatch": "all_to_all"}
+    # A rank's share (full fine-tuning, fp32): the dense part and half the experts, 16 bytes each of state.
+    dense, experts = written_elements(folder)
+    mine = dense + experts // 2
+    assert s["model"]["parameters"] == dense + experts
+    assert s["model"]["per_rank"] == {"parameters": mine, "trainable": mine, "frozen": 0}
+    terms = {t["kind"]: t["bytes"] for t in s["memory"]["gpu_per_rank"]["terms"]}
+    assert (terms["master"], terms["gradients"], terms["moments"]) == (4 * mine, 4 * mine, 8 * mine), terms
     r = plan_run(model, "expert_model_parallel_size=2", "--nproc-per-node", "2")
     assert "expert parallel over 2 ranks, 2 experts a layer per rank (all_to_all)" in r.stdout, r.stdout
+    assert "trainable per rank" in r.stdout, r.stdout
     refusals = [
         ((model, "expert_model_parallel_size=2", "zero_stage=3"), "expert parallelism under ZeRO is not implemented"),
         ((model, "expert_model_parallel_size=2", "finetuning_type=freeze"), "with finetuning_type freeze"),
