@@ -149,9 +149,10 @@ static void layer_mlp_bytes(const model::ModelConfig& mc, MemoryInputs& in) {
                  is = static_cast<double>(e.shared_intermediate), experts = static_cast<double>(e.experts);
     in.mlp_saved += (experts * (c + 8) + k * (24 + 8 + c * (2 * ie + in.h)) + c * 3 * is) / layers;
     // Expert parallelism (parallel/expert_dispatch.cpp): the owner's experts keep the rows they
-    // received, xr [R, C], and the un-permute keeps the returned rows gathered, [N, k, C]; R = N·k
-    // on average (balanced routing), so 2k [C] a token more, and the unit weights [R, 1].
-    if (in.expert_parallel > 1) in.mlp_saved += k * c * (2 * in.h + 1) / layers;
+    // received, xr [R, C], and their unit weights [R, 1]; the un-permute keeps the returned rows
+    // gathered, [N, k, C]; the two index_selects their int64 indices [N·k]. R = N·k on average
+    // (balanced routing): per token 2k [C], k weights and 2k indices more.
+    if (in.expert_parallel > 1) in.mlp_saved += k * (c * (2 * in.h + 1) + 16) / layers;
     in.mlp_backward = std::max(in.mlp_backward, k * c * (2 * in.h + 4 * ie) + c * 3 * is);
   }
 }

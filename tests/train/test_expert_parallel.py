@@ -8,8 +8,10 @@ holds the global batch's rows 4k + 2r, 4k + 2r + 1). Per-step and eval losses an
 1e-5, full fine-tuning (Qwen3-MoE with non-reentrant activation checkpointing: the dispatch runs again
 in the recompute; Mixtral) and LoRA (attention adapters, experts frozen and still placed per rank);
 the saved model is the single process's: the Hub's per-expert tensors gathered, the same safetensors
-header byte for byte. `lf-train plan` shows the placement and refuses what does not fit (exit 2)."""
-import json, math, os, shutil, subprocess, sys
+header byte for byte. Each rank holds the dense part and half the experts (its log line's counts, and
+`lf-train plan`'s per_rank counts and state bytes, both against the fixture's safetensors header). `lf-train
+plan` shows the placement and refuses what does not fit (exit 2)."""
+import json, math, os, re, shutil, subprocess, sys
 
 import pytest
 
@@ -47,6 +49,10 @@ def test_expert_parallel_equals_one_process(tmp_path, family, mode, checkpointin
     got = train(tmp_path / "ep", mode, (1, 2, 2), *extra, "expert_model_parallel_size=2", outputs=outs,
                 distributed_line="expert parallel over 2 ranks: experts 0-")
     assert "experts 2-3 of 4 a layer on this rank" in outs[0], outs[0][-3000:]  # rank 1's line, relayed
+    if mode == "full":  # what each rank holds once its experts are sliced: `lf-train plan`'s per_rank counts
+        held = re.findall(r"(\d+) parameters on this rank, (\d+) trainable", outs[0])
+        dense, experts = written_elements(family_model(tmp_path, family))
+        assert len(held) >= 2 and {tuple(map(int, h)) for h in held} == {(dense + experts // 2,) * 2}, held
     same(got, ref, f"{family} {mode}, expert parallel on 2 ranks")
     saved = "adapter_model.safetensors" if mode == "lora" else "model.safetensors"
     assert header(tmp_path / "ep" / saved) == header(tmp_path / "one" / saved)
