@@ -21,7 +21,7 @@ std::string model_line(const json& m) {
                        m["architecture"].get<std::string>(), m["layers"].get<int64_t>(), m["hidden_size"].get<int64_t>(),
                        m["vocab_size"].get<int64_t>(), millions(m["parameters"]), millions(m["trainable"]));
   if (m.contains("per_rank"))  // expert parallelism: a rank holds its share of the experts
-    s += fmt::format(" ({} and {} trainable per rank)", millions(m["per_rank"]["parameters"]),
+    s += fmt::format(" (per rank: {}, {} trainable)", millions(m["per_rank"]["parameters"]),
                      millions(m["per_rank"]["trainable"]));
   if (m.contains("experts")) {
     const auto& e = m["experts"];

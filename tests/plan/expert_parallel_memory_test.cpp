@@ -4,6 +4,7 @@
 // plus its share of the experts. The reference is counted here from what transformers wrote
 // (tests/fixtures/model/*_tiny/model.safetensors: the Hub's per-expert tensors, "...experts.E...."),
 // not from the layout the plan reads. Torch-free.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <string>
@@ -81,7 +82,7 @@ TEST_P(ExpertParallelPlan, FullStateIsTheDensePartAndHalfTheExperts) {
   for (const auto& u : s["units"]) units += u["params"].get<double>() * u["count"].get<double>();
   EXPECT_EQ(units, mine) << "the units line is this rank's";
   const auto text = plan_summary_text(s);
-  EXPECT_NE(text.find("trainable per rank"), std::string::npos) << text;
+  EXPECT_NE(text.find(fmt::format("(per rank: {:.0f}, {:.0f} trainable)", mine, mine)), std::string::npos) << text;
 }
 
 // LoRA on attention: the frozen base in the compute dtype is this rank's (fp32 here: 4 bytes), the
