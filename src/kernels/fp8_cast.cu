@@ -3,6 +3,7 @@
 #include <cuda_fp8.h>
 
 #include <algorithm>
+#include <cstdint>
 
 #include "kernel_math.cuh"
 #include "lf/kernels/fp8_cast.h"
@@ -10,8 +11,13 @@
 namespace lf::kernels {
 namespace {
 
-constexpr int kRowThreads = 1024;
-constexpr int kPerThread = static_cast<int>(kFp8RowMaxCols / kRowThreads);  // 24 elements in registers
+// Rowwise: 256 threads a row, each moving 8 elements at once (16-byte loads of bf16), the longest row
+// (kFp8RowMaxCols) 12 such packs a thread in registers. The first version (1024 threads, one 2-byte element
+// at a time) cast a [8192, 3584] bf16 tensor in 0.243 ms on the H200, ~10x its bandwidth's time.
+constexpr int kRowThreads = 256;
+constexpr int kVec = 8;
+constexpr int kVecsPerThread = static_cast<int>(kFp8RowMaxCols / (kRowThreads * kVec));
+static_assert(kFp8RowMaxCols % (kRowThreads * kVec) == 0);
 constexpr int kThreads = 256;
 
 __device__ __forceinline__ float fp8_limit(bool e5m2) { return e5m2 ? 57344.f : 448.f; }
@@ -31,26 +37,35 @@ __device__ __forceinline__ uint8_t to_fp8(float v, float scale, bool e5m2) {
   return __nv_cvt_float_to_fp8(y, __NV_SATFINITE, e5m2 ? __NV_E5M2 : __NV_E4M3);
 }
 
-// One block per row: the row read once into registers, its amax, its scale, its FP8 bytes.
+// One block per row: the row read once into registers (packs of 8: cols % 8 == 0 and x 32-byte aligned,
+// fp8_cast_op's condition), its amax, its scale, its FP8 bytes written 8 at a time.
 template <typename T>
 __global__ void __launch_bounds__(kRowThreads) fp8_rowwise_kernel(const Fp8CastArgs a) {
   const int64_t row = blockIdx.x;
   const T* x = static_cast<const T*>(a.x) + row * a.cols;
-  float v[kPerThread];
+  Pack<T, kVec> v[kVecsPerThread];
   float m = 0.f;
 #pragma unroll
-  for (int i = 0; i < kPerThread; ++i) {
-    const int64_t c = threadIdx.x + int64_t{i} * kRowThreads;
-    v[i] = c < a.cols ? to_float(x[c]) : 0.f;
-    m = fmaxf(m, fabsf(v[i]));
+  for (int i = 0; i < kVecsPerThread; ++i) {
+    const int64_t c = (threadIdx.x + int64_t{i} * kRowThreads) * kVec;
+    if (c < a.cols) {
+      v[i] = load_pack<T, kVec>(x + c);
+#pragma unroll
+      for (int j = 0; j < kVec; ++j) m = fmaxf(m, fabsf(to_float(v[i].v[j])));
+    }
   }
   const float s = scale_of(block_max(m), a.e5m2, a.pow2);
   if (threadIdx.x == 0) a.scale[row] = s;
   uint8_t* out = a.out + row * a.cols;
 #pragma unroll
-  for (int i = 0; i < kPerThread; ++i) {
-    const int64_t c = threadIdx.x + int64_t{i} * kRowThreads;
-    if (c < a.cols) out[c] = to_fp8(v[i], s, a.e5m2);
+  for (int i = 0; i < kVecsPerThread; ++i) {
+    const int64_t c = (threadIdx.x + int64_t{i} * kRowThreads) * kVec;
+    if (c < a.cols) {
+      Pack<uint8_t, kVec> q;
+#pragma unroll
+      for (int j = 0; j < kVec; ++j) q.v[j] = to_fp8(to_float(v[i].v[j]), s, a.e5m2);
+      store_pack<uint8_t, kVec>(out + c, q);
+    }
   }
 }
 
@@ -89,6 +104,8 @@ void fp8_cast(const Fp8CastArgs& a, Stream stream) {
   if (a.rows == 0 || a.cols == 0) return;
   if (!a.x || !a.out || !a.scale || (!a.rowwise && !a.amax)) fail("fp8_cast", "null pointer");
   if (a.rowwise && a.cols > kFp8RowMaxCols) fail("fp8_cast", "a row longer than kFp8RowMaxCols");
+  if (a.rowwise && (a.cols % kFp8RowPack != 0 || reinterpret_cast<uintptr_t>(a.x) % 32 != 0))
+    fail("fp8_cast", "rowwise: cols not a multiple of kFp8RowPack or x not 32-byte aligned");
   auto* s = static_cast<cudaStream_t>(stream);
   dispatch_dtype(a.dtype, "fp8_cast", [&]<typename T>() {
     if (a.rowwise) {

@@ -3,24 +3,29 @@
 
 #include <ATen/ATen.h>
 
+#include <cstdint>
+
 #include "kernel_device.h"
 #include "lf/kernels/fp8_cast.h"
 
 namespace lf::kernels {
 namespace {
 
-// Tensorwise over any shape, rowwise along the last dimension of a row at most kFp8RowMaxCols long.
+// Tensorwise over any shape, rowwise along the last dimension of a row at most kFp8RowMaxCols long, a
+// multiple of kFp8RowPack (every FP8 GEMM's dimensions are multiples of 16: the others stay in bf16).
 bool takes(const at::Tensor& x, const quant::Fp8Scaling& s) {
   if (!x.defined() || x.dim() < 1 || !on_kernel_device(x) || !is_kernel_dtype(x)) return false;
   if (s.dtype != at::ScalarType::Float8_e4m3fn && s.dtype != at::ScalarType::Float8_e5m2) return false;
   if (!s.rowwise) return true;
   const bool last = s.axis == -1 || s.axis == x.dim() - 1;
-  return last && x.size(-1) <= kFp8RowMaxCols;
+  return last && x.size(-1) <= kFp8RowMaxCols && x.size(-1) % kFp8RowPack == 0;
 }
 
 bool fp8_cast_op(const at::Tensor& x, const quant::Fp8Scaling& s, quant::Fp8Tensor& out) {
   if (!takes(x, s)) return false;
-  const auto xc = x.contiguous();
+  auto xc = x.contiguous();
+  // The rowwise kernel loads a pack (16 bytes of bf16, 32 of float32) at once: a view at another offset is copied.
+  if (s.rowwise && reinterpret_cast<uintptr_t>(xc.const_data_ptr()) % 32 != 0) xc = xc.clone();
   Fp8CastArgs a;
   a.dtype = kernel_dtype(xc);
   a.e5m2 = s.dtype == at::ScalarType::Float8_e5m2;

@@ -70,6 +70,9 @@ class ExpertParallelStrategy final : public ParallelStrategy {
       experts_ = b->spec.experts;
     }
     blocks_ = blocks;
+    // What this rank holds once its experts are sliced (`lf-train plan`'s per_rank counts).
+    for (const auto& p : s.model->named_parameters()) held_ += p.tensor->numel();
+    for (const auto& p : s.trainable) held_trainable_ += p.tensor->numel();
     StrategySetup dense = s, local = s;
     dense.trainable.clear();
     local.trainable.clear();
@@ -85,9 +88,9 @@ class ExpertParallelStrategy final : public ParallelStrategy {
 
   std::string describe() const override {
     return fmt::format("{}; expert parallel over {} ranks: experts {}-{} of {} a layer on this rank ({}), tokens "
-                       "dispatched by all_to_all",
+                       "dispatched by all_to_all; {} parameters on this rank, {} trainable",
                        dense_->describe(), world(), rank() * experts_per_rank_, (rank() + 1) * experts_per_rank_ - 1,
-                       experts_, local_ ? "trained here, gradients local" : "frozen");
+                       experts_, local_ ? "trained here, gradients local" : "frozen", held_, held_trainable_);
   }
   // The dispatch's all-to-alls live in every forward and backward: a rank without examples runs one.
   bool needs_every_forward() const override { return true; }
@@ -139,6 +142,7 @@ class ExpertParallelStrategy final : public ParallelStrategy {
   std::set<std::string> expert_names_;
   std::vector<at::Tensor> dense_tensors_;
   int64_t experts_per_rank_ = 0, experts_ = 0;
+  int64_t held_ = 0, held_trainable_ = 0;  // elements of the model's parameters / the trained ones, this rank's
 };
 
 // torch's clip_grad_norm_ over every parameter: the dense norm (replicated after DDP's all-reduce)

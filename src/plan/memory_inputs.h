@@ -27,6 +27,7 @@ struct MemoryInputs {
   double mlp_saved = 0, mlp_backward = 0;
   double lora_linears = 0;         // adapted projections of one layer
   int64_t world = 1, stage = 0;
+  int64_t expert_parallel = 1;     // expert_model_parallel_size: units and counts hold this rank's E / ep experts
   bool zero = false, ddp = false, offload = false;
   bool checkpointing = false, lean = false, fused = true, fused_ce = true;
   bool head_trains = false;

@@ -67,7 +67,12 @@ std::vector<MemoryTerm> state_terms(const MemoryInputs& in, bool all_grads, doub
   out.push_back({"moments", 8 * t, "AdamW moments (fp32)"});
   const bool resident = in.ddp || p.schedule.gradient_accumulation_steps > 1;
   if (all_grads || resident)
-    out.push_back({"gradients", 4 * t, in.ddp ? "fp32 gradient buckets (DDP)" : "fp32 gradients"});
+    out.push_back({"gradients", 4 * t, in.expert_parallel > 1 ? "fp32 gradients (DDP's buckets; the experts' local)"
+                                       : in.ddp                 ? "fp32 gradient buckets (DDP)"
+                                                                : "fp32 gradients"});
+  if (in.expert_parallel > 1)  // units and counts are already this rank's (memory_inputs)
+    for (auto& term : out) term.what += fmt::format(", experts: this rank's {} of {} a layer",
+                                                    in.mc->moe.num_experts / in.expert_parallel, in.mc->moe.num_experts);
   return out;
 }
 
@@ -129,8 +134,9 @@ ZeroCommInputs zero_comm_inputs(const config::ParallelSection& p, const MemoryIn
 static void layer_mlp_bytes(const model::ModelConfig& mc, MemoryInputs& in) {
   const auto layout = model::model_layout(mc);
   const double layers = static_cast<double>(std::max<int64_t>(1, mc.num_layers)), c = in.c;
-  for (const auto& p : layout.params)
-    if (p.unit >= 1 && p.unit <= mc.num_layers && p.shape.size() >= 2) in.linear_params += static_cast<double>(p.numel()) / layers;
+  for (const auto& p : layout.params)  // this rank's experts under expert parallelism
+    if (p.unit >= 1 && p.unit <= mc.num_layers && p.shape.size() >= 2)
+      in.linear_params += static_cast<double>(rank_numel(p, in.expert_parallel)) / layers;
   for (const auto& l : layout.layers) {
     const auto& m = l.mlp;
     if (m.kind == model::MlpKind::kSwiGlu) {
@@ -142,6 +148,11 @@ static void layer_mlp_bytes(const model::ModelConfig& mc, MemoryInputs& in) {
     const double k = static_cast<double>(e.top_k), ie = static_cast<double>(e.expert_intermediate),
                  is = static_cast<double>(e.shared_intermediate), experts = static_cast<double>(e.experts);
     in.mlp_saved += (experts * (c + 8) + k * (24 + 8 + c * (2 * ie + in.h)) + c * 3 * is) / layers;
+    // Expert parallelism (parallel/expert_dispatch.cpp): the owner's experts keep the rows they
+    // received, xr [R, C], and their unit weights [R, 1]; the un-permute keeps the returned rows
+    // gathered, [N, k, C]; the two index_selects their int64 indices [N·k]. R = N·k on average
+    // (balanced routing): per token 2k [C], k weights and 2k indices more.
+    if (in.expert_parallel > 1) in.mlp_saved += k * (c * (2 * in.h + 1) + 16) / layers;
     in.mlp_backward = std::max(in.mlp_backward, k * c * (2 * in.h + 4 * ie) + c * 3 * is);
   }
 }
@@ -168,6 +179,7 @@ MemoryInputs memory_inputs(const config::JobPlan& p, const model::ModelConfig& m
   in.v = static_cast<double>(mc.vocab_size);
   in.heads = static_cast<double>(mc.num_heads);
   in.layers_bw = layers_in_backward(mc, p.adapter);
+  in.expert_parallel = mc.moe.num_experts > 0 ? std::max<int64_t>(1, p.parallel.expert_parallel_size) : 1;
   layer_mlp_bytes(mc, in);
   in.lora_linears = static_cast<double>(lora_linears(mc, p.adapter).size());
   in.world = std::max<int64_t>(1, w.world());
@@ -182,8 +194,8 @@ MemoryInputs memory_inputs(const config::JobPlan& p, const model::ModelConfig& m
   in.head_trains = head_trainable(mc, p.adapter);
   in.fp32_weights = !p.adapter.peft();
   in.reduce_buffers = in.zero && in.stage >= 2 && (in.world > 1 || in.offload);
-  in.units = unit_parameters(mc, p.adapter);
-  in.counts = parameter_counts(mc, p.adapter);
+  in.units = unit_parameters(mc, p.adapter, in.expert_parallel);
+  in.counts = parameter_counts(mc, p.adapter, in.expert_parallel);
   in.quant = quantized_base(p.precision, mc, in.c, p.adapter.lora());
   apply_to_units(in.quant, in.c, in.units);
   std::vector<int64_t> trainable;

@@ -35,6 +35,14 @@ bool freeze_trains(const config::AdapterSection& a, const std::string& full_name
   return false;
 }
 
+// The tensors expert parallelism places per rank: exactly the two MoeBlock slots the strategy
+// slices (expert_parallel_strategy.cpp: keep_my_experts on gate_up_ and down_, named
+// "experts.gate_up_proj" / "experts.down_proj" below the layer's mlp; the layout declares them under
+// the same local names for every family, Mixtral's HF "block_sparse_moe" included).
+bool placed_per_rank(const model::ParamSpec& p) {
+  return p.local == "mlp.experts.gate_up_proj" || p.local == "mlp.experts.down_proj";
+}
+
 }  // namespace
 
 std::vector<LinearShape> decoder_linears(const model::ModelConfig& mc) {
@@ -64,7 +72,13 @@ int64_t lora_params_per_layer(const model::ModelConfig& mc, const config::Adapte
   return n;
 }
 
-std::vector<UnitParams> unit_parameters(const model::ModelConfig& mc, const config::AdapterSection& a) {
+int64_t rank_numel(const model::ParamSpec& p, int64_t expert_parallel) {
+  if (expert_parallel <= 1 || !placed_per_rank(p) || p.shape.empty()) return p.numel();
+  return p.numel() / p.shape[0] * (p.shape[0] / expert_parallel);  // [E/ep, ...] of [E, ...]
+}
+
+std::vector<UnitParams> unit_parameters(const model::ModelConfig& mc, const config::AdapterSection& a,
+                                        int64_t expert_parallel) {
   const auto layout = model::model_layout(mc);
   const int64_t layers = mc.num_layers;
   std::vector<UnitParams> out;
@@ -72,12 +86,13 @@ std::vector<UnitParams> unit_parameters(const model::ModelConfig& mc, const conf
   for (const auto& p : layout.params) {
     auto& u = out[static_cast<size_t>(p.unit)];
     const bool trained_layer = p.unit >= 1 && p.unit <= layers && freeze_trains_layer(a, p.unit - 1, layers);
-    u.params += p.numel();
+    const int64_t n = rank_numel(p, expert_parallel);
+    u.params += n;
     if (a.peft())  // modules_to_save: a trained copy beside the frozen original (peft)
       for (const auto& module : a.additional_target)
-        if (contains(p.name, module)) u.trainable += p.numel();
-    if (a.full() || (a.freeze() && freeze_trains(a, p.name, trained_layer))) u.trainable += p.numel();
-    else u.frozen += p.numel();
+        if (contains(p.name, module)) u.trainable += n;
+    if (a.full() || (a.freeze() && freeze_trains(a, p.name, trained_layer))) u.trainable += n;
+    else u.frozen += n;
   }
   if (a.peft())  // the adapters belong to the layer they adapt
     for (const auto& l : layout.linears)
@@ -85,9 +100,10 @@ std::vector<UnitParams> unit_parameters(const model::ModelConfig& mc, const conf
   return out;
 }
 
-ParameterCounts parameter_counts(const model::ModelConfig& mc, const config::AdapterSection& a) {
+ParameterCounts parameter_counts(const model::ModelConfig& mc, const config::AdapterSection& a,
+                                 int64_t expert_parallel) {
   ParameterCounts c;
-  for (const auto& u : unit_parameters(mc, a)) {
+  for (const auto& u : unit_parameters(mc, a, expert_parallel)) {
     c.total += u.params;
     c.trainable += u.trainable;
     c.frozen += u.frozen;

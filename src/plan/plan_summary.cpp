@@ -115,8 +115,12 @@ std::string cuda_graphs_refusal(const config::JobPlan& p, const WorldLayout& w) 
 }
 
 json plan_summary(const config::JobPlan& p, const model::ModelConfig& mc, const WorldLayout& w) {
+  config::check_expert_parallel(p, w.world(), mc.moe.num_experts);
+  // The model's counts (as LLaMA-Factory's "trainable params" line), and what one rank holds: under
+  // expert parallelism E / ep of each sparse layer's experts (the units and the memory are per rank).
+  const int64_t ep = p.parallel.expert_parallel_size;
   const auto counts = parameter_counts(mc, p.adapter);
-  const auto units = unit_parameters(mc, p.adapter);
+  const auto units = unit_parameters(mc, p.adapter, ep);
   const auto memory = predict_memory(p, mc, w);
   json j;
   j["model"] = {{"path", p.model.model_name_or_path}, {"architecture", mc.architecture_name}, {"layers", mc.num_layers},
@@ -124,6 +128,10 @@ json plan_summary(const config::JobPlan& p, const model::ModelConfig& mc, const 
                 {"vocab_size", mc.vocab_size}, {"heads", mc.num_heads}, {"kv_heads", mc.num_kv_heads},
                 {"tie_word_embeddings", mc.tie_word_embeddings}, {"parameters", counts.total},
                 {"trainable", counts.trainable}, {"frozen", counts.frozen}};
+  if (ep > 1) {
+    const auto mine = parameter_counts(mc, p.adapter, ep);
+    j["model"]["per_rank"] = {{"parameters", mine.total}, {"trainable", mine.trainable}, {"frozen", mine.frozen}};
+  }
   const auto layout = model::model_layout(mc);
   if (layout.moe_layers > 0) {
     // Each token passes through k of E experts: the active parameters FLOPs and MFU count.
@@ -143,10 +151,8 @@ json plan_summary(const config::JobPlan& p, const model::ModelConfig& mc, const 
                 {"global_batch", config::global_batch(p.schedule, w.world())}, {"row_tokens", memory.row_tokens},
                 {"cutoff_len", p.data.cutoff_len}, {"packing", p.data.packing}};
   j["parallel"] = parallel_json(p.parallel, memory, w.world());
-  config::check_expert_parallel(p, w.world(), mc.moe.num_experts);
-  if (p.parallel.expert_parallel_size > 1)
-    j["parallel"]["expert_parallel"] = {{"size", p.parallel.expert_parallel_size},
-                                        {"experts_per_rank", mc.moe.num_experts / p.parallel.expert_parallel_size},
+  if (ep > 1)
+    j["parallel"]["expert_parallel"] = {{"size", ep}, {"experts_per_rank", mc.moe.num_experts / ep},
                                         {"dispatch", "all_to_all"}};
   j["units"] = units_json(units);
   j["precision"] = {{"compute", dtype_name(p.precision)},

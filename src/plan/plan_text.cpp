@@ -20,6 +20,9 @@ std::string model_line(const json& m) {
   auto s = fmt::format("{} ({}): {} layers, hidden {}, vocab {}, {} parameters, {} trainable", m["path"].get<std::string>(),
                        m["architecture"].get<std::string>(), m["layers"].get<int64_t>(), m["hidden_size"].get<int64_t>(),
                        m["vocab_size"].get<int64_t>(), millions(m["parameters"]), millions(m["trainable"]));
+  if (m.contains("per_rank"))  // expert parallelism: a rank holds its share of the experts
+    s += fmt::format(" (per rank: {}, {} trainable)", millions(m["per_rank"]["parameters"]),
+                     millions(m["per_rank"]["trainable"]));
   if (m.contains("experts")) {
     const auto& e = m["experts"];
     s += fmt::format("; experts: {} of {} per token in {} sparse layers, {} parameters active per token",
@@ -123,7 +126,8 @@ std::string plan_summary_text(const json& s) {
                                         b["gradient_accumulation_steps"].get<int64_t>(), w["world_size"].get<int64_t>(),
                                         b["row_tokens"].get<int64_t>(), b["packing"].get<bool>() ? " (packed)" : " at most")});
   lines.push_back({"parallel", parallel_line(s["parallel"])});
-  lines.push_back({"units", units_line(s["units"])});
+  lines.push_back({"units", units_line(s["units"]) +
+                                (s["parallel"].contains("expert_parallel") ? " (per rank: this rank's experts)" : "")});
   const auto& p = s["precision"];
   lines.push_back({"precision", fmt::format("{} compute; {}{}", p["compute"].get<std::string>(), p["weights"].get<std::string>(),
                                             p["loss_scaling"] == "dynamic" ? ", dynamic loss scaling" : "")});

@@ -32,6 +32,14 @@ bool column_major(const at::Tensor& t) { return t.stride(0) == 1 && t.stride(1) 
 
 Fp8Tensor transposed(const Fp8Tensor& t) { return {t.data.t(), t.scale.dim() == 2 ? t.scale.t() : t.scale}; }
 
+// Rows of zeros up to a multiple of 16: cuBLASLt's FP8 GEMM needs its reduction dimension so, and dW's is the
+// token count (LLaMA-Factory's fp8 example: 40 tokens a micro-batch). Zero rows add nothing to dW and leave
+// every column's amax, so the scales and the product are those of the unpadded operands.
+at::Tensor pad_rows_to_16(const at::Tensor& t) {
+  const int64_t pad = (16 - t.size(0) % 16) % 16;
+  return pad == 0 ? t : at::constant_pad_nd(t, {0, 0, 0, pad}, 0);
+}
+
 }  // namespace
 
 Fp8Recipe fp8_recipe_from_name(std::string_view name) {
@@ -99,16 +107,20 @@ at::Tensor fp8_mm(const Fp8Tensor& a, const Fp8Tensor& b, at::ScalarType out_dty
   }
   auto ai = a.scale.reciprocal(), bi = b.scale.reciprocal();
   const bool rowwise = rowwise_pair(a, b);
-  at::Tensor post;
+  at::Tensor post_a, post_b;
   if (rowwise && !fast_accum) {
-    post = ai * bi;  // [M, N]
+    post_a = ai;  // [M, 1]
+    post_b = bi;  // [1, N]
     ai = ones_like_scale(ai);
     bi = ones_like_scale(ai);
   }
   const bool via_bf16 = rowwise && (out_dtype == at::kHalf || out_dtype == at::kFloat);
   const auto od = via_bf16 ? at::kBFloat16 : out_dtype;
   auto y = at::_scaled_mm(ad, bd, ai, bi, std::nullopt, std::nullopt, od, fast_accum);
-  if (post.defined()) y.mul_(post);
+  // torchao multiplies y by the [M, N] product ai * bi (and leaves it to Inductor to fuse); rowwise scales
+  // are powers of two (fp8_input_scaling's pow2), so the product is exact and y * ai * bi, one broadcast
+  // at a time, rounds the same as y * (ai * bi) without an [M, N] float32 tensor (4 bytes an output).
+  if (post_a.defined()) y.mul_(post_a).mul_(post_b);
   return via_bf16 ? y.to(out_dtype) : y;
 }
 
@@ -144,8 +156,8 @@ at::Tensor fp8_linear_grad_input(const at::Tensor& g, const at::Tensor& w, Fp8Re
 
 // dW = g^T x [N, K]: both along the tokens M (g's columns and x's columns each get their scale).
 at::Tensor fp8_linear_grad_weight(const at::Tensor& g, const at::Tensor& x, Fp8Recipe r, at::ScalarType dw_dtype) {
-  const auto g2 = g.reshape({-1, g.size(-1)});
-  const auto x2 = x.reshape({-1, x.size(-1)});
+  const auto g2 = pad_rows_to_16(g.reshape({-1, g.size(-1)}));
+  const auto x2 = pad_rows_to_16(x.reshape({-1, x.size(-1)}));
   const auto gt = transposed(fp8_cast(g2, fp8_grad_scaling(r, 0)));  // [N, M], scale [N, 1]
   const auto xb = fp8_cast(x2, fp8_input_scaling(r, 0));             // [M, K], scale [1, K]
   auto dw = fp8_mm(gt, xb, g.scalar_type(), /*fast_accum=*/false);
@@ -168,8 +180,9 @@ at::Tensor fp8_stored_grad_input(const at::Tensor& g, const Fp8Tensor& w, Fp8Rec
   sizes.back() = w.data.size(1);
   if (r == Fp8Recipe::kTensorwise)
     return at::_unsafe_view(fp8_mm(fp8_cast(g2, fp8_grad_scaling(r, 1)), w, g.scalar_type(), false), sizes);
-  // W = diag(1/s) W_q with s [N, 1] powers of two: g W = (g diag(1/s)) W_q, the fold exact in fp32.
-  const auto folded = g2.to(at::kFloat).mul(w.scale.reciprocal().t());
+  // W = diag(1/s) W_q with s [N, 1] powers of two: g W = (g diag(1/s)) W_q, the fold exact in g's own dtype
+  // (a power of two moves only the exponent; bf16 has float32's range), so no float32 copy of g.
+  const auto folded = g2.mul(w.scale.reciprocal().t().to(g2.scalar_type()));
   const auto ga = fp8_cast(folded, fp8_grad_scaling(r, 1));
   const Fp8Tensor wb{w.data, at::ones({1, w.data.size(1)}, w.scale.options())};
   return at::_unsafe_view(fp8_mm(ga, wb, g.scalar_type(), false), sizes);

@@ -10,6 +10,7 @@
 
 #include "lf/common/log.h"
 #include "lf/model/grad_sink.h"
+#include "lf/model/key_padding.h"
 #include "lf/model/lora.h"
 #include "lf/train/lm_loss.h"
 #include "phase_profile.h"
@@ -92,6 +93,12 @@ at::Tensor Trainer::State::eager_micro_step(const Batch& b, double factor, Phase
   // The load-balancing loss counts this batch's real tokens; its nodes stay live through backward
   // (a checkpointed layer attaches its gradient when recomputed).
   if (aux_coef > 0) router.begin(b.attention_mask.to(device), aux_step.grad_weight);
+  // pure_bf16 on padded rows: HF's attention (padding mask, kv heads repeated) through forward and backward
+  // (a checkpointed layer's recompute included), so that each kv head's bf16 gradient is the sum of its query
+  // heads' bf16 gradients as HF's repeat_kv backward rounds it (trainer_state.h hf_bf16_rounding).
+  std::optional<model::KeyPaddingScope> pads;
+  if (hf_bf16_rounding && b.attention_mask.defined() && b.num_tokens < b.input_ids.numel())
+    pads.emplace(b.attention_mask.sum(1).clamp_min(1).to(device));
   at::Tensor loss_sum;
   {
     RECORD_USER_SCOPE("lf::forward");  // named spans for LF_PROFILE_TRACE

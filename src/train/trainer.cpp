@@ -9,6 +9,7 @@
 
 #include "lf/common/log.h"
 #include "lf/common/progress_deadline.h"
+#include "lf/model/key_padding.h"
 #include "lf/model/lora.h"
 #include "lf/model/value_head.h"
 #include "lf/parallel/make_strategy.h"
@@ -35,6 +36,8 @@ at::Tensor Trainer::State::forward_loss_sum(const DeviceBatch& d, const at::Tens
   auto x = m.hidden_states(d.input_ids, d.position_ids, hooks, d.segment_ids);  // [B,T,C]
   return model::run_unit(hooks, m.head_unit(), x, [&](const at::Tensor& h) {
     const auto normed = m.final_norm(h);
+    // pure_bf16's bf16 gradients rounded where HF's run rounds them (lm_loss.h).
+    if (hf_bf16_rounding) return lm_head_loss_sum_unchunked(normed, m.lm_head_weight(), d.labels);
     return target_rows.defined() ? lm_head_loss_sum(normed, m.lm_head_weight(), d.labels, s.loss_chunk_rows,
                                                     target_rows, m.lm_head_grad_sink())
                                  : lm_head_loss_sum_all_rows(normed, m.lm_head_weight(), d.labels, s.loss_chunk_rows,
@@ -96,6 +99,8 @@ Trainer::Trainer(TrainerSetup setup) {
            "per_device_train_batch_size ({}) and gradient_accumulation_steps ({}) must be positive",
            c.schedule.per_device_train_batch_size, c.schedule.gradient_accumulation_steps);
   st.stepper.fp16 = c.precision.fp16;
+  st.hf_bf16_rounding = !c.precision.fp32_master() && st.m.lm_head_weight().scalar_type() != at::kFloat &&
+                        model::pad_masked_logits(st.device);
   st.stepper.scaler = optim::DynamicLossScaler(st.s.loss_scaler);
   st.m.set_gradient_checkpointing(c.model.gradient_checkpointing);
   // The model's own flag, not the plan's: the observable of (disable_)gradient_checkpointing.

@@ -158,6 +158,10 @@ struct Trainer::State {
     int64_t batches = 0;
   } aux_step;
   double peak_flops = 0;   // the device's peak FLOP/s (peak_flops.h); 0: MFU not reported
+  // pure_bf16 off a GPU (model::pad_masked_logits: LF_PAD_MASKED_LOGITS): the bf16 gradients rounded where HF's
+  // run rounds them, bit for bit: the LM head unchunked (lm_head_loss_sum_unchunked) and, on padded rows, HF's
+  // padding mask with repeated kv heads (a KeyPaddingScope) instead of flash attention's causal GQA.
+  bool hf_bf16_rounding = false;
 
   StepState stepper;    // train_step.cpp
   JobCounters counts;   // run_epoch (trainer.cpp)

@@ -178,6 +178,24 @@ TEST(Fp8StoredWeight, MatchesThePerStepCast) {
   }
 }
 
+// dW's reduction dimension is the token count, which cuBLASLt's FP8 GEMM needs a multiple of 16 (LLaMA-Factory's
+// fp8 example has 40 tokens a micro-batch): the rows of zeros fp8_linear_grad_weight adds change nothing. The
+// reference: torchao's two casts along the tokens and the GEMM on the unpadded operands, which the CPU takes.
+TEST(Fp8Linear, GradWeightOfTokensNotAMultipleOf16EqualsTheUnpaddedProduct) {
+  at::set_num_threads(1);
+  const auto in = inputs(11, 40, 96, 48);
+  for (const auto r : {Fp8Recipe::kTensorwise, Fp8Recipe::kRowwise}) {
+    SCOPED_TRACE(std::string(lf::quant::fp8_recipe_name(r)));
+    const auto g = lf::quant::fp8_cast(in.g, lf::quant::fp8_grad_scaling(r, 0));
+    const auto x = lf::quant::fp8_cast(in.x, lf::quant::fp8_input_scaling(r, 0));
+    const Fp8Tensor gt{g.data.t(), g.scale.dim() == 2 ? g.scale.t() : g.scale};
+    const auto unpadded = lf::quant::fp8_mm(gt, x, at::kBFloat16, /*fast_accum=*/false);
+    const auto dw = lf::quant::fp8_linear_grad_weight(in.g, in.x, r, at::kBFloat16);
+    EXPECT_EQ(dw.sizes(), (std::vector<int64_t>{48, 96}));
+    EXPECT_TRUE(at::equal(dw, unpadded));
+  }
+}
+
 TEST(Fp8Cast, ScalesAndNames) {
   EXPECT_EQ(lf::quant::fp8_max(at::ScalarType::Float8_e4m3fn), 448.0);
   EXPECT_EQ(lf::quant::fp8_max(at::ScalarType::Float8_e5m2), 57344.0);

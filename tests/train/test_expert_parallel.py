@@ -8,8 +8,10 @@ holds the global batch's rows 4k + 2r, 4k + 2r + 1). Per-step and eval losses an
 1e-5, full fine-tuning (Qwen3-MoE with non-reentrant activation checkpointing: the dispatch runs again
 in the recompute; Mixtral) and LoRA (attention adapters, experts frozen and still placed per rank);
 the saved model is the single process's: the Hub's per-expert tensors gathered, the same safetensors
-header byte for byte. `lf-train plan` shows the placement and refuses what does not fit (exit 2)."""
-import json, os, shutil, subprocess, sys
+header byte for byte. Each rank holds the dense part and half the experts (its log line's counts, and
+`lf-train plan`'s per_rank counts and state bytes, both against the fixture's safetensors header). `lf-train
+plan` shows the placement and refuses what does not fit (exit 2)."""
+import json, math, os, re, shutil, subprocess, sys
 
 import pytest
 
@@ -47,6 +49,10 @@ def test_expert_parallel_equals_one_process(tmp_path, family, mode, checkpointin
     got = train(tmp_path / "ep", mode, (1, 2, 2), *extra, "expert_model_parallel_size=2", outputs=outs,
                 distributed_line="expert parallel over 2 ranks: experts 0-")
     assert "experts 2-3 of 4 a layer on this rank" in outs[0], outs[0][-3000:]  # rank 1's line, relayed
+    if mode == "full":  # what each rank holds once its experts are sliced: `lf-train plan`'s per_rank counts
+        held = re.findall(r"(\d+) parameters on this rank, (\d+) trainable", outs[0])
+        dense, experts = written_elements(family_model(tmp_path, family))
+        assert len(held) >= 2 and {tuple(map(int, h)) for h in held} == {(dense + experts // 2,) * 2}, held
     same(got, ref, f"{family} {mode}, expert parallel on 2 ranks")
     saved = "adapter_model.safetensors" if mode == "lora" else "model.safetensors"
     assert header(tmp_path / "ep" / saved) == header(tmp_path / "one" / saved)
@@ -81,14 +87,33 @@ def plan_run(*args):
                           env=env, cwd=ROOT, timeout=300)
 
 
+def written_elements(model):
+    """(dense, experts): the elements of a model folder's tensors, the Hub's per-expert ones apart."""
+    dense = experts = 0
+    for name, t in json.loads(header(model / "model.safetensors")).items():
+        if name != "__metadata__":
+            n = math.prod(t["shape"])
+            dense, experts = (dense, experts + n) if ".experts." in name else (dense + n, experts)
+    return dense, experts
+
+
 def test_plan_shows_the_placement_and_refuses_what_does_not_fit(tmp_path):
-    model = f"model_name_or_path={family_model(tmp_path, 'qwen3_moe')}"
+    folder = family_model(tmp_path, "qwen3_moe")
+    model = f"model_name_or_path={folder}"
     r = plan_run(model, "expert_model_parallel_size=2", "--nproc-per-node", "2", "--json")
     assert r.returncode == 0, r.stderr
-    assert json.loads(r.stdout)["parallel"]["expert_parallel"] == {"size": 2, "experts_per_rank": 2,
-                                                                   "dispatch": "all_to_all"}
+    s = json.loads(r.stdout)
+    assert s["parallel"]["expert_parallel"] == {"size": 2, "experts_per_rank": 2, "dispatch": "all_to_all"}
+    # A rank's share (full fine-tuning, fp32): the dense part and half the experts, 16 bytes each of state.
+    dense, experts = written_elements(folder)
+    mine = dense + experts // 2
+    assert s["model"]["parameters"] == dense + experts
+    assert s["model"]["per_rank"] == {"parameters": mine, "trainable": mine, "frozen": 0}
+    terms = {t["kind"]: t["bytes"] for t in s["memory"]["gpu_per_rank"]["terms"]}
+    assert (terms["master"], terms["gradients"], terms["moments"]) == (4 * mine, 4 * mine, 8 * mine), terms
     r = plan_run(model, "expert_model_parallel_size=2", "--nproc-per-node", "2")
     assert "expert parallel over 2 ranks, 2 experts a layer per rank (all_to_all)" in r.stdout, r.stdout
+    assert f"(per rank: {mine}, {mine} trainable)" in r.stdout, r.stdout
     refusals = [
         ((model, "expert_model_parallel_size=2", "zero_stage=3"), "expert parallelism under ZeRO is not implemented"),
         ((model, "expert_model_parallel_size=2", "finetuning_type=freeze"), "with finetuning_type freeze"),

@@ -1,9 +1,8 @@
 """Issue 34's pure_bf16 against LLaMA-Factory 0.9.5's own sft runs (tests/fixtures/train/lf_pure_bf16/, made by
 scripts/fixtures/lf_pure_bf16_reference.py, on a bf16 checkpoint): the model loaded and trained in bf16 (no fp32 master weights; HF's
 fused AdamW on the bf16 parameters). For each variant (full, freeze), lf-train on the same YAML, weights and
-tokenizer logs the same loss, grad_norm (torch's bf16 norm), learning rate and epoch at every step, as HF's
-log_history records them (within a bf16 tolerance after the first update: assert_bf16_steps_are says why); the
-fp32 run differs by more. Also: 2 ranks (DDP) log one process's steps, ZeRO-3 is
+tokenizer logs the same loss (within 1e-5 relative), grad_norm (torch's bf16 norm), learning rate and epoch at every
+step, as HF's log_history records them; the fp32 run differs by more. Also: 2 ranks (DDP) log one process's steps, ZeRO-3 is
 refused with LLaMA-Factory's reason, and the saved weights are bf16."""
 import json, os, shutil, subprocess, sys
 
@@ -23,29 +22,15 @@ def yaml_value(v):
     return ("true" if v else "false") if isinstance(v, bool) else str(v)
 
 
-def assert_bf16_steps_are(got, want):
-    """pure_bf16's steps against LLaMA-Factory's. Before the first update (warmup: step 1 has lr 0, so steps 1 and 2
-    run the initial weights) the bf16 forward is LLaMA-Factory's: losses within 1e-5 (seen 8e-8). After it, a
-    gradient element that lands on the other side of a bf16 rounding boundary (the backward's summation orders
-    are not HF's bit for bit) moves its weight by a bf16 ulp, so the losses part by up to 8e-5 (seen) and a
-    gradient norm may be one bf16 ulp (2^-7 relative) off: that is the tolerance here, not 1e-5."""
-    assert [l["step"] for l in got] == [w["step"] for w in want]
-    for g, w in zip(got, want):
-        rel = 1e-5 if g["step"] <= 2 else 2e-4
-        assert abs(g["loss"] - w["loss"]) <= rel * w["loss"], (g, w)
-        assert abs(g["grad_norm"] - w["grad_norm"]) <= 2 ** -7 * w["grad_norm"] + 1e-12, (g, w)
-        assert abs(g["learning_rate"] - w["lr"]) <= 1e-12 + 1e-9 * w["lr"], (g, w)
-        assert abs(g["epoch"] - w["epoch"]) <= 1e-6, (g, w)
-
-
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
 def test_variant_is_llamafactorys_run(variant, tmp_path):
     got = run_fixture_yaml(tmp_path, "lf_pure_bf16", "pure_bf16.yaml",
                            *[f"{k}={yaml_value(v)}" for k, v in VARIANTS[variant].items()])
-    if variant == "plain":
-        assert_steps_are(got, EXPECTED[variant], 1e-5)
-    else:
-        assert_bf16_steps_are(got, EXPECTED[variant])
+    # pure_bf16's bf16 gradients and updated weights are LLaMA-Factory's bit for bit (lf-train rounds where HF
+    # rounds: the unchunked LM head, HF's padding mask with repeated kv heads; trainer_state.h hf_bf16_rounding),
+    # so the same 1e-5 as the fp32 run holds at every step (seen: 4e-8, the loss sums' order) and the bf16
+    # gradient norms are equal.
+    assert_steps_are(got, EXPECTED[variant], 1e-5)
     if variant != "plain":  # bf16 arithmetic: losses apart from the fp32 run's by more than the tolerance, and
         # the gradient norm is torch's bf16 one (8 significant bits)
         assert any(abs(a["loss"] - b["loss"]) > 5e-5 * abs(b["loss"]) for a, b in zip(EXPECTED[variant], EXPECTED["plain"]))
@@ -82,7 +67,8 @@ def test_two_ranks_are_one_process(tmp_path):
     assert len(got) == len(want) == 4
     for g, w in zip(got, want):
         assert abs(g["loss"] - w["loss"]) <= 1e-5 * w["loss"], (g, w)
-        assert abs(g["grad_norm"] - w["grad_norm"]) <= 1e-2 * w["grad_norm"], (g, w)  # a bf16 norm: one ulp
+        # the same bf16 gradients (a + b rounds alike in either order: 2 ranks, 2 micro-batches), the same norm
+        assert abs(g["grad_norm"] - w["grad_norm"]) <= 1e-5 * w["grad_norm"], (g, w)
 
 
 def test_saved_weights_are_bf16(tmp_path):

@@ -212,7 +212,10 @@ inline constexpr EnvKnob kEnvKnobs[] = {
      "dpo/kto on padded batches: 1 runs the forward under HF's padding mask (the pad positions attend to their "
      "row's real tokens only, so TRL's logits/* metrics, which average the pad positions too, are LLaMA-Factory's; "
      "SDPA with a mask instead of flash attention), 0 causal attention over the row (the same losses, gradients and "
-     "log-probabilities; logits/* differ on padded rows); auto: 1 off a GPU, 0 on one (flash attention's speed)"},
+     "log-probabilities; logits/* differ on padded rows); auto: 1 off a GPU, 0 on one (flash attention's speed). "
+     "pure_bf16 (sft/pt) where it is 1: HF's bf16 rounding bit for bit (padded rows under HF's mask with repeated kv "
+     "heads, the LM head unchunked as ForCausalLMLoss: [B,T,V] logits, HF's memory); 0: flash attention's GQA and "
+     "the chunked head, whose bf16 gradients differ from HF's by an ulp here and there"},
     {"LF_FP32_WEIGHT_GRADS", KnobType::kBool, "1", "", "lf-worker",
      "1: with the fused kernels, full fine-tuning's fp32 master weights get their gradients from a GEMM that "
      "writes fp32 (no bf16 gradient, no cast pass); 0: a bf16 gradient cast to fp32, as under autocast (for "

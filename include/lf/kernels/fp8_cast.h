@@ -4,7 +4,8 @@
 // (1 / max(double(amax), 1e-12))) (rowwise: its power of two below, the exponent bits), each element
 // float32(x) * scale saturated to +-fmax and rounded to nearest even. Amax and scale stay on the device:
 // no host sync.
-// - rowwise: one block per row, the row read once into registers (cols <= kFp8RowMaxCols), its amax
+// - rowwise: one block per row, the row read once into registers (cols <= kFp8RowMaxCols, in packs of
+//   kFp8RowPack), its amax
 //   reduced in the block, then scaled and written as FP8 with the row's scale;
 // - tensorwise: a grid-stride amax (atomicMax on the float's bits: non-negative floats order as their
 //   bits) into `amax` (zeroed by the launcher on the stream), then the cast, which reads the amax, computes
@@ -14,6 +15,7 @@
 namespace lf::kernels {
 
 inline constexpr int64_t kFp8RowMaxCols = 24 * 1024;
+inline constexpr int64_t kFp8RowPack = 8;  // rowwise: cols a multiple of it, x 32-byte aligned
 
 struct Fp8CastArgs {
   DType dtype = DType::kBFloat16;  // of x

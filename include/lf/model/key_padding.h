@@ -29,7 +29,9 @@ at::Tensor key_padding_mask(int64_t t);
 
 // Whether padded preference rows on `device` open a scope (LF_PAD_MASKED_LOGITS, the plan's kernel paths):
 // auto opens it off a GPU only, where the mask costs nothing the tests would see and keeps LLaMA-Factory's
-// logits/* exact; on a GPU it would take flash attention away for a metric of the pad positions.
+// logits/* exact; on a GPU it would take flash attention away for a metric of the pad positions. pure_bf16's
+// sft/pt steps ask it too (train/trainer_state.h hf_bf16_rounding): there the mask (kv heads repeated, as HF's
+// repeat_kv) rounds each kv head's bf16 gradient as HF does.
 bool pad_masked_logits(const c10::Device& device);
 
 }  // namespace lf::model

@@ -9,7 +9,8 @@
 // LM-head loss), read from the code that allocates:
 //   state        weights in the compute dtype (a LoRA base; ZeRO's copies), fp32 master weights,
 //                fp32 gradients, AdamW's two fp32 moments, by strategy (single, DDP's buckets,
-//                ZeRO's shards: zero_bytes.h);
+//                ZeRO's shards: zero_bytes.h); under expert parallelism of a rank's own parameters,
+//                E / ep of each sparse layer's experts (model_units.h's rank_numel);
 //   activations  what each decoder layer saves for backward (model/layers.cpp): per token the
 //                layer's input, the normed input, q, k, v, the attention output, the residual
 //                midpoint and its norm ([C] or [q]/[kv] each), SwiGLU's gate, up and product

@@ -12,6 +12,10 @@
 #include "lf/config/job_plan.h"
 #include "lf/model/config.h"
 
+namespace lf::model {
+struct ParamSpec;  // lf/model/model_layout.h
+}
+
 namespace lf::plan {
 
 // A decoder layer's linear layer: y [.., out] = x [.., in] W^T, by the name lora_target uses.
@@ -32,7 +36,12 @@ struct UnitParams {
 
 // Units in forward order: 0 the embedding, 1..L the decoder layers, L+1 the head (the final
 // norm, and lm_head when not tied to the embedding: tied, the head unit holds the norm only).
-std::vector<UnitParams> unit_parameters(const model::ModelConfig& mc, const config::AdapterSection& a);
+// `expert_parallel` (expert_model_parallel_size): what one rank holds when each sparse layer's
+// experts are placed over that many ranks (parallel/expert_parallel_strategy.cpp): E / ep of the
+// fused experts.gate_up_proj [E, 2I, C] and experts.down_proj [E, C, I]; the router, a shared
+// expert and every other parameter whole. 1: the whole model.
+std::vector<UnitParams> unit_parameters(const model::ModelConfig& mc, const config::AdapterSection& a,
+                                        int64_t expert_parallel = 1);
 
 struct ParameterCounts {
   int64_t total = 0;      // base parameters (num_parameters)
@@ -40,7 +49,13 @@ struct ParameterCounts {
   int64_t frozen = 0;
   int64_t lora = 0;       // of trainable: the LoRA adapters (A and B) alone
 };
-ParameterCounts parameter_counts(const model::ModelConfig& mc, const config::AdapterSection& a);
+// Over unit_parameters' units: the whole model, or one rank's share under expert parallelism.
+ParameterCounts parameter_counts(const model::ModelConfig& mc, const config::AdapterSection& a,
+                                 int64_t expert_parallel = 1);
+
+// Elements of `p` one rank holds when the experts are placed over `expert_parallel` ranks: the
+// fused expert tensors' E / ep slice of dim 0, anything else whole.
+int64_t rank_numel(const model::ParamSpec& p, int64_t expert_parallel);
 
 // The projections LoRA adapts in a decoder layer (lora_target, as peft matches it in any layer;
 // none unless LoRA).

@@ -36,6 +36,16 @@ at::Tensor lm_head_loss_sum_all_rows(const at::Tensor& normed_hidden, const at::
                                      const at::Tensor& labels, int64_t chunk_rows = 0,
                                      model::GradSink* grad_sink = nullptr);
 
+// transformers' ForCausalLMLoss op for op (lm_loss_unchunked.cpp): lm_head on every position ([B,T,V] logits in
+// the compute dtype, as HF's memory), upcast, cross_entropy summed; plain autograd (the weight through
+// model::cast_for_compute: a DDP route stays). pure_bf16 takes it off a GPU (trainer_state.h hf_bf16_rounding):
+// its gradients are bf16, and HF's run rounds the logits' gradient (softmax - onehot) x 1/N to bf16 and only then
+// multiplies it by the hidden states / the weight in one GEMM over all B*T rows; the chunked head above rounds
+// (softmax - onehot) before the 1/N and sums the target rows' GEMMs, which moves about half the bf16 gradient
+// elements by an ulp (docs/training.md "pure_bf16").
+at::Tensor lm_head_loss_sum_unchunked(const at::Tensor& normed_hidden, const at::Tensor& weight,
+                                      const at::Tensor& labels);
+
 // The target_rows argument above, from host labels [B,T].
 at::Tensor target_rows_of(const at::Tensor& cpu_labels);
 
