@@ -4,8 +4,8 @@
     trace_summary.py [--label L] [--top N] trace-rank0.json [trace-rank1.json ...]
 
 Per rank, averaged over the traced optimizer steps (the trainer's lf::forward / lf::backward /
-lf::ddp_finish / lf::optimizer host spans; a GPU operation belongs to the span its launch
-fell in, lf::ddp_hook's launches apart):
+lf::ddp_finish / lf::optimizer host spans, and dpo/kto's lf::reference pass when traced (step 0); a GPU
+operation belongs to the span its launch fell in, lf::ddp_hook's launches apart):
   host_ms        wall time of each host span, and of the DDP hooks on the autograd thread
   compute_ms     GPU time of the non-NCCL kernels, copies and memsets launched in each phase
   busy_ms / idle_ms  union of compute-stream activity over the step, and the gaps in it
@@ -22,7 +22,7 @@ import json
 import sys
 from collections import defaultdict
 
-PHASES = ("lf::forward", "lf::backward", "lf::ddp_finish", "lf::optimizer")
+PHASES = ("lf::forward", "lf::backward", "lf::ddp_finish", "lf::optimizer", "lf::reference")
 GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
 
 

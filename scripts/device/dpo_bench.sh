@@ -2,6 +2,7 @@
 # Issue 31's GPU run, ON the GPU machine (one H200), in one call of about 8 minutes:
 #   scripts/device/dpo_bench.sh                # build (if needed), then both rows
 #   ROWS="7b-lora" STEPS=20 scripts/device/dpo_bench.sh
+#   TRACE=1 ROWS=7b-lora STEPS=4 scripts/device/dpo_bench.sh   # + a trace of the reference pass and step 1
 #   LF_PAD_MASKED_LOGITS=1 scripts/device/dpo_bench.sh   # padded rows under HF's padding mask (TRL's exact
 #       logits/* on the GPU, SDPA with a mask instead of flash): its cost against the default run decides `auto`
 # with `.deps` carried: .deps/debs (scripts/device/fetch_debs.sh) and .deps/wheels, the peer's wheels the
@@ -65,7 +66,10 @@ row() {  # SIZE MODE
   local lr=5e-6 extra=""
   [[ $mode == lora ]] && extra="lora_rank=16 lora_alpha=32 lora_target=all"
   # lf-train: the whole train() timed by HF's train_samples_per_second (the reference pass included).
-  timeout 420 $LF configs/tiny_cpu.yaml model_name_or_path=$model init_weights=random stage=dpo pref_loss=sigmoid \
+  # TRACE=1: a Kineto trace of the reference pass and step 1 (LF_PROFILE_TRACE_STEPS=0:1), summarised.
+  local trace=()
+  [[ ${TRACE:-0} == 1 ]] && trace=(LF_PROFILE_TRACE=$WORK/trace_$size-$mode LF_PROFILE_TRACE_STEPS=0:1)
+  env "${trace[@]}" timeout 420 $LF configs/tiny_cpu.yaml model_name_or_path=$model init_weights=random stage=dpo pref_loss=sigmoid \
     pref_beta=0.1 finetuning_type=$mode $extra dataset=pairs dataset_dir=$WORK/data template=qwen cutoff_len=2048 \
     val_size=0 eval_strategy=no per_device_train_batch_size=2 gradient_accumulation_steps=1 max_steps=$STEPS \
     logging_steps=1 save_strategy=no plot_loss=false overwrite_output_dir=true output_dir=$out tokenized_path=$tok \
@@ -73,6 +77,8 @@ row() {  # SIZE MODE
     disable_gradient_checkpointing=true > "$OUT/dpo_lf_$size-$mode.log" 2>&1
   local rc=$?
   grep -E "reference log-probabilities|perf:" "$OUT/dpo_lf_$size-$mode.log" | tail -3
+  [[ ${TRACE:-0} == 1 ]] && $PY scripts/bench/trace_summary.py "$WORK/trace_$size-$mode/trace-rank0.json" \
+    > "$OUT/dpo_trace_$size-$mode.txt" 2>&1 && grep -E "^RESULT" "$OUT/dpo_trace_$size-$mode.txt" | cut -c1-600
   # the peer: the same tokenized pairs (lf-train's cache), the same steps.
   timeout 420 $PY scripts/bench/dpo_peer.py --cache "$tok/train.lftok" --config configs/models/qwen2.5-$size.json \
     --mode $mode --master "${PEER_MASTER:-fp32}" --mbs 2 --steps $STEPS --warmup 0 --lr $lr --out $WORK/peer_$size-$mode \

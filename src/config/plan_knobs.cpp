@@ -44,8 +44,9 @@ void resolve_logging_knobs(LoggingSection& l) {
   l.profile_trace = knob_string("LF_PROFILE_TRACE").value_or("");
   if (const auto steps = knob_string("LF_PROFILE_TRACE_STEPS"); steps && !steps->empty()) {
     long long a = 0, b = 0;
-    LF_CHECK(std::sscanf(steps->c_str(), "%lld:%lld", &a, &b) == 2 && a >= 1 && b >= a, ConfigError,
-             "LF_PROFILE_TRACE_STEPS={}: expected FIRST:LAST optimizer steps, 1 <= FIRST <= LAST", *steps);
+    LF_CHECK(std::sscanf(steps->c_str(), "%lld:%lld", &a, &b) == 2 && a >= 0 && b >= a, ConfigError,
+             "LF_PROFILE_TRACE_STEPS={}: expected FIRST:LAST optimizer steps, 0 <= FIRST <= LAST (0: the pass "
+             "before step 1, the preference stages' reference)", *steps);
     l.profile_trace_first = a;
     l.profile_trace_last = b;
   }

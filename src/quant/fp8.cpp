@@ -40,6 +40,16 @@ at::Tensor pad_rows_to_16(const at::Tensor& t) {
   return pad == 0 ? t : at::constant_pad_nd(t, {0, 0, 0, pad}, 0);
 }
 
+// x [R, C] cast along its first axis (a scale per column, s.axis 0), as cuBLASLt reads such an operand: a
+// row-major FP8 [C, R] copy seen transposed (column-major [R, C], scale [1, C]; transposed() of it is the
+// row-major [C, R] with scale [C, 1]). Casting a bf16 transposed copy along its rows is the same numbers as
+// casting x along its columns, and it is one pass of the rowwise kernel where ATen's per-column cast makes
+// float32 copies and the GEMM another FP8 transpose.
+Fp8Tensor fp8_cast_columns(const at::Tensor& x, Fp8Scaling s) {
+  s.axis = 1;
+  return transposed(fp8_cast(x.t().contiguous(), s));
+}
+
 }  // namespace
 
 Fp8Recipe fp8_recipe_from_name(std::string_view name) {
@@ -148,7 +158,7 @@ at::Tensor fp8_linear_forward(const at::Tensor& x, const at::Tensor& w, Fp8Recip
 at::Tensor fp8_linear_grad_input(const at::Tensor& g, const at::Tensor& w, Fp8Recipe r) {
   const auto g2 = g.reshape({-1, g.size(-1)});
   const auto ga = fp8_cast(g2, fp8_grad_scaling(r, 1));
-  const auto wb = fp8_cast(w, fp8_input_scaling(r, 0));
+  const auto wb = fp8_cast_columns(w, fp8_input_scaling(r, 0));  // [N, K] column-major, scale [1, K]
   auto sizes = g.sizes().vec();
   sizes.back() = w.size(1);
   return at::_unsafe_view(fp8_mm(ga, wb, g.scalar_type(), /*fast_accum=*/false), sizes);
@@ -158,8 +168,8 @@ at::Tensor fp8_linear_grad_input(const at::Tensor& g, const at::Tensor& w, Fp8Re
 at::Tensor fp8_linear_grad_weight(const at::Tensor& g, const at::Tensor& x, Fp8Recipe r, at::ScalarType dw_dtype) {
   const auto g2 = pad_rows_to_16(g.reshape({-1, g.size(-1)}));
   const auto x2 = pad_rows_to_16(x.reshape({-1, x.size(-1)}));
-  const auto gt = transposed(fp8_cast(g2, fp8_grad_scaling(r, 0)));  // [N, M], scale [N, 1]
-  const auto xb = fp8_cast(x2, fp8_input_scaling(r, 0));             // [M, K], scale [1, K]
+  const auto gt = transposed(fp8_cast_columns(g2, fp8_grad_scaling(r, 0)));  // [N, M] row-major, scale [N, 1]
+  const auto xb = fp8_cast_columns(x2, fp8_input_scaling(r, 0));              // [M, K] column-major, scale [1, K]
   auto dw = fp8_mm(gt, xb, g.scalar_type(), /*fast_accum=*/false);
   return dw.scalar_type() == dw_dtype ? dw : dw.to(dw_dtype);
 }

@@ -1,5 +1,6 @@
 #include "reference_logps.h"
 
+#include <ATen/record_function.h>
 #include <c10/core/GradMode.h>
 
 #include <algorithm>
@@ -44,6 +45,7 @@ std::vector<double> reference_logps(const ObjectiveContext& ctx, const Tokenized
   };
   for (const auto& ex : batches) {
     progress_reporter().evaluating(0);  // a pass over the data: evaluation's deadline, renewed per batch
+    RECORD_USER_SCOPE("lf::reference");  // LF_PROFILE_TRACE_STEPS=0:N's span per micro-batch
     if (ex.empty()) {
       if (ref_model || !strategy.needs_every_forward()) continue;
       for (int f = 0; f < (pairwise ? 1 : 2); ++f) (void)sequence_logps(ctx, no_target_batch(ctx.pad_id));

@@ -247,7 +247,9 @@ TrainSummary Trainer::train() {
   st.logs.start = Clock::now();
   LoopState loop;
   // Before a checkpoint's weights load: the reference is the model as the run starts.
+  trace.step_begins(0);  // LF_PROFILE_TRACE_STEPS=0:N traces this pass too
   st.objective->prepare(st.first_epoch_micro_batches(plan));
+  trace.step_ended(0);
   // pissa_convert: the adapter as this run starts (a resumed run keeps the one its first start saved).
   if (c.adapter.pissa_convert && st.s.lora &&
       (st.s.resume_from.empty() || !fs::exists(fs::path(c.output.output_dir) / "pissa_init")))

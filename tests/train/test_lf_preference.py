@@ -48,10 +48,11 @@ def model(tmp_path_factory):
     return m
 
 
-def train(out, model, keys, ranks=1, expect_ok=True, yaml=os.path.join(FIX, "pref.yaml")):
+def train(out, model, keys, ranks=1, expect_ok=True, yaml=os.path.join(FIX, "pref.yaml"), env_extra=None):
     args = [LF_TRAIN, yaml, f"model_name_or_path={model}", f"output_dir={out}",
             *[f"{k}={yaml_value(v)}" for k, v in keys.items()]]
-    env = dict(os.environ, NNODES="1", NPROC_PER_NODE=str(ranks), MASTER_PORT=str(free_port()), OMP_NUM_THREADS="1")
+    env = dict(os.environ, NNODES="1", NPROC_PER_NODE=str(ranks), MASTER_PORT=str(free_port()), OMP_NUM_THREADS="1",
+               **(env_extra or {}))
     p = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     log = p.stdout + p.stderr
     if expect_ok:
@@ -113,6 +114,18 @@ def test_run_is_llamafactorys(run, model, tmp_path):
     if stage == "kto":
         assert (out / "training_rewards_chosen.png").exists()
     assert (out / "training_loss.png").exists()
+
+
+def test_reference_pass_is_traced_as_step_0(model, tmp_path):
+    """LF_PROFILE_TRACE_STEPS=0:1: the Kineto trace holds the pass before step 1 (dpo's reference
+    log-probabilities, an lf::reference span per micro-batch) and step 1 (its lf::optimizer)."""
+    run = next(r for r in RUNS if RUNS[r]["keys"].get("stage", "dpo") == "dpo")
+    trace_dir = tmp_path / "trace"
+    _, log = train(tmp_path / "out", model, dict(RUNS[run]["keys"], max_steps=2),
+                   env_extra={"LF_PROFILE_TRACE": str(trace_dir), "LF_PROFILE_TRACE_STEPS": "0:1"})
+    assert "profile trace of steps 0-1" in log, log[-3000:]
+    names = [e.get("name") for e in json.load(open(trace_dir / "trace-rank0.json"))["traceEvents"]]
+    assert names.count("lf::reference") >= 1 and "lf::optimizer" in names, sorted(set(n for n in names if n and n.startswith("lf::")))
 
 
 def ref_keys(keys):

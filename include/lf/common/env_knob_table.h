@@ -245,7 +245,8 @@ inline constexpr EnvKnob kEnvKnobs[] = {
      "a folder: each rank writes a Kineto trace of the steps LF_PROFILE_TRACE_STEPS to DIR/trace-rank<R>.json; "
      "unset: no trace"},
     {"LF_PROFILE_TRACE_STEPS", KnobType::kString, "6:7", "", "lf-worker",
-     "FIRST:LAST, the optimizer steps LF_PROFILE_TRACE records (1 <= FIRST <= LAST)"},
+     "FIRST:LAST, the optimizer steps LF_PROFILE_TRACE records (0 <= FIRST <= LAST; 0 is the pass before step 1: "
+     "dpo/kto's reference log-probabilities)"},
 };
 
 }  // namespace lf
