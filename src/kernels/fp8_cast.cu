@@ -1,6 +1,11 @@
-// FP8 training's cast on the GPU; see lf/kernels/fp8_cast.h. CUDA only (no CPU emulation: quant::fp8_cast is
-// the CPU's, and scripts/device/fp8_bench.sh's fp8_gpu_test compares the two bit for bit on the GPU).
+// FP8 training's cast on the GPU; see lf/kernels/fp8_cast.h. Bit-equal to quant::fp8_cast (ATen's, itself
+// torchao's): checked on the GPU by fp8_gpu_test (scripts/device/fp8_bench.sh) and on the CPU through the
+// emulation (cpu_emulation_fp8.h; tests/kernels/fp8_cast_kernel_test.cpp in kernels_emu_test).
+#ifdef LF_KERNELS_EMULATE
+#include "cpu_emulation_fp8.h"
+#else
 #include <cuda_fp8.h>
+#endif
 
 #include <algorithm>
 #include <cstdint>
