@@ -19,7 +19,10 @@ LayerSpec llama_layer(const ModelConfig& c, int64_t) {
   l.norm_eps = c.rms_norm_eps;
   l.attention = {AttentionKind::kFullCausal, c.hidden_size, c.num_heads, c.num_kv_heads, c.head_dim,
                  c.qkv_bias, c.o_bias, c.qk_norm};
-  l.mlp = {MlpKind::kSwiGlu, c.hidden_size, c.intermediate_size, c.mlp_bias};
+  l.mlp.kind = MlpKind::kSwiGlu;
+  l.mlp.hidden = c.hidden_size;
+  l.mlp.intermediate = c.intermediate_size;
+  l.mlp.bias = c.mlp_bias;
   return l;
 }
 

@@ -12,7 +12,7 @@ void read_mixtral(const nlohmann::json& j, ModelConfig& c, const std::string& so
   const int64_t window = json_or<int64_t>(j, "sliding_window", 0);
   LF_CHECK(window >= 0, ConfigError, "{}: sliding_window {} is negative", source, window);
   c.sliding_window = window;
-  read_moe_keys(j, c, source, "intermediate_size", MoeConfig{.num_experts = 8, .top_k = 2, .intermediate_size = 14336});
+  read_moe_keys(j, c, source, "intermediate_size", moe_defaults(8, 2, 14336));
   c.moe.norm_topk_prob = true;  // MixtralTopKRouter always divides by the chosen probabilities' sum
   c.moe.decoder_sparse_step = 1;
   c.moe.mlp_only_layers.clear();

@@ -10,7 +10,7 @@ namespace {
 void read_qwen2_moe(const nlohmann::json& j, ModelConfig& c, const std::string& source) {
   c.qkv_bias = json_or<bool>(j, "qkv_bias", true);
   refuse_sliding_layers(j, source);
-  read_moe_keys(j, c, source, "moe_intermediate_size", MoeConfig{.num_experts = 60, .top_k = 4, .intermediate_size = 1408});
+  read_moe_keys(j, c, source, "moe_intermediate_size", moe_defaults(60, 4, 1408));
   c.moe.shared_expert_intermediate_size = json_or<int64_t>(j, "shared_expert_intermediate_size", 5632);
   LF_CHECK(c.moe.shared_expert_intermediate_size > 0, ConfigError,
            "{}: shared_expert_intermediate_size must be positive, got {}", source,

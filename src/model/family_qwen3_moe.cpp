@@ -12,7 +12,7 @@ void read_qwen3_moe(const nlohmann::json& j, ModelConfig& c, const std::string& 
   c.qkv_bias = c.o_bias = json_or<bool>(j, "attention_bias", false);
   c.qk_norm = true;  // head_dim: the config's, else hidden / heads (Qwen3MoeAttention's getattr)
   refuse_sliding_layers(j, source);
-  read_moe_keys(j, c, source, "moe_intermediate_size", MoeConfig{.num_experts = 128, .top_k = 8, .intermediate_size = 768});
+  read_moe_keys(j, c, source, "moe_intermediate_size", moe_defaults(128, 8, 768));
 }
 
 LayerSpec qwen3_moe_layer(const ModelConfig& c, int64_t index) { return moe_layer(c, index, ExpertNames{}); }

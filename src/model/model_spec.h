@@ -45,6 +45,15 @@ const ModelSpec& model_spec(const ModelConfig& c);
 // and Mistral compose theirs the same way.
 LayerSpec llama_layer(const ModelConfig& c, int64_t index);
 
+// A family's defaults for the MoE keys its config.json may leave out (the rest of MoeConfig's own).
+inline MoeConfig moe_defaults(int64_t experts, int64_t top_k, int64_t intermediate) {
+  MoeConfig d;
+  d.num_experts = experts;
+  d.top_k = top_k;
+  d.intermediate_size = intermediate;
+  return d;
+}
+
 // The mixture-of-experts keys the MoE families share (moe_spec.cpp): num_experts (or transformers 5's
 // num_local_experts), num_experts_per_tok, norm_topk_prob, decoder_sparse_step, mlp_only_layers,
 // output_router_logits, router_aux_loss_coef; the expert size from `intermediate_key`. A key the file
