@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Summarise LF_PROFILE_TRACE files (Kineto Chrome traces, one per rank) of training steps.
 
-    trace_summary.py [--label L] [--top N] trace-rank0.json [trace-rank1.json ...]
+    trace_summary.py [--label L] [--top N [--ops]] trace-rank0.json [trace-rank1.json ...]
 
 Per rank, averaged over the traced optimizer steps (the trainer's lf::forward / lf::backward /
 lf::ddp_finish / lf::optimizer host spans, and dpo/kto's lf::reference pass when traced (step 0); a GPU
@@ -68,8 +68,34 @@ class Spans:
         return k >= 0 and t <= self.items[k][1]
 
 
-def summarise(path, top):
+class LaunchOps:
+    """The innermost host op (Kineto's cpu_op: aten::mul, aten::copy_, ...) around each kernel launch, by
+    correlation id: which operation a kernel such as 'elementwise_kernel<...nocast...>' comes from."""
+
+    def __init__(self, events):
+        ops = defaultdict(list)  # tid -> [(start, end, name)]
+        for e in events:
+            if e.get("cat") == "cpu_op" and e.get("ph") == "X":
+                ops[e.get("tid")].append((e["ts"], e["ts"] + e["dur"], e["name"]))
+        for v in ops.values():
+            v.sort()
+        self.by_corr = {}
+        for e in events:
+            if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {}):
+                v, t = ops.get(e.get("tid"), []), e["ts"]
+                k = bisect.bisect_right(v, (t, float("inf"), "")) - 1
+                while k >= 0 and v[k][1] < t:  # the latest-starting op that still holds t is the innermost
+                    k -= 1
+                if k >= 0:
+                    self.by_corr[e["args"]["correlation"]] = v[k][2]
+
+    def of(self, op):
+        return self.by_corr.get(op.get("args", {}).get("correlation"), "?")
+
+
+def summarise(path, top, ops=False):
     events = json.load(open(path))["traceEvents"]
+    launch_ops = LaunchOps(events) if ops else None
     host = defaultdict(list)
     for e in events:
         if e.get("ph") == "X" and e.get("name", "").startswith("lf::") and e.get("cat") == "user_annotation":
@@ -106,7 +132,8 @@ def summarise(path, top):
         ph = phase_of(e)
         compute.append(iv)
         compute_ms[ph] += e["dur"] / 1e3
-        by_kernel[ph][e["name"][:90]] += e["dur"] / 1e3
+        label = e["name"][:90] + (f"  <- {launch_ops.of(e)}" if launch_ops else "")
+        by_kernel[ph][label] += e["dur"] / 1e3
         if ph == "lf::backward":
             last_bwd_end.append(iv[1])
     busy = union(compute)
@@ -168,12 +195,13 @@ def main():
     ap.add_argument("--label", default="")
     ap.add_argument("--top", type=int, default=0)
     ap.add_argument("--runtime", type=int, default=0, help="also list the N costliest host CUDA runtime calls")
+    ap.add_argument("--ops", action="store_true", help="name each top kernel's launching host op (aten::...)")
     ap.add_argument("traces", nargs="+")
     a = ap.parse_args()
     for path in a.traces:
         if a.runtime:
             print_runtime_calls(path, a.runtime)
-        result, tops = summarise(path, a.top)
+        result, tops = summarise(path, a.top, a.ops)
         if a.label:
             result["label"] = a.label
         for ph, rows in tops.items():

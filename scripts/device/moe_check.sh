@@ -76,7 +76,9 @@ PYEOF
       LF_PROFILE_TRACE=$WORK/trace LF_PROFILE_TRACE_STEPS=4:5 STEPS=5 \
         run "lf 30b-a3b lora trace" $LF $(STEPS=5 moe_args qwen3-30b-a3b lora) output_dir=$WORK/out/trace
       "$PY" scripts/bench/moe_trace_split.py --label "30b-a3b lora" "$WORK/trace/trace-rank0.json" | tee -a "$LOG"
-      "$PY" scripts/bench/trace_summary.py --label "30b-a3b lora" --top 8 "$WORK/trace/trace-rank0.json" | tail -40 | tee -a "$LOG" ;;
+      # --ops: each top kernel's launching aten op (the ~50 ms of elementwise kernels in the rest, 2026-12-05).
+      "$PY" scripts/bench/trace_summary.py --label "30b-a3b lora" --top 12 --ops "$WORK/trace/trace-rank0.json" |
+        tail -60 | tee -a "$LOG" ;;
     gemma)
       for mode in ${GEMMA_MODES:-full}; do
         run "lf gemma3-1b $mode" $LF $(moe_args gemma3-1b $mode)

@@ -138,6 +138,16 @@ def test_trace_summary_interval_arithmetic(tmp_path):
     assert r["compute_ms"] == {"forward": 0.08, "backward": 0.14, "optimizer": 0.05}, r
     assert (r["gpu_span_ms"], r["busy_ms"], r["idle_ms"]) == (0.33, 0.27, 0.06), r
     assert r["nccl_ms"] == {"kernels": 1, "sum": 0.08, "union": 0.08, "exposed": 0.03, "tail": 0.03}, r
+    # --ops: each top kernel with the innermost host op around its launch (nested ops: the inner one).
+    def op(name, ts, dur):
+        return {"ph": "X", "cat": "cpu_op", "name": name, "ts": ts, "dur": dur, "pid": 1, "tid": 1}
+    events += [op("aten::linear", 2, 8), op("aten::mm", 4, 3), op("aten::_foreach_add_", 304, 3)]
+    for e in events:
+        e.setdefault("tid", 1)
+    path.write_text(json.dumps({"traceEvents": events}))
+    out = subprocess.run([sys.executable, os.path.join(ROOT, "scripts/bench/trace_summary.py"), "--top", "3", "--ops",
+                          str(path)], capture_output=True, text=True, check=True).stdout
+    assert "fwd_gemm  <- aten::mm" in out and "adamw  <- aten::_foreach_add_" in out and "bwd_gemm  <- ?" in out, out
 
 
 @pytest.mark.parametrize("mode", ["full", "lora"])
