@@ -83,26 +83,13 @@ class AsftObjective : public Objective {
 
   // L_k of the batch: 0-dim fp32.
   at::Tensor micro_batch_loss(const Batch& b) {
-    auto& m = *ctx_.model;
-    auto* hooks = ctx_.strategy->unit_hooks();
-    const auto device = m.lm_head_weight().device();
-    const int64_t n = b.input_ids.size(0), t = b.input_ids.size(1);
-    const auto shifted = b.labels.narrow(1, 1, t - 1).reshape({-1});           // [N*(T-1)]
-    const auto flat = at::nonzero(shifted != model::kIgnoreIndex).squeeze(1);  // [M]
-    const auto targets = shifted.index_select(0, flat).to(device);
-    const auto position_ids = b.position_ids.defined() ? b.position_ids.to(device) : at::Tensor();
-    const auto ref_rows = flat.numel() > 0 ? reference_rows(b, position_ids, flat) : at::Tensor();
-    const auto x = m.hidden_states(b.input_ids.to(device), position_ids, hooks, b.segment_ids);  // [N,T,C]
-    return model::run_unit(hooks, m.head_unit(), x, [&](const at::Tensor& h) {
-      const auto normed = m.final_norm(h);
-      if (flat.numel() == 0) return (normed.sum() * 0).to(at::kFloat);
-      const auto& w = m.lm_head_weight();  // [V,C]
-      const int64_t c = normed.size(2);
-      const auto rows = normed.narrow(1, 0, t - 1).reshape({n * (t - 1), c}).index_select(0, flat.to(device));
+    const auto t = batch_targets(ctx_, b);
+    const auto ref_rows = t.flat.numel() > 0 ? reference_rows(b, t.position_ids, t.flat) : at::Tensor();
+    return loss_at_targets(ctx_, b, t, [&](const at::Tensor& rows, const at::Tensor& w) {
       const int64_t chunk = ctx_.chunk_rows > 0 ? ctx_.chunk_rows : std::max<int64_t>(1, (int64_t{1} << 30) / (8 * w.size(0)));
-      const auto per_row = model::chunked_lm_head_asft(rows, w, targets, ref_rows, ref_->lm_head_weight(),
-                                                       ctx_.plan->objective.asft_alpha, chunk, m.lm_head_grad_sink());
-      return per_row.sum() / static_cast<double>(flat.numel());
+      const auto per_row = model::chunked_lm_head_asft(rows, w, t.targets, ref_rows, ref_->lm_head_weight(),
+                                                       ctx_.plan->objective.asft_alpha, chunk, ctx_.model->lm_head_grad_sink());
+      return per_row.sum() / static_cast<double>(t.flat.numel());
     });
   }
 

@@ -27,4 +27,17 @@ MicroStep batch_loss_micro_step(const ObjectiveContext& ctx, const std::vector<i
 // `loss` of a batch without targets, and its backward when it has a graph (zero gradients).
 void batch_loss_idle_micro_step(const ObjectiveContext& ctx, const BatchLoss& loss);
 
+// The batch's targets: the flat indices b*(T-1)+j of its shifted labels that are not ignored [M] (host), their
+// tokens [M] and the batch's position ids (undefined: none), both on the model's device.
+struct BatchTargets {
+  at::Tensor flat, targets, position_ids;
+};
+BatchTargets batch_targets(const ObjectiveContext& ctx, const Batch& b);
+
+// The model's forward (through the strategy's unit hooks) up to its head unit, where `loss` gets the final-norm
+// rows at the targets [M,C] and the head's weight [V,C] and returns the 0-dim fp32 loss. A batch without targets
+// gives a zero that keeps the graph (a rank's idle micro-step still runs the collectives).
+using RowsLoss = std::function<at::Tensor(const at::Tensor& rows, const at::Tensor& w)>;
+at::Tensor loss_at_targets(const ObjectiveContext& ctx, const Batch& b, const BatchTargets& t, const RowsLoss& loss);
+
 }  // namespace lf::train

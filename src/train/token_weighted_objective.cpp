@@ -68,23 +68,10 @@ class TokenWeightedObjective : public Objective {
  private:
   // The sum over the batch's target tokens of w * ce: 0-dim fp32.
   at::Tensor weighted_sum(const Batch& b) {
-    auto& m = *ctx_.model;
-    auto* hooks = ctx_.strategy->unit_hooks();
-    const auto device = m.lm_head_weight().device();
-    const int64_t n = b.input_ids.size(0), t = b.input_ids.size(1);
-    const auto shifted = b.labels.narrow(1, 1, t - 1).reshape({-1});             // [N*(T-1)]
-    const auto flat = at::nonzero(shifted != model::kIgnoreIndex).squeeze(1);    // [M]
-    const auto targets = shifted.index_select(0, flat).to(device);
-    const auto position_ids = b.position_ids.defined() ? b.position_ids.to(device) : at::Tensor();
-    const auto x = m.hidden_states(b.input_ids.to(device), position_ids, hooks, b.segment_ids);  // [N,T,C]
-    return model::run_unit(hooks, m.head_unit(), x, [&](const at::Tensor& h) {
-      const auto normed = m.final_norm(h);
-      if (flat.numel() == 0) return (normed.sum() * 0).to(at::kFloat);
-      const auto& w = m.lm_head_weight();  // [V,C]
-      const int64_t c = normed.size(2);
-      const auto rows = normed.narrow(1, 0, t - 1).reshape({n * (t - 1), c}).index_select(0, flat.to(device));
+    const auto t = batch_targets(ctx_, b);
+    return loss_at_targets(ctx_, b, t, [&](const at::Tensor& rows, const at::Tensor& w) {
       const int64_t chunk = ctx_.chunk_rows > 0 ? ctx_.chunk_rows : std::max<int64_t>(1, (int64_t{1} << 30) / (4 * w.size(0)));
-      const auto logps = model::chunked_lm_head_logps(rows, w, targets, chunk, m.lm_head_grad_sink());  // [M]
+      const auto logps = model::chunked_lm_head_logps(rows, w, t.targets, chunk, ctx_.model->lm_head_grad_sink());  // [M]
       const auto& o = ctx_.plan->objective;
       const auto weights = o.use_dft_loss ? logps.detach().exp() : eaft_weights(rows.detach(), w.detach(), chunk, o.eaft_alpha);
       return -(logps * weights).sum();
