@@ -4,12 +4,12 @@ YAML, weights and tokenizer logs the same loss (1e-5 relative), grad_norm, learn
 (fp32 CPU), as HF's log_history records them; the plain run differs from each by far more. Also: 2 ranks (DDP and
 ZeRO-3) log one process's losses, and the combinations LLaMA-Factory cannot run are refused by name (and ZeRO-3 over tied embeddings, which lf-train's
 head cannot run yet)."""
-import json, os, sys
+import os, sys
 
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from test_lf_outputs import assert_steps_are, load, run_fixture_yaml  # noqa: E402
+from test_lf_outputs import assert_steps_are, load, logged_steps, run_fixture, run_fixture_yaml  # noqa: E402
 from train_runs import ROOT  # noqa: E402
 
 FIX = os.path.join(ROOT, "tests", "fixtures", "train", "lf_asft")
@@ -35,23 +35,8 @@ def test_variant_is_llamafactorys_run(variant, tmp_path):
 
 def train(tmp_path, name, ranks, *overrides, expect_ok=True):
     """lf-train on asft.yaml with the fixture's weights on `ranks` processes: (returncode, log, steps)."""
-    import shutil, subprocess
-    from train_runs import LF_TRAIN, free_port
-    model = tmp_path / "model"
-    if not model.exists():
-        shutil.copytree(os.path.join(FIX, "model"), model)
-        for f in ("tokenizer.json", "tokenizer_config.json"):
-            shutil.copy(os.path.join(ROOT, "configs", "models", "tiny", f), model)
-    out = tmp_path / name
-    args = [LF_TRAIN, os.path.join(FIX, "asft.yaml"), f"model_name_or_path={model}", f"output_dir={out}",
-            "plot_loss=false", *overrides]
-    env = dict(os.environ, NNODES="1", NPROC_PER_NODE=str(ranks), MASTER_PORT=str(free_port()), OMP_NUM_THREADS="1")
-    p = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
-    log = p.stdout + p.stderr
-    if expect_ok:
-        assert p.returncode == 0, log[-4000:]
-    steps = [l for l in load(out / "trainer_state.json")["log_history"] if "loss" in l] if p.returncode == 0 else []
-    return p.returncode, log, steps
+    rc, log, out = run_fixture(tmp_path, "lf_asft", "asft.yaml", name, *overrides, ranks=ranks, expect_ok=expect_ok)
+    return rc, log, logged_steps(out) if rc == 0 else []
 
 
 @pytest.mark.parametrize("loss", ["use_dft_loss", "use_eaft_loss"])

@@ -5,13 +5,13 @@ adapter merged into the base or trained further), lf-train on the same YAML, wei
 (1e-5 relative), grad_norm, learning rate and epoch at every step (fp32 CPU) and saves the same adapter under peft's
 names; 2 ranks (data parallel and ZeRO-3) are the same run; peft loads lf-train's adapter with the logits of
 LLaMA-Factory's."""
-import json, os, shutil, subprocess, sys
+import os, sys
 
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from test_lf_outputs import assert_steps_are, load  # noqa: E402
-from train_runs import LF_TRAIN, ROOT, free_port  # noqa: E402
+from test_lf_outputs import assert_steps_are, load, logged_steps, run_fixture  # noqa: E402
+from train_runs import ROOT  # noqa: E402
 
 FIX = os.path.join(ROOT, "tests", "fixtures", "train", "lf_oft")
 EXPECTED = load(os.path.join(FIX, "expected.json"))
@@ -28,18 +28,9 @@ def yaml_value(v):
 def run(tmp_path, name, keys, ranks=1, *extra):
     """lf-train on oft.yaml with the fixture's weights, `keys` and `extra` overrides, on `ranks` processes: the
     per-step log entries and the output folder."""
-    model = tmp_path / "model"
-    if not model.exists():
-        shutil.copytree(os.path.join(FIX, "model"), model)
-        for f in ("tokenizer.json", "tokenizer_config.json"):
-            shutil.copy(os.path.join(ROOT, "configs", "models", "tiny", f), model)
-    out = tmp_path / name
-    args = [LF_TRAIN, os.path.join(FIX, "oft.yaml"), f"model_name_or_path={model}", f"output_dir={out}",
-            "plot_loss=false", *[f"{k}={yaml_value(v)}" for k, v in keys.items()], *extra]
-    env = dict(os.environ, NPROC_PER_NODE=str(ranks), MASTER_PORT=str(free_port()), OMP_NUM_THREADS="1")
-    p = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
-    assert p.returncode == 0, (p.stdout + p.stderr)[-3000:]
-    return [l for l in load(out / "trainer_state.json")["log_history"] if "loss" in l], out
+    _, _, out = run_fixture(tmp_path, "lf_oft", "oft.yaml", name, *[f"{k}={yaml_value(v)}" for k, v in keys.items()],
+                            *extra, ranks=ranks)
+    return logged_steps(out), out
 
 
 def assert_adapter_is(out, want_dir):

@@ -161,9 +161,10 @@ def test_freeze_yaml_trains_only_the_chosen_modules(tmp_path):
         assert moved == (n in trainable), n
 
 
-def run_fixture_yaml(tmp_path, fixture, yaml_name, *overrides):
+def run_fixture(tmp_path, fixture, yaml_name, name, *overrides, ranks=1, expect_ok=True):
     """lf-train on tests/fixtures/train/FIXTURE/YAML_NAME with the fixture's weights and configs/models/tiny's
-    tokenizer (fp32 CPU, one rank): the per-step entries of HF's log_history (trainer_state.json)."""
+    tokenizer (fp32 CPU unless the YAML says otherwise) on `ranks` processes, output in tmp_path/NAME:
+    (returncode, log, output folder)."""
     import shutil
     fix = os.path.join(ROOT, "tests", "fixtures", "train", fixture)
     model = tmp_path / "model"
@@ -171,13 +172,26 @@ def run_fixture_yaml(tmp_path, fixture, yaml_name, *overrides):
         shutil.copytree(os.path.join(fix, "model"), model)
         for f in ("tokenizer.json", "tokenizer_config.json"):
             shutil.copy(os.path.join(ROOT, "configs", "models", "tiny", f), model)
-    out = tmp_path / ("out" + "".join("_" + o.replace("=", "-") for o in overrides))
+    out = tmp_path / name
     args = [LF_TRAIN, os.path.join(fix, yaml_name), f"model_name_or_path={model}", f"output_dir={out}",
             "plot_loss=false", *overrides]
-    env = dict(os.environ, NPROC_PER_NODE="1", MASTER_PORT=str(free_port()), OMP_NUM_THREADS="1")
+    env = dict(os.environ, NNODES="1", NPROC_PER_NODE=str(ranks), MASTER_PORT=str(free_port()), OMP_NUM_THREADS="1")
     p = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
-    assert p.returncode == 0, (p.stdout + p.stderr)[-3000:]
+    log = p.stdout + p.stderr
+    if expect_ok:
+        assert p.returncode == 0, log[-4000:]
+    return p.returncode, log, out
+
+
+def logged_steps(out):
+    """The per-step entries of HF's log_history (trainer_state.json)."""
     return [l for l in load(out / "trainer_state.json")["log_history"] if "loss" in l]
+
+
+def run_fixture_yaml(tmp_path, fixture, yaml_name, *overrides):
+    """run_fixture on one rank, output named for the overrides: the per-step entries of HF's log_history."""
+    name = "out" + "".join("_" + o.replace("=", "-") for o in overrides)
+    return logged_steps(run_fixture(tmp_path, fixture, yaml_name, name, *overrides)[2])
 
 
 def assert_steps_are(got, want, loss_rel):

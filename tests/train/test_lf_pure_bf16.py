@@ -4,14 +4,14 @@ fused AdamW on the bf16 parameters). For each variant (full, freeze), lf-train o
 tokenizer logs the same loss (within 1e-5 relative), grad_norm (torch's bf16 norm), learning rate and epoch at every
 step, as HF's log_history records them; the fp32 run differs by more. Also: 2 ranks (DDP) log one process's steps, ZeRO-3 is
 refused with LLaMA-Factory's reason, and the saved weights are bf16."""
-import json, os, shutil, subprocess, sys
+import os, sys
 
 import numpy as np
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from test_lf_outputs import assert_steps_are, load, run_fixture_yaml  # noqa: E402
-from train_runs import LF_TRAIN, ROOT, free_port  # noqa: E402
+from test_lf_outputs import assert_steps_are, load, logged_steps, run_fixture, run_fixture_yaml  # noqa: E402
+from train_runs import ROOT  # noqa: E402
 
 FIX = os.path.join(ROOT, "tests", "fixtures", "train", "lf_pure_bf16")
 EXPECTED = load(os.path.join(FIX, "expected.json"))
@@ -38,24 +38,11 @@ def test_variant_is_llamafactorys_run(variant, tmp_path):
 
 
 def train(tmp_path, name, ranks, *overrides, expect_ok=True):
-    model = tmp_path / "model"
-    if not model.exists():
-        shutil.copytree(os.path.join(FIX, "model"), model)
-        for f in ("tokenizer.json", "tokenizer_config.json"):
-            shutil.copy(os.path.join(ROOT, "configs", "models", "tiny", f), model)
-    out = tmp_path / name
-    args = [LF_TRAIN, os.path.join(FIX, "pure_bf16.yaml"), f"model_name_or_path={model}", f"output_dir={out}",
-            "plot_loss=false", "pure_bf16=true", *overrides]
-    env = dict(os.environ, NNODES="1", NPROC_PER_NODE=str(ranks), MASTER_PORT=str(free_port()), OMP_NUM_THREADS="1")
-    p = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
-    log = p.stdout + p.stderr
-    if expect_ok:
-        assert p.returncode == 0, log[-4000:]
-    return p.returncode, log, out
+    return run_fixture(tmp_path, "lf_pure_bf16", "pure_bf16.yaml", name, "pure_bf16=true", *overrides, ranks=ranks,
+                       expect_ok=expect_ok)
 
 
-def steps(out):
-    return [l for l in load(out / "trainer_state.json")["log_history"] if "loss" in l]
+steps = logged_steps
 
 
 def test_two_ranks_are_one_process(tmp_path):
