@@ -10,6 +10,8 @@
 #include <memory>
 #include <thread>
 
+#include "lf/common/self_connect.h"
+
 namespace lf::agent {
 
 namespace {
@@ -43,6 +45,7 @@ bool connects(const addrinfo* a, std::chrono::milliseconds budget) {
       ok = ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err == 0;
     }
   }
+  ok = ok && !connected_to_itself(fd);  // no server: the dial met itself (lf/common/self_connect.h)
   ::close(fd);
   return ok;
 }

@@ -27,6 +27,7 @@
 #include "lf/common/error.h"
 #include "lf/common/output_lock.h"
 #include "lf/common/version.h"
+#include "lf/common/self_connect.h"
 #include "lf/metrics/node_exporter.h"
 #include "lf/rendezvous/connection.h"
 #include "lf/rendezvous/server.h"
@@ -166,6 +167,11 @@ class Agent {
               return retry_connect("no answer (connection attempts timed out: a firewall dropping packets, or a "
                                    "host that is down?)");
             if (ec) return retry_connect(ec.message());
+            if (connected_to_itself(socket->native_handle())) {
+              socket->close();  // frees the port for the server we are waiting for
+              return retry_connect("connection refused (the dial connected to itself: nothing listens there yet, "
+                                   "and the kernel gave this socket that very port)");
+            }
             on_connected(std::move(*socket));
           });
         });

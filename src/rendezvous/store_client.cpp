@@ -18,6 +18,7 @@
 #include "lf/common/env.h"
 #include "lf/common/env_knobs.h"
 #include "lf/common/error.h"
+#include "lf/common/self_connect.h"
 #include "lf/common/job_token.h"
 #include "lf/rendezvous/messages.h"
 
@@ -76,7 +77,10 @@ int connect_once(const std::string& host, uint16_t port, std::string* error, Clo
   for (addrinfo* ai = res; ai; ai = ai->ai_next) {
     fd = ::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
     if (fd < 0) continue;
-    if (connect_before(fd, ai->ai_addr, ai->ai_addrlen, deadline) == 0) break;
+    if (connect_before(fd, ai->ai_addr, ai->ai_addrlen, deadline) == 0) {
+      if (!connected_to_itself(fd)) break;
+      errno = ECONNREFUSED;  // nothing listens yet (lf/common/self_connect.h)
+    }
     *error = std::strerror(errno);
     ::close(fd);
     fd = -1;

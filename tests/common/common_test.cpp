@@ -7,6 +7,11 @@
 #include "lf/common/hash.h"
 #include "lf/common/json_escape.h"
 #include "lf/common/remove_tree.h"
+#include "lf/common/self_connect.h"
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <cstring>
 
 #include <filesystem>
 #include <fstream>
@@ -55,4 +60,37 @@ TEST(RemoveTree, DeletesNestedFoldersAndToleratesMissingPaths) {
   EXPECT_FALSE(std::filesystem::exists(root));
   EXPECT_TRUE(std::filesystem::exists("/etc/hostname"));
   EXPECT_TRUE(lf::remove_tree(root));  // already gone
+}
+
+// lf/common/self_connect.h: a socket bound to a port and dialled to that same port is the
+// kernel's TCP self-connect (what a client gets when its ephemeral port is the server's).
+TEST(SelfConnect, ASocketDialledToItsOwnPortIsConnectedToItself) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  ASSERT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len), 0);
+  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0) << std::strerror(errno);
+  EXPECT_TRUE(lf::connected_to_itself(fd));
+  ::close(fd);
+}
+
+TEST(SelfConnect, AClientOfAListenerIsNot) {
+  const int server = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  const int client = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  ASSERT_EQ(::bind(server, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  ASSERT_EQ(::listen(server, 1), 0);
+  ASSERT_EQ(::getsockname(server, reinterpret_cast<sockaddr*>(&a), &len), 0);
+  ASSERT_EQ(::connect(client, reinterpret_cast<sockaddr*>(&a), sizeof a), 0) << std::strerror(errno);
+  EXPECT_FALSE(lf::connected_to_itself(client));
+  EXPECT_FALSE(lf::connected_to_itself(server));  // listening, no peer
+  ::close(client);
+  ::close(server);
 }

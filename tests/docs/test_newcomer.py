@@ -5,17 +5,14 @@ run with node 0's live page (polled while the job runs: both nodes listed), and 
 finished run (`lf-train ui`) in headless Chromium: its curve and its data preview. The only change
 made to the blocks: the fixed MASTER_PORT and page port become free ports. Every link of the README
 and the guides resolves (check_links.py)."""
-import json, os, re, signal, socket, subprocess, sys, threading, time, urllib.request
+import json, os, re, signal, subprocess, sys, threading, time, urllib.request
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 sys.path.insert(0, os.path.join(ROOT, "tests", "ui"))
 from cdp import Chromium  # noqa: E402
+sys.path.insert(0, os.path.join(ROOT, "tests", "launcher"))
+from harness import free_port  # noqa: E402
 
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def blocks():

@@ -1,5 +1,5 @@
 """Process-level harness for lf-train integration tests: real binaries, real sockets, real signals."""
-import json, os, re, signal, socket, subprocess, sys, tempfile, time
+import json, os, random, re, signal, socket, subprocess, sys, tempfile, time
 
 LF_TRAIN = os.environ.get("LF_TRAIN_BIN") or os.path.join(os.path.dirname(__file__), "../../build/src/launcher/lf-train")
 WORKER = os.path.join(os.path.dirname(__file__), "progs", "worker.py")
@@ -7,7 +7,21 @@ PY = sys.executable
 
 
 def free_port():
-    with socket.socket() as s:
+    """A TCP port free now, for a process to bind later (a rendezvous server, a metrics endpoint).
+    Not one from bind(0): those come from the kernel's ephemeral range, and until the process
+    binds it, any connection on the box (a busy CI runs many tests at once) may take the port as
+    its local one; the bind then fails or, worse, a node dialling it early connects to itself.
+    Below that range only explicit binds compete."""
+    low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+    while low > 11000:
+        port = random.randrange(10000, low)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+                return port
+            except OSError:
+                continue
+    with socket.socket() as s:  # an unusual range that starts low: the kernel's pick
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
 

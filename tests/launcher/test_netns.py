@@ -74,6 +74,24 @@ def test_join_timeout_bounds_a_master_that_never_answers(hosts, tmp_path):
         n1.cleanup()
 
 
+def test_an_agent_never_joins_itself(hosts, tmp_path):
+    """A node that dials node 0 before its server listens can be handed the server's own port as
+    its ephemeral source port: the kernel then connects the socket to itself (a TCP simultaneous
+    open), and the agent would talk to itself while node 0's bind fails. Host B's only ephemeral
+    port is made the rendezvous port, so every dial there is such a self-connect: the agent must
+    count it as a refusal and end with the join timeout's error, not sit in a conversation with
+    itself."""
+    sh("ip", "netns", "exec", hosts["b"], "sysctl", "-qw", "net.ipv4.ip_local_port_range=29400 29400")
+    n1 = Agent(["launch", "--nnodes", "2", "--node-rank", "1", "--master-addr", "127.0.0.1", "--master-port",
+                "29400", "--join-timeout", "3", "--", PY, WORKER], netns=hosts["b"], tmp=str(tmp_path))
+    try:
+        assert n1.wait(30) == EXIT_NETWORK, n1.err
+        assert "could not reach the rendezvous server at 127.0.0.1:29400 within 3" in n1.err, n1.err
+        assert "connected to itself" in n1.err, n1.err
+    finally:
+        n1.cleanup()
+
+
 def listening(netns=None):
     """(address, port) of every TCP listener, as `ss` reports them (in a namespace, or here)."""
     cmd = (["ip", "netns", "exec", netns] if netns else []) + ["ss", "-Hltn"]

@@ -3,25 +3,25 @@ agents of a 2-node loopback CPU run and its HTTP API shows lf_train_step rising,
 (once: the job's, rank 0's) equal to the logged loss, lf_train_total_steps and the
 lf_train_tokens_total counter, and, with the default linger, the last scrape seeing phase `done`; `report_to: tensorboard` is read back by TensorBoard's
 own event reader, every scalar equal to trainer_log.jsonl / log_history."""
-import json, os, shutil, socket, subprocess, time, urllib.parse, urllib.request
+import json, os, shutil, socket, subprocess, sys, time, urllib.parse, urllib.request
 
 import numpy as np
 import pytest
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "launcher"))
+from harness import free_port  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(__file__))
+from train_runs import wait_nodes  # noqa: E402
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 LF_TRAIN = os.environ["LF_TRAIN_BIN"]
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def run_nodes(nodes, args, env_per_node, timeout=300):
     procs = [subprocess.Popen([LF_TRAIN, "configs/tiny_cpu.yaml", *args], cwd=ROOT, env=env_per_node(r),
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for r in range(nodes)]
-    outs = [p.communicate(timeout=timeout)[0] for p in procs]
+    outs = wait_nodes(procs, timeout)
     for p, o in zip(procs, outs):
         assert p.returncode == 0, o[-3000:]
     return outs

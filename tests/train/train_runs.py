@@ -1,17 +1,44 @@
 """Training runs through the real launcher (lf-train -> agent -> lf-worker -> trainer), shared by
 the data-parallel and the ZeRO equivalence tests."""
-import json, os, re, socket, subprocess
+import json, os, re, subprocess, sys, threading, time
 
 from safetensors.numpy import load_file
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "launcher"))
+from harness import free_port  # noqa: E402,F401 (the train tests import it from here)
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 LF_TRAIN = os.environ["LF_TRAIN_BIN"]
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def wait_nodes(procs, timeout=300, grace=30):
+    """Each node's whole output once every node exited. A node that fails leaves the others
+    `grace` seconds to stop by themselves (the job's failure reaches every node); past that, or
+    past `timeout`, the nodes still running are killed and the assertion shows every node's
+    output: the first node's alone often only says it waited for another."""
+    outs = [[] for _ in procs]
+    readers = [threading.Thread(target=lambda p=p, o=o: o.append(p.stdout.read()), daemon=True)
+               for p, o in zip(procs, outs)]
+    for t in readers:
+        t.start()
+    deadline, failed_at = time.time() + timeout, None
+    while any(p.poll() is None for p in procs):
+        if failed_at is None and any(p.returncode not in (None, 0) for p in procs):
+            failed_at = time.time()
+        why = (f"still running {timeout} s after the start" if time.time() > deadline else
+               f"still running {grace} s after a node failed" if failed_at and time.time() > failed_at + grace else None)
+        if why:
+            for p in procs:
+                if p.poll() is None:
+                    p.kill()
+            for t in readers:
+                t.join(10)
+            raise AssertionError(f"nodes {why}:\n" + "\n".join(
+                f"--- node {r} (exit {p.wait()}):\n{''.join(o)[-3000:]}" for r, (p, o) in enumerate(zip(procs, outs))))
+        time.sleep(0.2)
+    for t in readers:
+        t.join()
+    return ["".join(o) for o in outs]
 
 
 def train(out, mode, layout, *extra, env_extra=None, outputs=None, distributed_line="data parallel: rank 0 of"):
@@ -25,7 +52,7 @@ def train(out, mode, layout, *extra, env_extra=None, outputs=None, distributed_l
                OMP_NUM_THREADS="1", **(env_extra or {}))
     procs = [subprocess.Popen(args, cwd=ROOT, env=dict(env, NODE_RANK=str(r)), stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, text=True) for r in range(nodes)]
-    outs = [p.communicate(timeout=300)[0] for p in procs]
+    outs = wait_nodes(procs)
     for p, o in zip(procs, outs):
         assert p.returncode == 0, o[-3000:]
     if outputs is not None:

@@ -5,21 +5,19 @@ box says it has no GPUs, the data preview shows masked tokens; a worker killed o
 failed with its exit (SIGKILL) once node 0 stopped the job, the page lingering for the browser's
 last poll. Then `lf-train ui OUTPUT_DIR` shows the same run's curves. Screenshots are kept under
 the build's Testing/ui/ (LF_UI_ARTIFACTS)."""
-import json, os, re, signal, socket, subprocess, time, urllib.request
+import json, os, re, signal, subprocess, sys, time, urllib.request
 
 import pytest
 
 from cdp import Chromium
 
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "launcher"))
+from harness import free_port  # noqa: E402
+
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 LF_TRAIN = os.environ["LF_TRAIN_BIN"]
 ARTIFACTS = os.environ.get("LF_UI_ARTIFACTS") or os.path.join(ROOT, "build", "Testing", "ui")
 
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def page_url(log_path, proc, timeout=120):
