@@ -134,6 +134,22 @@ at::Tensor fp8_mm(const Fp8Tensor& a, const Fp8Tensor& b, at::ScalarType out_dty
   return via_bf16 ? y.to(out_dtype) : y;
 }
 
+namespace {
+
+// fp8_mm of a rowwise a by a b whose scales were folded away (all ones): the same tensorwise GEMM with unit
+// scales and the same y * a^-1, without the pass over y that multiplying by b's ones would be.
+at::Tensor fp8_mm_unscaled_b(const Fp8Tensor& a, const at::Tensor& b_data, at::ScalarType out_dtype) {
+  const auto ad = a.data.is_cuda() ? a.data.contiguous() : a.data;
+  const auto bd = a.data.is_cuda() && !column_major(b_data) ? b_data.t().contiguous().t() : b_data;
+  const auto one = at::ones({}, a.scale.options());
+  const bool via_bf16 = out_dtype == at::kHalf || out_dtype == at::kFloat;
+  auto y = at::_scaled_mm(ad, bd, one, one, std::nullopt, std::nullopt, via_bf16 ? at::kBFloat16 : out_dtype, false);
+  y.mul_(a.scale.reciprocal());
+  return via_bf16 ? y.to(out_dtype) : y;
+}
+
+}  // namespace
+
 Fp8Scaling fp8_input_scaling(Fp8Recipe r, int64_t axis) {
   Fp8Scaling s;
   s.dtype = at::ScalarType::Float8_e4m3fn;
@@ -194,8 +210,7 @@ at::Tensor fp8_stored_grad_input(const at::Tensor& g, const Fp8Tensor& w, Fp8Rec
   // (a power of two moves only the exponent; bf16 has float32's range), so no float32 copy of g.
   const auto folded = g2.mul(w.scale.reciprocal().t().to(g2.scalar_type()));
   const auto ga = fp8_cast(folded, fp8_grad_scaling(r, 1));
-  const Fp8Tensor wb{w.data, at::ones({1, w.data.size(1)}, w.scale.options())};
-  return at::_unsafe_view(fp8_mm(ga, wb, g.scalar_type(), false), sizes);
+  return at::_unsafe_view(fp8_mm_unscaled_b(ga, w.data, g.scalar_type()), sizes);
 }
 
 }  // namespace lf::quant
