@@ -8,6 +8,7 @@
 
 #include <fmt/ranges.h>
 
+#include "fp8_cast_reuse.h"
 #include "lf/common/error.h"
 
 namespace lf::quant {
@@ -185,7 +186,10 @@ at::Tensor fp8_linear_grad_weight(const at::Tensor& g, const at::Tensor& x, Fp8R
   const auto g2 = pad_rows_to_16(g.reshape({-1, g.size(-1)}));
   const auto x2 = pad_rows_to_16(x.reshape({-1, x.size(-1)}));
   const auto gt = transposed(fp8_cast_columns(g2, fp8_grad_scaling(r, 0)));  // [N, M] row-major, scale [N, 1]
-  const auto xb = fp8_cast_columns(x2, fp8_input_scaling(r, 0));              // [M, K] column-major, scale [1, K]
+  // [M, K] column-major, scale [1, K]; q/k/v's (gate/up's) dW cast their shared x once (fp8_cast_reuse.h)
+  const auto xs = fp8_input_scaling(r, 0);
+  const auto xb =
+      fp8_reused_cast(x2, xs, /*columns=*/true, [&](const at::Tensor& t) { return fp8_cast_columns(t, xs); });
   auto dw = fp8_mm(gt, xb, g.scalar_type(), /*fast_accum=*/false);
   return dw.scalar_type() == dw_dtype ? dw : dw.to(dw_dtype);
 }
@@ -194,7 +198,9 @@ Fp8Tensor fp8_store_weight(const at::Tensor& w, Fp8Recipe r) { return fp8_cast(w
 
 at::Tensor fp8_stored_forward(const at::Tensor& x, const Fp8Tensor& w, Fp8Recipe r) {
   const auto x2 = x.reshape({-1, x.size(-1)});
-  const auto xa = fp8_cast(x2, fp8_input_scaling(r, 1));
+  const auto xs = fp8_input_scaling(r, 1);  // q/k/v (gate/up) cast their shared x once (fp8_cast_reuse.h)
+  const auto xa =
+      fp8_reused_cast(x2, xs, /*columns=*/false, [&](const at::Tensor& t) { return fp8_cast(t, xs); });
   auto sizes = x.sizes().vec();
   sizes.back() = w.data.size(0);
   return at::_unsafe_view(fp8_mm(xa, transposed(w), x.scalar_type(), /*fast_accum=*/true), sizes);
