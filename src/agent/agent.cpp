@@ -50,8 +50,7 @@ std::string this_hostname() {
 
 // A free TCP port for the workers' own store (rank 0 binds it after we exit the probe).
 uint16_t pick_free_port(asio::io_context& io) {
-  tcp::acceptor a(io, tcp::endpoint(tcp::v4(), 0));
-  return a.local_endpoint().port();
+  return tcp::acceptor(io, tcp::endpoint(tcp::v4(), 0)).local_endpoint().port();
 }
 
 class Agent {
@@ -167,11 +166,8 @@ class Agent {
               return retry_connect("no answer (connection attempts timed out: a firewall dropping packets, or a "
                                    "host that is down?)");
             if (ec) return retry_connect(ec.message());
-            if (connected_to_itself(socket->native_handle())) {
-              socket->close();  // frees the port for the server we are waiting for
-              return retry_connect("connection refused (the dial connected to itself: nothing listens there yet, "
-                                   "and the kernel gave this socket that very port)");
-            }
+            if (connected_to_itself(socket->native_handle()))  // closed as the handler ends: the port is free again
+              return retry_connect("connection refused (the dial connected to itself: nothing listens there yet)");
             on_connected(std::move(*socket));
           });
         });

@@ -56,6 +56,15 @@ at::Tensor masked_attention(const at::Tensor& q, const at::Tensor& k, const at::
   return at::scaled_dot_product_attention(q, repeat_kv(k, n_rep), repeat_kv(v, n_rep), mask, 0.0, /*is_causal=*/false, s);
 }
 
+void use_sdpa_backend(const std::string& name) {
+  auto& ctx = at::globalContext();
+  const bool all = name == "auto";
+  ctx.setSDPUseCuDNN(all || name == "cudnn");
+  ctx.setSDPUseFlash(all || name == "flash");
+  ctx.setSDPUseMemEfficient(all || name == "efficient");
+  ctx.setSDPUseMath(true);
+}
+
 std::string sdpa_backend_name(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
   const int64_t n_rep = q.size(1) / k.size(1);
   if (n_rep == 1) return backend_label(choice(q, k, v, false));

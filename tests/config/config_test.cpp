@@ -385,18 +385,21 @@ TEST(Config, KnobsAreResolvedIntoThePlanOnce) {
   }
   {
     auto a = scoped("LF_LEAN_RECOMPUTE", "0"), b = scoped("LF_CUDA_GRAPH_BUCKET", "64"),
-         d = scoped("LF_DDP_SPARSE_EMBEDDING", "1"), e = scoped("LF_PROFILE_TRACE_STEPS", "3:9");
+         d = scoped("LF_DDP_SPARSE_EMBEDDING", "1"), e = scoped("LF_PROFILE_TRACE_STEPS", "3:9"),
+         f = scoped("LF_SDPA_BACKEND", "flash");
     const auto p = parse_train_config(kMinimal, {}, "c").plan;
     EXPECT_FALSE(p.model.kernels.lean_recompute);
     EXPECT_EQ(p.model.kernels.cuda_graph_bucket, 64);
     EXPECT_EQ(p.parallel.ddp_sparse_embedding, "1");
     EXPECT_EQ(p.logging.profile_trace_first, 3);
     EXPECT_EQ(p.logging.profile_trace_last, 9);
+    EXPECT_EQ(p.model.kernels.sdpa_backend, "flash");
   }
   for (const auto& [name, value, says] : std::vector<std::tuple<const char*, const char*, std::string>>{
            {"LF_FUSED_KERNELS", "off", "LF_FUSED_KERNELS=off: expected 1"},
            {"LF_CUDA_GRAPH_BUCKET", "100", "LF_CUDA_GRAPH_BUCKET: expected a positive multiple of 8"},
            {"LF_CUDA_GRAPHS", "yes", "LF_CUDA_GRAPHS"},
+           {"LF_SDPA_BACKEND", "fa3", "LF_SDPA_BACKEND"},
            {"LF_PROFILE_TRACE_STEPS", "9:3", "LF_PROFILE_TRACE_STEPS=9:3"}}) {
     auto s = scoped(name, value);
     EXPECT_NE(error_of(kMinimal).find(says), std::string::npos) << name << "=" << value << ": " << error_of(kMinimal);

@@ -8,6 +8,7 @@
 #include "lf/model/fused_dispatch.h"
 #include "lf/model/kernel_paths.h"
 #include "lf/model/layers.h"
+#include "lf/model/sdpa.h"
 
 namespace lf::model {
 namespace {
@@ -71,3 +72,20 @@ TEST(FusedDispatch, ATableThatDeclinesLeavesTheLayerBitIdentical) {
 
 }  // namespace
 }  // namespace lf::model
+
+// LF_SDPA_BACKEND (KernelPaths::sdpa_backend) reaches SDPA's choice through set_kernel_paths: on the CPU, torch
+// picks its flash kernel for these inputs; restricted to math, math; auto again, flash again.
+TEST(FusedDispatch, SdpaBackendRestrictsTheKernelSdpaPicks) {
+  const auto q = at::randn({1, 4, 16, 32}), k = at::randn({1, 4, 16, 32});
+  ASSERT_EQ(lf::model::sdpa_backend_name(q, k, k), "flash_attention");
+  lf::config::KernelPaths math;
+  math.sdpa_backend = "math";
+  {
+    const lf::model::ScopedKernelPaths scope(math);
+    EXPECT_EQ(lf::model::sdpa_backend_name(q, k, k), "math");
+    // Still attention: the same numbers within float rounding.
+    const auto out = lf::model::causal_attention(q, k, k);
+    EXPECT_EQ(out.sizes(), q.sizes());
+  }
+  EXPECT_EQ(lf::model::sdpa_backend_name(q, k, k), "flash_attention");
+}

@@ -208,6 +208,10 @@ inline constexpr EnvKnob kEnvKnobs[] = {
      "QLoRA's 4-bit linear layers on a GPU: dequant (the weight dequantized into a reused buffer, then cuBLAS), "
      "fused (the forward's GEMM reads the 4 bits itself, 8 rows a launch: for few rows) or auto (fused for up to 8 "
      "rows, else dequant); the CPU dequantizes exactly, and fused there is an error"},
+    {"LF_SDPA_BACKEND", KnobType::kChoice, "auto", "auto|cudnn|flash|efficient|math", "lf-worker",
+     "the attention kernel SDPA may pick (math stays its fallback for inputs the kernel refuses): cudnn, flash "
+     "(FlashAttention-2), efficient (memory-efficient) or math; auto: torch's own order, which on a Hopper GPU "
+     "picks cuDNN's, compiled per new shape (an A/B knob: variable-length preference batches meet many shapes)"},
     {"LF_PAD_MASKED_LOGITS", KnobType::kChoice, "auto", "auto|1|0", "lf-worker",
      "dpo/kto on padded batches: 1 runs the forward under HF's padding mask (the pad positions attend to their "
      "row's real tokens only, so TRL's logits/* metrics, which average the pad positions too, are LLaMA-Factory's; "

@@ -37,6 +37,9 @@ struct KernelPaths {
   // LF_PAD_MASKED_LOGITS: auto | 1 | 0: preference forwards of padded rows under HF's padding mask
   // (model/key_padding.h; TRL's logits/* average the pad positions too); auto: off a GPU only.
   std::string pad_masked_logits = "auto";
+  // LF_SDPA_BACKEND: auto | cudnn | flash | efficient | math: the one fused attention kernel SDPA may pick
+  // (math stays as its fallback); auto: torch's own order (model/sdpa.h).
+  std::string sdpa_backend = "auto";
 };
 
 struct ModelSection {

@@ -18,6 +18,11 @@ at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::
 at::Tensor masked_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& mask,
                             double scale = 0);
 
+// Restricts SDPA to one fused kernel (config::KernelPaths::sdpa_backend: cudnn | flash | efficient | math; math
+// always stays as the fallback) or, for auto, allows all of them in torch's order. Process-wide (ATen's global
+// context): installed by set_kernel_paths.
+void use_sdpa_backend(const std::string& name);
+
 // Which SDPA kernel runs for these inputs: "flash_attention", "efficient_attention",
 // "cudnn_attention", "math", ... and whether GQA went native ("+gqa") or via repeat_kv.
 std::string sdpa_backend_name(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v);
