@@ -152,6 +152,43 @@ TEST_F(KernelsTest, RmsNormOf3dActivationsAndFrozenWeight) {
   EXPECT_CLOSE(dx, dx_ref, 1e-2);
 }
 
+// Qwen3's q/k norms on the 2-D projection [R, H*D] (head_rms_norm): bit for bit the fused norm of
+// the [R*H, D] rows (the same kernel over the same rows), close to the ATen norm of the [R, H, D]
+// view, with dx and dweight; the result keeps the 2-D shape and is no view (RoPE rotates it in place).
+TEST_F(KernelsTest, HeadRmsNormIsTheNormOfEachHead) {
+  ASSERT_NE(fused_ops().head_rms_norm, nullptr);
+  const int64_t rows = test_rows(), heads = 4, d = 128;
+  const auto x = randn({rows, heads * d}, at::kBFloat16, 2.0);
+  const auto w = (1 + randn32({d}, 0.1)).to(at::kBFloat16);
+  const auto dy = randn({rows, heads * d}, at::kBFloat16);
+  auto run = [&](int how) {  // 0: ATen on the view, 1: fused rows of D, 2: fused head norm
+    const OpsScope scope(how == 1);
+    auto xi = x.clone().requires_grad_(true);
+    auto wi = w.clone().requires_grad_(true);
+    at::Tensor y;
+    if (how == 2) {
+      y = fused_ops().head_rms_norm(xi, wi, 1e-6);
+      EXPECT_FALSE(y.is_view());
+      EXPECT_EQ(y.sizes(), x.sizes());
+    } else {
+      y = model::RmsNorm{wi, 1e-6}.forward(xi.view({rows, heads, d})).reshape({rows, heads * d});
+    }
+    torch::autograd::backward({y}, {dy});
+    return std::tuple{y.detach(), xi.grad(), wi.grad()};
+  };
+  const auto [y_ref, dx_ref, dw_ref] = run(0);
+  const auto [y_rows, dx_rows, dw_rows] = run(1);
+  const auto [y, dx, dw] = run(2);
+  EXPECT_TRUE(at::equal(y, y_rows));
+  EXPECT_TRUE(at::equal(dx, dx_rows));
+  EXPECT_TRUE(at::equal(dw, dw_rows));
+  EXPECT_CLOSE(y, y_ref, 1e-2);
+  EXPECT_CLOSE(dx, dx_ref, 1e-2);
+  EXPECT_CLOSE(dw, dw_ref, 1e-2);
+  // A weight that is no head of x is refused, naming the op.
+  EXPECT_THROW(fused_ops().head_rms_norm(x, at::ones({100}, x.options()), 1e-6), std::exception);
+}
+
 // h = x + delta, n = norm(h), loss = <h, gh> + <n, gn>: the decoder layer's use.
 TEST_F(KernelsTest, AddRmsNormMatchesAten) {
   for (const auto& c : norm_cases()) {
@@ -510,12 +547,19 @@ void add_lora(model::DecoderLayer& l, int64_t rank) {
 struct LayerCase {
   Shape shape;
   bool lora, positions, sink;
+  bool qk_norm = false;  // Qwen3's per-head q/k norms before RoPE (the fused head norm + in-place RoPE)
 };
 
 // The layer's output and the gradients of its input and of every trainable tensor, by name.
 std::map<std::string, at::Tensor> run_layer(bool fused, const LayerCase& c) {
   at::manual_seed(1);
   auto layer = make_layer(c.shape);
+  if (c.qk_norm) {
+    auto qk = std::make_unique<model::QkNorm>();
+    qk->q_norm_ = {1 + randn32({c.shape.head_dim}, 0.1), 1e-6};
+    qk->k_norm_ = {1 + randn32({c.shape.head_dim}, 0.1), 1e-6};
+    layer.self_attn_.qk_norm_ = std::move(qk);
+  }
   if (c.lora) add_lora(layer, 16);
   std::vector<model::NamedParam> params;
   layer.named_parameters("", params);
@@ -556,15 +600,18 @@ std::map<std::string, at::Tensor> run_layer(bool fused, const LayerCase& c) {
 }
 
 std::vector<LayerCase> layer_cases() {
-  if (emulated()) return {{kQwen05, false, false, true}, {kQwen05, true, true, false}};
+  if (emulated())
+    return {{kQwen05, false, false, true}, {kQwen05, true, true, false}, {kQwen15, false, false, true, true},
+            {kQwen15, true, true, false, true}};
   return {{kQwen05, false, false, false}, {kQwen05, true, false, false}, {kQwen15, false, true, true},
-          {kQwen15, true, false, false}, {kQwen7, true, false, false}};
+          {kQwen15, true, false, false}, {kQwen7, true, false, false}, {kQwen15, false, false, true, true},
+          {kQwen7, true, false, false, true}};
 }
 
 TEST_F(KernelsTest, DecoderLayerMatchesAtenWithEveryGradientRoute) {
   for (const auto& c : layer_cases()) {
     SCOPED_TRACE(std::string(c.shape.name) + (c.lora ? " lora" : " full") + (c.positions ? " position_ids" : "") +
-                 (c.sink ? " grad sink" : ""));
+                 (c.sink ? " grad sink" : "") + (c.qk_norm ? " q/k norms" : ""));
     const auto ref = run_layer(false, c), out = run_layer(true, c);
     ASSERT_EQ(ref.size(), out.size());
     for (const auto& [name, r] : ref) {
