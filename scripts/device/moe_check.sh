@@ -46,6 +46,12 @@ for part in "${parts[@]}"; do
         { grep -E "error|FAILED" "$OUTD/moe_build.log" | head -20; echo "moe_check: build failed"; exit 1; }
       LF=${LF_TRAIN:-$BUILD/src/train/lf-train-local}  # bench_common.sh chose before the build existed
       echo "moe_check: built ${MOE_BUILD_TARGETS:-lf-worker lf-train-local model_test} in $(( $(date +%s) - t0 )) s" ;;
+    qk)  # Qwen3's q/k norms on the fused path (head_rms_norm + in-place RoPE) vs ATen; needs kernels_test built:
+         # MOE_BUILD_TARGETS="lf-worker lf-train-local model_test kernels_test" scripts/device/moe_check.sh build qk moe
+      timeout 300 $BUILD/tests/kernels/kernels_test \
+        --gtest_filter='*HeadRmsNorm*:*DecoderLayerMatchesAten*:*Rope*' > "$OUTD/qk_kernels_test.log" 2>&1
+      echo "kernels_test (head norm, Qwen3 layer) exit $?"
+      grep -E "^\[  (PASSED|FAILED) |Failure|note:" "$OUTD/qk_kernels_test.log" | head -20 ;;
     gpu)
       nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.limit,memory.total --format=csv,noheader
       timeout 300 $BUILD/tests/model/model_test \
