@@ -189,6 +189,56 @@ TEST_F(KernelsTest, HeadRmsNormIsTheNormOfEachHead) {
   EXPECT_THROW(fused_ops().head_rms_norm(x, at::ones({100}, x.options()), 1e-6), std::exception);
 }
 
+// Rows of at most 32 packs (Qwen3's 128-wide q/k heads) run several a block: y, h, rstd and dx bit for
+// bit those of the block-a-row kernels (narrow_rows = false), with and without the residual add
+// and its gradient; rows not a multiple of a block's, widths that fill 1 to 32 packs, the scalar path.
+TEST_F(KernelsTest, NarrowRowNormsAreTheBlockKernelsBitForBit) {
+  struct Case {
+    int64_t cols;
+    at::ScalarType dtype;
+  };
+  for (const auto& c : {Case{128, at::kBFloat16}, Case{256, at::kBFloat16}, Case{96, at::kBFloat16},
+                        Case{8, at::kBFloat16}, Case{20, at::kBFloat16}, Case{128, at::kFloat}, Case{64, at::kHalf}}) {
+    for (const bool add : {false, true}) {
+      SCOPED_TRACE(std::to_string(c.cols) + " " + c10::toString(c.dtype) + (add ? " add" : ""));
+      const int64_t rows = emulated() ? 37 : 4 * 2048 * 32;
+      const auto x = randn({rows, c.cols}, c.dtype, 2.0), d = randn({rows, c.cols}, c.dtype, 0.5);
+      const auto w = randn({c.cols}, c.dtype), dy = randn({rows, c.cols}, c.dtype), dres = randn({rows, c.cols}, c.dtype);
+      auto run = [&](bool narrow) {
+        auto h = at::empty_like(x), y = at::empty_like(x), dx = at::empty_like(x);
+        auto rstd = at::empty({rows}, x.options().dtype(at::kFloat));
+        RmsNormForwardArgs f;
+        f.dtype = kernel_dtype(x);
+        f.rows = rows;
+        f.cols = c.cols;
+        f.x = x.const_data_ptr();
+        f.delta = add ? d.const_data_ptr() : nullptr;
+        f.weight = w.const_data_ptr();
+        f.h = add ? h.mutable_data_ptr() : nullptr;
+        f.y = y.mutable_data_ptr();
+        f.rstd = rstd.mutable_data_ptr<float>();
+        f.narrow_rows = narrow;
+        run_on_device(x, [&](Stream s) { rms_norm_forward(f, s); });
+        RmsNormBackwardArgs b;
+        b.dtype = f.dtype;
+        b.rows = rows;
+        b.cols = c.cols;
+        b.dy = dy.const_data_ptr();
+        b.h = add ? h.const_data_ptr() : x.const_data_ptr();
+        b.weight = w.const_data_ptr();
+        b.rstd = rstd.const_data_ptr<float>();
+        b.dh = add ? dres.const_data_ptr() : nullptr;
+        b.dx = dx.mutable_data_ptr();
+        b.narrow_rows = narrow;
+        run_on_device(x, [&](Stream s) { rms_norm_backward(b, s); });
+        return std::vector<at::Tensor>{add ? h : x, y, rstd, dx};
+      };
+      const auto ref = run(false), out = run(true);
+      for (size_t i = 0; i < ref.size(); ++i) EXPECT_TRUE(at::equal(out[i], ref[i])) << "output " << i;
+    }
+  }
+}
+
 // h = x + delta, n = norm(h), loss = <h, gh> + <n, gn>: the decoder layer's use.
 TEST_F(KernelsTest, AddRmsNormMatchesAten) {
   for (const auto& c : norm_cases()) {
