@@ -746,5 +746,68 @@ TEST_F(KernelsTest, DISABLED_Bench) {
   }
 }
 
+// Qwen3-30B-A3B's q/k path (8192 tokens, 32 / 4 heads of 128): the old one (the norm on the
+// [B,T,H,D] view, the ATen RoPE on [B,H,T,D]) vs the head norm + in-place RoPE; and the q norm's
+// launchers with a block a row vs the narrow kernels (narrow_rows), forward + dx-only backward.
+TEST_F(KernelsTest, DISABLED_BenchQwen3QkPath) {
+  if (emulated()) GTEST_SKIP() << "timings mean nothing under emulation";
+  const int64_t b = 4, t = 2048, heads = 32, kv = 4, d = 128;
+  const auto q0 = randn({b * t, heads * d}, at::kBFloat16).requires_grad_(true);
+  const auto k0 = randn({b * t, kv * d}, at::kBFloat16).requires_grad_(true);
+  const auto w = (1 + randn32({d}, 0.1)).to(at::kBFloat16);
+  const auto [cos, sin] = rope_tables(b, t, d, false, at::kBFloat16);
+  auto path = [&](bool fused_rope) {
+    const OpsScope scope(true);
+    return time_us([&] {
+      auto q = q0 * 1, k = k0 * 1;
+      at::Tensor qo, ko;
+      if (fused_rope) {
+        std::tie(qo, ko) = fused_ops().rope_qk(fused_ops().head_rms_norm(q, w, 1e-6),
+                                               fused_ops().head_rms_norm(k, w, 1e-6), cos, sin, t, d);
+      } else {
+        const model::RmsNorm norm{w, 1e-6};
+        qo = aten_rope(norm.forward(q.view({b, t, heads, d})).transpose(1, 2), cos, sin);
+        ko = aten_rope(norm.forward(k.view({b, t, kv, d})).transpose(1, 2), cos, sin);
+      }
+      torch::autograd::backward({qo, ko}, {at::ones_like(qo), at::ones_like(ko)});
+    });
+  };
+  const double before = path(false), after = path(true);
+  std::printf("KBENCH 30b-a3b q/k norm+rope fwd+bwd        aten rope %9.1f us  fused %9.1f us  x%.2f\n", before,
+              after, before / after);
+  const int64_t rows = b * t * heads;
+  const auto x = randn({rows, d}, at::kBFloat16), dy = randn({rows, d}, at::kBFloat16);
+  auto y = at::empty_like(x), dx = at::empty_like(x);
+  auto rstd = at::empty({rows}, x.options().dtype(at::kFloat));
+  auto launchers = [&](bool narrow) {
+    return time_us([&] {
+      RmsNormForwardArgs f;
+      f.rows = rows;
+      f.cols = d;
+      f.x = x.const_data_ptr();
+      f.weight = w.const_data_ptr();
+      f.y = y.mutable_data_ptr();
+      f.rstd = rstd.mutable_data_ptr<float>();
+      f.narrow_rows = narrow;
+      RmsNormBackwardArgs g;
+      g.rows = rows;
+      g.cols = d;
+      g.dy = dy.const_data_ptr();
+      g.h = x.const_data_ptr();
+      g.weight = w.const_data_ptr();
+      g.rstd = rstd.const_data_ptr<float>();
+      g.dx = dx.mutable_data_ptr();
+      g.narrow_rows = narrow;
+      run_on_device(x, [&](Stream s) {
+        rms_norm_forward(f, s);
+        rms_norm_backward(g, s);
+      });
+    });
+  };
+  const double block = launchers(false), narrow = launchers(true);
+  std::printf("KBENCH 30b-a3b q norm [262144,128] fwd+bwd  block/row %9.1f us  narrow %9.1f us  x%.2f (%.2f TB/s)\n",
+              block, narrow, block / narrow, 5.0 * static_cast<double>(rows * d * 2) / (narrow * 1e6));
+}
+
 }  // namespace
 }  // namespace lf::kernels
