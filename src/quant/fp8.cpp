@@ -96,13 +96,21 @@ at::Tensor fp8_cast_with_scale(const at::Tensor& x, const at::Tensor& scale, at:
 Fp8Tensor fp8_cast(const at::Tensor& x, const Fp8Scaling& s) {
   if (const auto k = cast_kernel().load(std::memory_order_acquire)) {
     Fp8Tensor out;
-    if (k(x, s, out)) return out;
+    if (k(x, at::Tensor(), s, out)) return out;
   }
   const auto ax = at::abs(x);
   // max |x| in x's own dtype: exact in any float dtype.
   const auto amax = s.rowwise ? at::amax(ax, {s.axis}, /*keepdim=*/true) : at::max(ax);
   const auto scale = fp8_amax_to_scale(amax, s.dtype, s.pow2);
   return {fp8_cast_with_scale(x, scale, s.dtype), scale};
+}
+
+Fp8Tensor fp8_cast_scaled_columns(const at::Tensor& x, const at::Tensor& col_mul, const Fp8Scaling& s) {
+  if (const auto k = cast_kernel().load(std::memory_order_acquire)) {
+    Fp8Tensor out;
+    if (k(x, col_mul, s, out)) return out;
+  }
+  return fp8_cast(x.mul(col_mul.to(x.scalar_type())), s);
 }
 
 // torchao's addmm_float8_unwrapped: the inverse scales passed to _scaled_mm; rowwise without fast
@@ -214,8 +222,7 @@ at::Tensor fp8_stored_grad_input(const at::Tensor& g, const Fp8Tensor& w, Fp8Rec
     return at::_unsafe_view(fp8_mm(fp8_cast(g2, fp8_grad_scaling(r, 1)), w, g.scalar_type(), false), sizes);
   // W = diag(1/s) W_q with s [N, 1] powers of two: g W = (g diag(1/s)) W_q, the fold exact in g's own dtype
   // (a power of two moves only the exponent; bf16 has float32's range), so no float32 copy of g.
-  const auto folded = g2.mul(w.scale.reciprocal().t().to(g2.scalar_type()));
-  const auto ga = fp8_cast(folded, fp8_grad_scaling(r, 1));
+  const auto ga = fp8_cast_scaled_columns(g2, w.scale.reciprocal().t().to(g2.scalar_type()), fp8_grad_scaling(r, 1));
   return at::_unsafe_view(fp8_mm_unscaled_b(ga, w.data, g.scalar_type()), sizes);
 }
 

@@ -205,7 +205,7 @@ TEST(Fp8Linear, GradWeightOfTokensNotAMultipleOf16EqualsTheUnpaddedProduct) {
 // gradients' along the tokens, with the results of three separate casts; an in-place write to x, or
 // another view of it, is cast anew. The cast kernel slot counts the casts (it declines each: ATen casts).
 int cast_calls = 0;
-bool count_cast(const at::Tensor&, const lf::quant::Fp8Scaling&, Fp8Tensor&) {
+bool count_cast(const at::Tensor&, const at::Tensor&, const lf::quant::Fp8Scaling&, Fp8Tensor&) {
   ++cast_calls;
   return false;
 }
