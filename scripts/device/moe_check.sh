@@ -6,6 +6,8 @@
 #   MOE_BUILD_TARGETS=lf-train-local STEPS=12 RUN_TIMEOUT=150 scripts/device/moe_check.sh build moe
 #                                            # the MoE rows alone in one call: ~2 min build + ~4 min rows
 #   scripts/device/moe_check.sh trace gemma  # the 30B-A3B trace split; Gemma 3 1B vs HF --compile
+#   MOE_BUILD_TARGETS="lf-worker lf-train-local model_test kernels_test" scripts/device/moe_check.sh build qk
+#                                            # Qwen3's q/k norm path (fused head norm + RoPE, narrow norms): tests + KBENCH
 # (default: gpu moe trace gemma; each part fits a device call after `build`)
 # gpu   : model_test's MoE / Gemma 3 / RoPE tests (MoeGpu.*: the grouped GEMM path vs one GEMM per expert vs
 #         the fp32 CPU reference, and a Qwen3-MoE layer on the GPU)
@@ -46,6 +48,15 @@ for part in "${parts[@]}"; do
         { grep -E "error|FAILED" "$OUTD/moe_build.log" | head -20; echo "moe_check: build failed"; exit 1; }
       LF=${LF_TRAIN:-$BUILD/src/train/lf-train-local}  # bench_common.sh chose before the build existed
       echo "moe_check: built ${MOE_BUILD_TARGETS:-lf-worker lf-train-local model_test} in $(( $(date +%s) - t0 )) s" ;;
+    qk)  # Qwen3's q/k norms on the fused path (head_rms_norm + in-place RoPE) vs ATen; needs kernels_test built:
+         # MOE_BUILD_TARGETS="lf-worker lf-train-local model_test kernels_test" scripts/device/moe_check.sh build qk moe
+      timeout 300 $BUILD/tests/kernels/kernels_test \
+        --gtest_filter='*HeadRmsNorm*:*NarrowRowNorms*:*DecoderLayerMatchesAten*:*Rope*:MoeKernels.*' > "$OUTD/qk_kernels_test.log" 2>&1
+      echo "kernels_test (head norm, narrow norms, Qwen3 layer) exit $?"
+      grep -E "^\[  (PASSED|FAILED) |Failure|note:" "$OUTD/qk_kernels_test.log" | head -20
+      # KBENCH lines: the q/k path before/after (ATen RoPE vs head norm + fused RoPE), block vs narrow norm kernels
+      timeout 120 $BUILD/tests/kernels/kernels_test --gtest_also_run_disabled_tests \
+        --gtest_filter='*BenchQwen3QkPath*' 2>&1 | grep KBENCH ;;
     gpu)
       nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.limit,memory.total --format=csv,noheader
       timeout 300 $BUILD/tests/model/model_test \

@@ -27,7 +27,8 @@ const FusedOps& fused_ops() {
                             &moe_swiglu_halves_op,
                             &moe_swiglu_halves_backward_op,
                             &dequantize_4bit_op,
-                            &quant_gemv_4bit_op};
+                            &quant_gemv_4bit_op,
+                            &head_rms_norm_op};
   return ops;
 }
 

@@ -67,26 +67,44 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-template <typename T>
+// The experts' SwiGLU on [gate | up] rows, kV elements a thread (16-byte packs where inter and the
+// pointers allow, else 1): the same per-element math either way, so the results are bit-equal.
+// e counts packs; a pack never straddles a row (inter % kV == 0).
+template <typename T, int kV>
 __global__ void __launch_bounds__(kThreads)
     swiglu_halves_kernel(const T* __restrict__ h, T* __restrict__ out, int64_t rows, int64_t inter) {
-  for (int64_t e = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; e < rows * inter; e += int64_t{gridDim.x} * blockDim.x) {
-    const int64_t r = e / inter, i = e % inter;
-    const float x = to_float(h[r * 2 * inter + i]), u = to_float(h[r * 2 * inter + inter + i]);
-    out[e] = from_float<T>(round_to<T>(x / (1.f + expf(-x))) * u);
+  const int64_t packs = inter / kV;
+  for (int64_t e = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; e < rows * packs; e += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t r = e / packs, i = (e % packs) * kV;
+    const auto g = load_pack<T, kV>(h + r * 2 * inter + i), u = load_pack<T, kV>(h + r * 2 * inter + inter + i);
+    Pack<T, kV> o;
+#pragma unroll
+    for (int j = 0; j < kV; ++j) {
+      const float x = to_float(g.v[j]);
+      o.v[j] = from_float<T>(round_to<T>(x / (1.f + expf(-x))) * to_float(u.v[j]));
+    }
+    store_pack<T, kV>(out + r * inter + i, o);
   }
 }
 
-template <typename T>
+template <typename T, int kV>
 __global__ void __launch_bounds__(kThreads)
     swiglu_halves_backward_kernel(const T* __restrict__ h, const T* __restrict__ dout, T* __restrict__ dh,
                                   int64_t rows, int64_t inter) {
-  for (int64_t e = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; e < rows * inter; e += int64_t{gridDim.x} * blockDim.x) {
-    const int64_t r = e / inter, i = e % inter;
-    const float x = to_float(h[r * 2 * inter + i]), u = to_float(h[r * 2 * inter + inter + i]);
-    const float d = to_float(dout[e]), sg = sigmoid(x);
-    dh[r * 2 * inter + i] = from_float<T>(round_to<T>(d * u) * sg * (1.f + x * (1.f - sg)));
-    dh[r * 2 * inter + inter + i] = from_float<T>(d * round_to<T>(x / (1.f + expf(-x))));
+  const int64_t packs = inter / kV;
+  for (int64_t e = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; e < rows * packs; e += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t r = e / packs, i = (e % packs) * kV;
+    const auto g = load_pack<T, kV>(h + r * 2 * inter + i), u = load_pack<T, kV>(h + r * 2 * inter + inter + i);
+    const auto dd = load_pack<T, kV>(dout + r * inter + i);
+    Pack<T, kV> dg, du;
+#pragma unroll
+    for (int j = 0; j < kV; ++j) {
+      const float x = to_float(g.v[j]), d = to_float(dd.v[j]), sg = sigmoid(x);
+      dg.v[j] = from_float<T>(round_to<T>(d * to_float(u.v[j])) * sg * (1.f + x * (1.f - sg)));
+      du.v[j] = from_float<T>(d * round_to<T>(x / (1.f + expf(-x))));
+    }
+    store_pack<T, kV>(dh + r * 2 * inter + i, dg);
+    store_pack<T, kV>(dh + r * 2 * inter + inter + i, du);
   }
 }
 
@@ -148,9 +166,11 @@ void moe_swiglu_halves(const MoeSwigluArgs& a, Stream stream) {
   if (!a.h || !a.out) fail("moe_swiglu_halves", "null pointer");
   auto* s = static_cast<cudaStream_t>(stream);
   dispatch_dtype(a.dtype, "moe_swiglu_halves", [&]<typename T>() {
-    auto* k = &swiglu_halves_kernel<T>;
-    LF_LAUNCH(k, dim3(static_cast<unsigned>(elementwise_blocks(a.rows * a.inter))), dim3(kThreads), 0, s,
-              static_cast<const T*>(a.h), static_cast<T*>(a.out), a.rows, a.inter);
+    constexpr int kV = 16 / sizeof(T);
+    const bool packed = a.vectorized && a.inter % kV == 0 && all_aligned16(a.h, a.out);
+    auto* k = packed ? &swiglu_halves_kernel<T, kV> : &swiglu_halves_kernel<T, 1>;
+    LF_LAUNCH(k, dim3(static_cast<unsigned>(elementwise_blocks(a.rows * a.inter / (packed ? kV : 1)))), dim3(kThreads),
+              0, s, static_cast<const T*>(a.h), static_cast<T*>(a.out), a.rows, a.inter);
   });
   check_launch("moe_swiglu_halves");
 }
@@ -161,9 +181,11 @@ void moe_swiglu_halves_backward(const MoeSwigluBackwardArgs& a, Stream stream) {
   if (!a.h || !a.dout || !a.dh) fail("moe_swiglu_halves_backward", "null pointer");
   auto* s = static_cast<cudaStream_t>(stream);
   dispatch_dtype(a.dtype, "moe_swiglu_halves_backward", [&]<typename T>() {
-    auto* k = &swiglu_halves_backward_kernel<T>;
-    LF_LAUNCH(k, dim3(static_cast<unsigned>(elementwise_blocks(a.rows * a.inter))), dim3(kThreads), 0, s,
-              static_cast<const T*>(a.h), static_cast<const T*>(a.dout), static_cast<T*>(a.dh), a.rows, a.inter);
+    constexpr int kV = 16 / sizeof(T);
+    const bool packed = a.vectorized && a.inter % kV == 0 && all_aligned16(a.h, a.dout, a.dh);
+    auto* k = packed ? &swiglu_halves_backward_kernel<T, kV> : &swiglu_halves_backward_kernel<T, 1>;
+    LF_LAUNCH(k, dim3(static_cast<unsigned>(elementwise_blocks(a.rows * a.inter / (packed ? kV : 1)))), dim3(kThreads),
+              0, s, static_cast<const T*>(a.h), static_cast<const T*>(a.dout), static_cast<T*>(a.dh), a.rows, a.inter);
   });
   check_launch("moe_swiglu_halves_backward");
 }

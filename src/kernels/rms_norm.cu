@@ -1,6 +1,6 @@
 // RMSNorm (+ the residual add before it) forward and backward; see lf/kernels/rms_norm.h.
 // Forward: one block per row, two passes over the row (the second re-reads what this thread
-// just read or wrote, from L1/L2). Backward: a grid of a few blocks per multiprocessor strides
+// just read or wrote, from L1/L2); rows of at most 32 packs: several rows a block (narrow kernels). Backward: a grid of a few blocks per multiprocessor strides
 // over the rows; each thread owns the same columns in every row, so its share of dweight sums
 // in shared memory without atomics, and each block writes one fp32 row of partial sums that a
 // second kernel adds up in a fixed order (deterministic).
@@ -118,6 +118,102 @@ __global__ void __launch_bounds__(kMaxThreads)
   }
 }
 
+// Rows of at most 32 packs (Qwen3's q/k norms: 128 bf16 = 16 packs). A block a row gave them
+// 32-thread blocks with half the lanes idle; here a group of `lanes` threads (the packs rounded
+// up to a power of two) takes a row, kNarrowThreads / lanes rows a block, each thread one pack in
+// registers. group_sum adds in block_sum's butterfly order over a one-warp block (the lanes that
+// block had beyond the group added zeros), so y, rstd and dx equal the block kernels' bit for bit.
+constexpr int kNarrowThreads = 256;
+
+__device__ __forceinline__ float group_sum(float v, int lanes) {
+  for (int m = lanes / 2; m > 0; m >>= 1) v += __shfl_xor_sync(0xffffffffu, v, m);
+  return v;
+}
+
+template <typename T, int kV, bool kAdd>
+__global__ void __launch_bounds__(kNarrowThreads)
+    rms_norm_forward_rows_kernel(const T* __restrict__ x, const T* __restrict__ delta, const T* __restrict__ w, T* h,
+                                 T* __restrict__ y, float* __restrict__ rstd, int64_t rows, int64_t cols, int lanes,
+                                 float eps) {
+  const int64_t row = int64_t{blockIdx.x} * (kNarrowThreads / lanes) + threadIdx.x / lanes;
+  const int64_t p = threadIdx.x % lanes;
+  const bool mine = row < rows && p < cols / kV;  // every thread still joins the shuffles
+  Pack<T, kV> a{};
+  float ss = 0.f;
+  if (mine) {
+    a = load_pack<T, kV>(x + row * cols + p * kV);
+    if constexpr (kAdd) {
+      const auto d = load_pack<T, kV>(delta + row * cols + p * kV);
+#pragma unroll
+      for (int i = 0; i < kV; ++i) a.v[i] = from_float<T>(to_float(a.v[i]) + to_float(d.v[i]));
+      store_pack<T, kV>(h + row * cols + p * kV, a);
+    }
+#pragma unroll
+    for (int i = 0; i < kV; ++i) {
+      const float f = to_float(a.v[i]);
+      ss += f * f;
+    }
+  }
+  ss = group_sum(ss, lanes);
+  const float r = rsqrtf(ss / static_cast<float>(cols) + eps);
+  if (!mine) return;
+  if (p == 0) rstd[row] = r;
+  const auto g = load_pack<T, kV>(w + p * kV);
+  Pack<T, kV> o;
+#pragma unroll
+  for (int i = 0; i < kV; ++i) o.v[i] = from_float<T>(to_float(g.v[i]) * round_to<T>(to_float(a.v[i]) * r));
+  store_pack<T, kV>(y + row * cols + p * kV, o);
+}
+
+// dx only (a frozen weight: the LoRA case); with dweight the block kernel above runs.
+template <typename T, int kV, bool kDh>
+__global__ void __launch_bounds__(kNarrowThreads)
+    rms_norm_backward_rows_kernel(const T* __restrict__ dy, const T* __restrict__ h, const T* __restrict__ w,
+                                  const float* __restrict__ rstd, const T* __restrict__ dres, T* __restrict__ dx,
+                                  int64_t rows, int64_t cols, int lanes) {
+  const int64_t row = int64_t{blockIdx.x} * (kNarrowThreads / lanes) + threadIdx.x / lanes;
+  const int64_t p = threadIdx.x % lanes;
+  const bool mine = row < rows && p < cols / kV;
+  const int64_t at = row * cols + p * kV;
+  Pack<T, kV> g{}, a{}, ww{};
+  float r = 0.f, dot = 0.f;
+  if (mine) {
+    r = rstd[row];
+    g = load_pack<T, kV>(dy + at);
+    a = load_pack<T, kV>(h + at);
+    ww = load_pack<T, kV>(w + p * kV);
+#pragma unroll
+    for (int i = 0; i < kV; ++i) dot += round_to<T>(to_float(g.v[i]) * to_float(ww.v[i])) * (to_float(a.v[i]) * r);
+  }
+  dot = group_sum(dot, lanes) / static_cast<float>(cols);
+  if (!mine) return;
+  Pack<T, kV> e;
+  if constexpr (kDh) e = load_pack<T, kV>(dres + at);
+  Pack<T, kV> o;
+#pragma unroll
+  for (int i = 0; i < kV; ++i) {
+    const float n = to_float(a.v[i]) * r;
+    const float dn = round_to<T>(to_float(g.v[i]) * to_float(ww.v[i]));
+    float v = r * (dn - n * dot);
+    if constexpr (kDh) v = round_to<T>(v) + to_float(e.v[i]);
+    o.v[i] = from_float<T>(v);
+  }
+  store_pack<T, kV>(dx + at, o);
+}
+
+// The lanes a row gets on the narrow kernels (a power of two >= its packs), or 0: a block a row.
+int narrow_lanes(int64_t packs, bool allowed) {
+  if (!allowed || packs > 32) return 0;
+  int lanes = 1;
+  while (lanes < packs) lanes *= 2;
+  return lanes;
+}
+
+int64_t narrow_blocks(int64_t rows, int lanes) {
+  const int64_t per_block = kNarrowThreads / lanes;
+  return (rows + per_block - 1) / per_block;
+}
+
 // out[c] = T(sum over parts of partial[part, c]), in a fixed order. Block 32 x kSumRows.
 template <typename T>
 __global__ void __launch_bounds__(32 * kSumRows)
@@ -148,6 +244,12 @@ void forward_typed(const RmsNormForwardArgs& a, cudaStream_t s) {
   const auto* w = static_cast<const T*>(a.weight);
   auto* h = static_cast<T*>(a.h);
   auto* y = static_cast<T*>(a.y);
+  if (const int lanes = narrow_lanes(a.cols / kV, a.narrow_rows)) {
+    const dim3 grid(static_cast<unsigned>(narrow_blocks(a.rows, lanes))), block(kNarrowThreads);
+    auto* k = a.delta ? &rms_norm_forward_rows_kernel<T, kV, true> : &rms_norm_forward_rows_kernel<T, kV, false>;
+    LF_LAUNCH(k, grid, block, 0, s, x, d, w, h, y, a.rstd, a.rows, a.cols, lanes, a.eps);
+    return;
+  }
   const dim3 grid(static_cast<unsigned>(a.rows)), block(static_cast<unsigned>(threads_for(a.cols / kV)));
   if (a.delta) {
     auto* k = &rms_norm_forward_kernel<T, kV, true>;
@@ -171,6 +273,14 @@ template <typename T, int kV>
 void backward_typed(const RmsNormBackwardArgs& a, cudaStream_t s) {
   const int64_t blocks = backward_blocks(a.rows);
   const bool dw = a.dweight != nullptr, dh = a.dh != nullptr;
+  if (const int lanes = narrow_lanes(a.cols / kV, a.narrow_rows && !dw)) {
+    if (a.rows == 0) return;
+    auto* k = dh ? &rms_norm_backward_rows_kernel<T, kV, true> : &rms_norm_backward_rows_kernel<T, kV, false>;
+    LF_LAUNCH(k, dim3(static_cast<unsigned>(narrow_blocks(a.rows, lanes))), dim3(kNarrowThreads), 0, s,
+              static_cast<const T*>(a.dy), static_cast<const T*>(a.h), static_cast<const T*>(a.weight), a.rstd,
+              static_cast<const T*>(a.dh), static_cast<T*>(a.dx), a.rows, a.cols, lanes);
+    return;
+  }
   if (dw && dh) backward_launch<T, kV, true, true>(a, s, blocks);
   else if (dw) backward_launch<T, kV, true, false>(a, s, blocks);
   else if (dh) backward_launch<T, kV, false, true>(a, s, blocks);

@@ -5,6 +5,8 @@
 #include <ATen/ATen.h>
 #include <torch/csrc/autograd/custom_function.h>
 
+#include <string>
+
 #include "fused_op_impls.h"
 #include "kernel_device.h"
 #include "lf/common/error.h"
@@ -16,13 +18,16 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-void check_inputs(const at::Tensor& x, const at::Tensor& w, const at::Tensor* delta) {
+// `heads`: the weight spans one D-wide group of x's last dim (head_rms_norm), not all of it.
+void check_inputs(const at::Tensor& x, const at::Tensor& w, const at::Tensor* delta, bool heads = false) {
   LF_CHECK(on_kernel_device(x) && is_kernel_dtype(x) && x.dim() >= 1 && x.size(-1) <= kRmsNormMaxCols, BackendError,
            "fused rms_norm: expected x [.., C <= {}] in float32/float16/bfloat16 on the kernels' device, got {}",
            kRmsNormMaxCols, describe(x));
-  LF_CHECK(w.dim() == 1 && w.size(0) == x.size(-1) && w.scalar_type() == x.scalar_type() && w.device() == x.device(),
-           BackendError, "fused rms_norm: expected the weight [{}] in x's dtype and device, got {} for x {}", x.size(-1),
-           describe(w), describe(x));
+  const bool fits = w.dim() == 1 && w.size(0) > 0 && (heads ? x.size(-1) % w.size(0) == 0 : w.size(0) == x.size(-1));
+  LF_CHECK(fits && w.scalar_type() == x.scalar_type() && w.device() == x.device(), BackendError,
+           "fused {}: expected the weight [{}] in x's dtype and device, got {} for x {}",
+           heads ? "head_rms_norm" : "rms_norm", heads ? "D dividing C" : std::to_string(x.size(-1)), describe(w),
+           describe(x));
   if (delta)
     LF_CHECK(delta->sizes() == x.sizes() && delta->scalar_type() == x.scalar_type() && delta->device() == x.device(),
              BackendError, "fused add_rms_norm: expected delta like x {}, got {}", describe(x), describe(*delta));
@@ -37,7 +42,7 @@ Forward norm_forward(const at::Tensor& x, const at::Tensor* delta, const at::Ten
   const auto xc = x.contiguous();
   const auto wc = w.contiguous();
   const auto dc = delta ? delta->contiguous() : at::Tensor();
-  const int64_t cols = xc.size(-1), rows = cols ? xc.numel() / cols : 0;
+  const int64_t cols = wc.size(0), rows = cols ? xc.numel() / cols : 0;  // rows of the weight's width
   f.h = delta ? at::empty_like(xc) : xc;
   f.y = at::empty_like(xc);
   f.rstd = at::empty({rows}, xc.options().dtype(at::kFloat));
@@ -61,7 +66,7 @@ std::pair<at::Tensor, at::Tensor> norm_backward(const at::Tensor& dy, const at::
                                                 const at::Tensor& w, const at::Tensor& rstd, bool need_dw) {
   const auto g = dy.contiguous();
   const auto r = dres.defined() ? dres.contiguous() : at::Tensor();
-  const int64_t cols = h.size(-1), rows = h.numel() / cols;
+  const int64_t cols = w.size(0), rows = h.numel() / cols;
   auto dx = at::empty_like(h);
   at::Tensor dw;
   run_on_device(h, [&](Stream s) {
@@ -122,6 +127,13 @@ struct AddRmsNormFn : public torch::autograd::Function<AddRmsNormFn> {
 
 at::Tensor rms_norm_op(const at::Tensor& x, const at::Tensor& weight, double eps) {
   check_inputs(x, weight, nullptr);
+  return RmsNormFn::apply(x, weight, eps);
+}
+
+// Qwen3's q/k norms on the 2-D projection [B*T, H*D] with the weight [D]: the same Function over
+// rows of D, so the result keeps x's 2-D shape and is no view (the fused RoPE rotates it in place).
+at::Tensor head_rms_norm_op(const at::Tensor& x, const at::Tensor& weight, double eps) {
+  check_inputs(x, weight, nullptr, /*heads=*/true);
   return RmsNormFn::apply(x, weight, eps);
 }
 

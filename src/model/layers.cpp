@@ -141,13 +141,18 @@ at::Tensor Attention::forward_with(const at::Tensor& x, const RopeTables& rope, 
   };
   const auto& cos = local_rope_ ? rope.local_cos : rope.cos;
   const auto& sin = local_rope_ ? rope.local_sin : rope.sin;
-  // Qwen3's q/k norms sit between the projections and RoPE, which the fused path rotates in place:
-  // it takes the ATen path (untested on CUDA with the norms in between; kept exact rather than fast).
-  if (const auto* fused = qk_norm_ || window_ > 0 || scale_ != 0 ? nullptr : fused_ops_for(x)) {
+  // Qwen3's q/k norms sit between the projections and RoPE: on the fused path the head norm keeps
+  // the 2-D shape (no view), so RoPE still rotates in place. The ATen RoPE on [B,H,T,D] views costs
+  // ~20 strided passes over q and k a layer (rotate_half's cat, broadcast muls; docs/BENCHMARKS.md).
+  if (const auto* fused = window_ > 0 || scale_ != 0 || (qk_norm_ && !qk_norm_->fuses(x)) ? nullptr : fused_ops_for(x)) {
     // 2-D projections: their outputs are then not views, so RoPE may rotate them in place.
     const auto x2 = x.reshape({b * t, x.size(2)});
     auto q = q_proj_.forward(x2, training);  // [B*T, H*D]
     auto k = k_proj_.forward(x2, training);  // [B*T, K*D]
+    if (qk_norm_) {  // Qwen3: per-head norms on the 2-D projections, then RoPE in place
+      q = qk_norm_->fused_heads(q, qk_norm_->q_norm_, *fused);
+      k = qk_norm_->fused_heads(k, qk_norm_->k_norm_, *fused);
+    }
     auto v = v_proj_.forward(x2, training).view({b, t, num_kv_heads_, head_dim_}).transpose(1, 2);
     std::tie(q, k) = fused->rope_qk(q, k, cos, sin, t, head_dim_);
     auto o = attention(q.view({b, t, num_heads_, head_dim_}).transpose(1, 2),

@@ -3,12 +3,25 @@
 // other weight (RmsNorm::forward).
 #include <ATen/ATen.h>
 
+#include "lf/kernels/fused_ops.h"
+#include "lf/model/fused_dispatch.h"
+#include "lf/model/grad_sink.h"
 #include "lf/model/layers.h"
 
 namespace lf::model {
 
 at::Tensor QkNorm::queries(const at::Tensor& q) const { return q_norm_.forward(q); }
 at::Tensor QkNorm::keys(const at::Tensor& k) const { return k_norm_.forward(k); }
+
+bool QkNorm::fuses(const at::Tensor& x) const {
+  const auto* fused = fused_ops_for(x);
+  return fused && fused->head_rms_norm && !q_norm_.one_plus_ && !k_norm_.one_plus_;
+}
+
+// p [B*T, H*D] -> [B*T, H*D]: the same rows of D as RmsNorm::forward on the [B,T,H,D] view.
+at::Tensor QkNorm::fused_heads(const at::Tensor& p, const RmsNorm& norm, const kernels::FusedOps& fused) const {
+  return fused.head_rms_norm(p, cast_for_compute(norm.weight_, p.scalar_type()), norm.eps_);
+}
 
 void QkNorm::named_parameters(const std::string& prefix, std::vector<NamedParam>& out) {
   out.push_back({prefix + "q_norm.weight", &q_norm_.weight_});

@@ -152,6 +152,93 @@ TEST_F(KernelsTest, RmsNormOf3dActivationsAndFrozenWeight) {
   EXPECT_CLOSE(dx, dx_ref, 1e-2);
 }
 
+// Qwen3's q/k norms on the 2-D projection [R, H*D] (head_rms_norm): bit for bit the fused norm of
+// the [R*H, D] rows (the same kernel over the same rows), close to the ATen norm of the [R, H, D]
+// view, with dx and dweight; the result keeps the 2-D shape and is no view (RoPE rotates it in place).
+TEST_F(KernelsTest, HeadRmsNormIsTheNormOfEachHead) {
+  ASSERT_NE(fused_ops().head_rms_norm, nullptr);
+  const int64_t rows = test_rows(), heads = 4, d = 128;
+  const auto x = randn({rows, heads * d}, at::kBFloat16, 2.0);
+  const auto w = (1 + randn32({d}, 0.1)).to(at::kBFloat16);
+  const auto dy = randn({rows, heads * d}, at::kBFloat16);
+  auto run = [&](int how) {  // 0: ATen on the view, 1: fused rows of D, 2: fused head norm
+    const OpsScope scope(how == 1);
+    auto xi = x.clone().requires_grad_(true);
+    auto wi = w.clone().requires_grad_(true);
+    at::Tensor y;
+    if (how == 2) {
+      y = fused_ops().head_rms_norm(xi, wi, 1e-6);
+      EXPECT_FALSE(y.is_view());
+      EXPECT_EQ(y.sizes(), x.sizes());
+    } else {
+      y = model::RmsNorm{wi, 1e-6}.forward(xi.view({rows, heads, d})).reshape({rows, heads * d});
+    }
+    torch::autograd::backward({y}, {dy});
+    return std::tuple{y.detach(), xi.grad(), wi.grad()};
+  };
+  const auto [y_ref, dx_ref, dw_ref] = run(0);
+  const auto [y_rows, dx_rows, dw_rows] = run(1);
+  const auto [y, dx, dw] = run(2);
+  EXPECT_TRUE(at::equal(y, y_rows));
+  EXPECT_TRUE(at::equal(dx, dx_rows));
+  EXPECT_TRUE(at::equal(dw, dw_rows));
+  EXPECT_CLOSE(y, y_ref, 1e-2);
+  EXPECT_CLOSE(dx, dx_ref, 1e-2);
+  EXPECT_CLOSE(dw, dw_ref, 1e-2);
+  // A weight that is no head of x is refused, naming the op.
+  EXPECT_THROW(fused_ops().head_rms_norm(x, at::ones({100}, x.options()), 1e-6), std::exception);
+}
+
+// Rows of at most 32 packs (Qwen3's 128-wide q/k heads) run several a block: y, h, rstd and dx bit for
+// bit those of the block-a-row kernels (narrow_rows = false), with and without the residual add
+// and its gradient; rows not a multiple of a block's, widths that fill 1 to 32 packs, the scalar path.
+TEST_F(KernelsTest, NarrowRowNormsAreTheBlockKernelsBitForBit) {
+  struct Case {
+    int64_t cols;
+    at::ScalarType dtype;
+  };
+  for (const auto& c : {Case{128, at::kBFloat16}, Case{256, at::kBFloat16}, Case{96, at::kBFloat16},
+                        Case{8, at::kBFloat16}, Case{20, at::kBFloat16}, Case{128, at::kFloat}, Case{64, at::kHalf}}) {
+    for (const bool add : {false, true}) {
+      SCOPED_TRACE(std::to_string(c.cols) + " " + c10::toString(c.dtype) + (add ? " add" : ""));
+      const int64_t rows = emulated() ? 37 : 4 * 2048 * 32;
+      const auto x = randn({rows, c.cols}, c.dtype, 2.0), d = randn({rows, c.cols}, c.dtype, 0.5);
+      const auto w = randn({c.cols}, c.dtype), dy = randn({rows, c.cols}, c.dtype), dres = randn({rows, c.cols}, c.dtype);
+      auto run = [&](bool narrow) {
+        auto h = at::empty_like(x), y = at::empty_like(x), dx = at::empty_like(x);
+        auto rstd = at::empty({rows}, x.options().dtype(at::kFloat));
+        RmsNormForwardArgs f;
+        f.dtype = kernel_dtype(x);
+        f.rows = rows;
+        f.cols = c.cols;
+        f.x = x.const_data_ptr();
+        f.delta = add ? d.const_data_ptr() : nullptr;
+        f.weight = w.const_data_ptr();
+        f.h = add ? h.mutable_data_ptr() : nullptr;
+        f.y = y.mutable_data_ptr();
+        f.rstd = rstd.mutable_data_ptr<float>();
+        f.narrow_rows = narrow;
+        run_on_device(x, [&](Stream s) { rms_norm_forward(f, s); });
+        RmsNormBackwardArgs b;
+        b.dtype = f.dtype;
+        b.rows = rows;
+        b.cols = c.cols;
+        b.dy = dy.const_data_ptr();
+        b.h = add ? h.const_data_ptr() : x.const_data_ptr();
+        b.weight = w.const_data_ptr();
+        b.rstd = rstd.const_data_ptr<float>();
+        b.dh = add ? dres.const_data_ptr() : nullptr;
+        b.dx = dx.mutable_data_ptr();
+        b.narrow_rows = narrow;
+        run_on_device(x, [&](Stream s) { rms_norm_backward(b, s); });
+        return std::vector<at::Tensor>{add ? h : x, y, rstd, dx};
+      };
+      const auto ref = run(false), out = run(true);
+      for (size_t i = 0; i < ref.size(); ++i) EXPECT_TRUE(at::equal(out[i], ref[i])) << "output " << i;
+    }
+  }
+}
+
 // h = x + delta, n = norm(h), loss = <h, gh> + <n, gn>: the decoder layer's use.
 TEST_F(KernelsTest, AddRmsNormMatchesAten) {
   for (const auto& c : norm_cases()) {
@@ -510,12 +597,19 @@ void add_lora(model::DecoderLayer& l, int64_t rank) {
 struct LayerCase {
   Shape shape;
   bool lora, positions, sink;
+  bool qk_norm = false;  // Qwen3's per-head q/k norms before RoPE (the fused head norm + in-place RoPE)
 };
 
 // The layer's output and the gradients of its input and of every trainable tensor, by name.
 std::map<std::string, at::Tensor> run_layer(bool fused, const LayerCase& c) {
   at::manual_seed(1);
   auto layer = make_layer(c.shape);
+  if (c.qk_norm) {
+    auto qk = std::make_unique<model::QkNorm>();
+    qk->q_norm_ = {1 + randn32({c.shape.head_dim}, 0.1), 1e-6};
+    qk->k_norm_ = {1 + randn32({c.shape.head_dim}, 0.1), 1e-6};
+    layer.self_attn_.qk_norm_ = std::move(qk);
+  }
   if (c.lora) add_lora(layer, 16);
   std::vector<model::NamedParam> params;
   layer.named_parameters("", params);
@@ -556,15 +650,18 @@ std::map<std::string, at::Tensor> run_layer(bool fused, const LayerCase& c) {
 }
 
 std::vector<LayerCase> layer_cases() {
-  if (emulated()) return {{kQwen05, false, false, true}, {kQwen05, true, true, false}};
+  if (emulated())
+    return {{kQwen05, false, false, true}, {kQwen05, true, true, false}, {kQwen15, false, false, true, true},
+            {kQwen15, true, true, false, true}};
   return {{kQwen05, false, false, false}, {kQwen05, true, false, false}, {kQwen15, false, true, true},
-          {kQwen15, true, false, false}, {kQwen7, true, false, false}};
+          {kQwen15, true, false, false}, {kQwen7, true, false, false}, {kQwen15, false, false, true, true},
+          {kQwen7, true, false, false, true}};
 }
 
 TEST_F(KernelsTest, DecoderLayerMatchesAtenWithEveryGradientRoute) {
   for (const auto& c : layer_cases()) {
     SCOPED_TRACE(std::string(c.shape.name) + (c.lora ? " lora" : " full") + (c.positions ? " position_ids" : "") +
-                 (c.sink ? " grad sink" : ""));
+                 (c.sink ? " grad sink" : "") + (c.qk_norm ? " q/k norms" : ""));
     const auto ref = run_layer(false, c), out = run_layer(true, c);
     ASSERT_EQ(ref.size(), out.size());
     for (const auto& [name, r] : ref) {
@@ -647,6 +744,69 @@ TEST_F(KernelsTest, DISABLED_Bench) {
       std::printf("KBENCH %s %-30s aten %9.1f us  fused %9.1f us  x%.2f\n", s.name, label, aten, fused, aten / fused);
     }
   }
+}
+
+// Qwen3-30B-A3B's q/k path (8192 tokens, 32 / 4 heads of 128): the old one (the norm on the
+// [B,T,H,D] view, the ATen RoPE on [B,H,T,D]) vs the head norm + in-place RoPE; and the q norm's
+// launchers with a block a row vs the narrow kernels (narrow_rows), forward + dx-only backward.
+TEST_F(KernelsTest, DISABLED_BenchQwen3QkPath) {
+  if (emulated()) GTEST_SKIP() << "timings mean nothing under emulation";
+  const int64_t b = 4, t = 2048, heads = 32, kv = 4, d = 128;
+  const auto q0 = randn({b * t, heads * d}, at::kBFloat16).requires_grad_(true);
+  const auto k0 = randn({b * t, kv * d}, at::kBFloat16).requires_grad_(true);
+  const auto w = (1 + randn32({d}, 0.1)).to(at::kBFloat16);
+  const auto [cos, sin] = rope_tables(b, t, d, false, at::kBFloat16);
+  auto path = [&](bool fused_rope) {
+    const OpsScope scope(true);
+    return time_us([&] {
+      auto q = q0 * 1, k = k0 * 1;
+      at::Tensor qo, ko;
+      if (fused_rope) {
+        std::tie(qo, ko) = fused_ops().rope_qk(fused_ops().head_rms_norm(q, w, 1e-6),
+                                               fused_ops().head_rms_norm(k, w, 1e-6), cos, sin, t, d);
+      } else {
+        const model::RmsNorm norm{w, 1e-6};
+        qo = aten_rope(norm.forward(q.view({b, t, heads, d})).transpose(1, 2), cos, sin);
+        ko = aten_rope(norm.forward(k.view({b, t, kv, d})).transpose(1, 2), cos, sin);
+      }
+      torch::autograd::backward({qo, ko}, {at::ones_like(qo), at::ones_like(ko)});
+    });
+  };
+  const double before = path(false), after = path(true);
+  std::printf("KBENCH 30b-a3b q/k norm+rope fwd+bwd        aten rope %9.1f us  fused %9.1f us  x%.2f\n", before,
+              after, before / after);
+  const int64_t rows = b * t * heads;
+  const auto x = randn({rows, d}, at::kBFloat16), dy = randn({rows, d}, at::kBFloat16);
+  auto y = at::empty_like(x), dx = at::empty_like(x);
+  auto rstd = at::empty({rows}, x.options().dtype(at::kFloat));
+  auto launchers = [&](bool narrow) {
+    return time_us([&] {
+      RmsNormForwardArgs f;
+      f.rows = rows;
+      f.cols = d;
+      f.x = x.const_data_ptr();
+      f.weight = w.const_data_ptr();
+      f.y = y.mutable_data_ptr();
+      f.rstd = rstd.mutable_data_ptr<float>();
+      f.narrow_rows = narrow;
+      RmsNormBackwardArgs g;
+      g.rows = rows;
+      g.cols = d;
+      g.dy = dy.const_data_ptr();
+      g.h = x.const_data_ptr();
+      g.weight = w.const_data_ptr();
+      g.rstd = rstd.const_data_ptr<float>();
+      g.dx = dx.mutable_data_ptr();
+      g.narrow_rows = narrow;
+      run_on_device(x, [&](Stream s) {
+        rms_norm_forward(f, s);
+        rms_norm_backward(g, s);
+      });
+    });
+  };
+  const double block = launchers(false), narrow = launchers(true);
+  std::printf("KBENCH 30b-a3b q norm [262144,128] fwd+bwd  block/row %9.1f us  narrow %9.1f us  x%.2f (%.2f TB/s)\n",
+              block, narrow, block / narrow, 5.0 * static_cast<double>(rows * d * 2) / (narrow * 1e6));
 }
 
 }  // namespace

@@ -54,6 +54,9 @@ struct FusedOps {
   at::Tensor (*quant_gemv_4bit)(const at::Tensor& x, const at::Tensor& data, const at::Tensor& absmax,
                                 const at::Tensor& nested_absmax, const at::Tensor& offset, int64_t code,
                                 int64_t blocksize, int64_t n) = nullptr;
+  // weight * norm(x) over each D-wide group of x [R, H*D] (Qwen3's per-head q/k norms), weight [D]
+  // in x's dtype: [R, H*D], no view, so that rope_qk may rotate it in place. Null where the build has none.
+  at::Tensor (*head_rms_norm)(const at::Tensor& x, const at::Tensor& weight, double eps) = nullptr;
 };
 
 // This build's table (lf_kernels: CUDA tensors; the tests' emulated build: CPU tensors).

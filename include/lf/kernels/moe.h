@@ -39,6 +39,8 @@ struct MoeSwigluArgs {
   int64_t rows = 0, inter = 0;        // h [rows, 2·inter]
   const void* h = nullptr;
   void* out = nullptr;                // [rows, inter]
+  bool vectorized = true;             // 16-byte packs where inter and the pointers allow (false: one element
+                                      // a thread, the tests' bit-equal reference)
 };
 void moe_swiglu_halves(const MoeSwigluArgs& a, Stream stream);
 
@@ -48,6 +50,7 @@ struct MoeSwigluBackwardArgs {
   const void* h = nullptr;            // [rows, 2·inter]
   const void* dout = nullptr;         // [rows, inter]
   void* dh = nullptr;                 // [rows, 2·inter]
+  bool vectorized = true;             // as MoeSwigluArgs
 };
 void moe_swiglu_halves_backward(const MoeSwigluBackwardArgs& a, Stream stream);
 

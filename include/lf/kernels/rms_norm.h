@@ -22,6 +22,9 @@ struct RmsNormForwardArgs {
   void* h = nullptr;             // [rows, cols] x + delta (only with delta)
   void* y = nullptr;             // [rows, cols]
   float* rstd = nullptr;         // [rows], for the backward
+  // Rows of at most 32 16-byte packs (256 bf16) run several a block, a lane group a row, bit-equal;
+  // false: a block a row (the tests' reference).
+  bool narrow_rows = true;
 };
 void rms_norm_forward(const RmsNormForwardArgs& a, Stream stream);
 
@@ -36,6 +39,7 @@ struct RmsNormBackwardArgs {
   void* dx = nullptr;            // [rows, cols] dh + the norm's input gradient
   void* dweight = nullptr;       // [cols] (sum over rows, fp32 inside), or null: frozen weight
   float* workspace = nullptr;    // rms_norm_backward_workspace(rows, cols) floats when dweight is set
+  bool narrow_rows = true;       // as RmsNormForwardArgs (dx alone: with dweight a block a row)
 };
 // Floats of scratch the backward needs for dweight (per-block partial sums), on the current device.
 int64_t rms_norm_backward_workspace(int64_t rows, int64_t cols);

@@ -21,6 +21,10 @@
 #include <utility>
 #include <vector>
 
+namespace lf::kernels {
+struct FusedOps;
+}  // namespace lf::kernels
+
 namespace lf::model {
 
 // A parameter by its name (HF's, or peft's for an adapter); the pointer stays valid while the
@@ -92,6 +96,10 @@ struct QkNorm {
   RmsNorm q_norm_, k_norm_;  // weights [D]
   at::Tensor queries(const at::Tensor& q) const;  // [B,T,H,D]
   at::Tensor keys(const at::Tensor& k) const;     // [B,T,K,D]
+  // The fused path: `norm` over each D-wide head of the 2-D projection p [B*T, H*D] -> [B*T, H*D]
+  // (not a view: the fused RoPE rotates it in place). fuses(x): the fused ops have it for x.
+  bool fuses(const at::Tensor& x) const;
+  at::Tensor fused_heads(const at::Tensor& p, const RmsNorm& norm, const kernels::FusedOps& fused) const;
   // "self_attn.q_norm.weight", "self_attn.k_norm.weight" below `prefix` ("model.layers.3.self_attn.").
   void named_parameters(const std::string& prefix, std::vector<NamedParam>& out);
 };
