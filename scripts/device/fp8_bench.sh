@@ -16,7 +16,8 @@
 # full shapes, >= 1.2x the peer; MFU against the dense FP8 peak 1979 TFLOP/s) for docs/BENCHMARKS.md; the
 # runs' logs go to $OUT/train_bench.log, their JSON lines to $OUT/train_results.jsonl.
 # The 200-step loss curves are scripts/device/fp8_curve.sh's.
-# Env: STEPS (8), RUN_TIMEOUT (300 s a run), SKIP_BUILD, PEER (1), RECIPE (rowwise), SHAPES, OUT.
+# Env: STEPS (8), RUN_TIMEOUT (300 s a run), SKIP_BUILD, PEER (1), RECIPE (rowwise), SHAPES, OUT; TRACE=1 adds a
+# profiled 4-step FP8 run a shape (steps 3-4) and its top kernels with their aten ops (trace_summary.py --ops).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 export OUT=${OUT:-out/device}
@@ -65,6 +66,13 @@ for shape in "${SHAPE_LIST[@]}"; do
   tag="$size-$mode"
   run "lf-bf16-$tag" $LF $(shape_args $size $mode) val_size=0 eval_strategy=no
   run "lf-fp8-$tag" $LF $(shape_args $size $mode) val_size=0 eval_strategy=no fp8=true fp8_recipe=$RECIPE
+  if [[ ${TRACE:-0} == 1 ]]; then  # where the FP8 step's time goes: each top kernel and its launching aten op
+    rm -rf "$WORK/trace-$tag"
+    LF_PROFILE_TRACE=$WORK/trace-$tag LF_PROFILE_TRACE_STEPS=3:4 STEPS=4 run "lf-fp8-$tag-trace" $LF \
+      $(STEPS=4 shape_args $size $mode) val_size=0 eval_strategy=no fp8=true fp8_recipe=$RECIPE
+    "$PY" scripts/bench/trace_summary.py --label "fp8 $tag" --top 16 --ops "$WORK/trace-$tag/trace-rank0.json" |
+      tail -70 | tee -a "$LOG"
+  fi
   if [[ ${PEER:-1} == 1 ]]; then
     ck=""; [[ $size == 7b && $mode == full ]] && ck="--ckpt"
     run "peer-fp8-$tag" "$PY" "$HF_REF" --model $size --mode $mode --seq 2048 --mbs 4 --steps "$STEPS" $ck \

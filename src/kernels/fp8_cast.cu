@@ -43,7 +43,8 @@ __device__ __forceinline__ uint8_t to_fp8(float v, float scale, bool e5m2) {
 }
 
 // One block per row: the row read once into registers (packs of 8: cols % 8 == 0 and x 32-byte aligned,
-// fp8_cast_op's condition), its amax, its scale, its FP8 bytes written 8 at a time.
+// fp8_cast_op's condition), multiplied by the column factors if any, its amax, its scale, its FP8 bytes
+// written 8 at a time.
 template <typename T>
 __global__ void __launch_bounds__(kRowThreads) fp8_rowwise_kernel(const Fp8CastArgs a) {
   const int64_t row = blockIdx.x;
@@ -55,6 +56,10 @@ __global__ void __launch_bounds__(kRowThreads) fp8_rowwise_kernel(const Fp8CastA
     const int64_t c = (threadIdx.x + int64_t{i} * kRowThreads) * kVec;
     if (c < a.cols) {
       v[i] = load_pack<T, kVec>(x + c);
+      if (a.col_mul) {  // the folded factors: x * f rounded to T, as ATen's multiply stores it
+#pragma unroll
+        for (int j = 0; j < kVec; ++j) v[i].v[j] = from_float<T>(to_float(v[i].v[j]) * a.col_mul[c + j]);
+      }
 #pragma unroll
       for (int j = 0; j < kVec; ++j) m = fmaxf(m, fabsf(to_float(v[i].v[j])));
     }
@@ -108,6 +113,7 @@ void fp8_cast(const Fp8CastArgs& a, Stream stream) {
   if (a.rows < 0 || a.cols < 0) fail("fp8_cast", "negative size");
   if (a.rows == 0 || a.cols == 0) return;
   if (!a.x || !a.out || !a.scale || (!a.rowwise && !a.amax)) fail("fp8_cast", "null pointer");
+  if (a.col_mul && !a.rowwise) fail("fp8_cast", "column factors are for the rowwise cast only");
   if (a.rowwise && a.cols > kFp8RowMaxCols) fail("fp8_cast", "a row longer than kFp8RowMaxCols");
   if (a.rowwise && (a.cols % kFp8RowPack != 0 || reinterpret_cast<uintptr_t>(a.x) % 32 != 0))
     fail("fp8_cast", "rowwise: cols not a multiple of kFp8RowPack or x not 32-byte aligned");

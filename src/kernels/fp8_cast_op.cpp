@@ -21,8 +21,17 @@ bool takes(const at::Tensor& x, const quant::Fp8Scaling& s) {
   return last && x.size(-1) <= kFp8RowMaxCols && x.size(-1) % kFp8RowPack == 0;
 }
 
-bool fp8_cast_op(const at::Tensor& x, const quant::Fp8Scaling& s, quant::Fp8Tensor& out) {
-  if (!takes(x, s)) return false;
+// Column factors: rowwise only, one per column of x, on its device.
+bool takes_factors(const at::Tensor& x, const at::Tensor& col_mul, const quant::Fp8Scaling& s) {
+  return !col_mul.defined() ||
+         (s.rowwise && col_mul.numel() == x.size(-1) && col_mul.device() == x.device() && col_mul.is_floating_point());
+}
+
+bool fp8_cast_op(const at::Tensor& x, const at::Tensor& col_mul, const quant::Fp8Scaling& s, quant::Fp8Tensor& out) {
+  if (!takes(x, s) || !takes_factors(x, col_mul, s)) return false;
+  // The factors' values in x's dtype (ATen's multiply's), passed as float32 (exact from any 16-bit float).
+  const auto factors =
+      col_mul.defined() ? col_mul.reshape({-1}).to(x.scalar_type()).to(at::kFloat).contiguous() : at::Tensor();
   auto xc = x.contiguous();
   // The rowwise kernel loads a pack (16 bytes of bf16, 32 of float32) at once: a view at another offset is copied.
   if (s.rowwise && reinterpret_cast<uintptr_t>(xc.const_data_ptr()) % 32 != 0) xc = xc.clone();
@@ -43,6 +52,7 @@ bool fp8_cast_op(const at::Tensor& x, const quant::Fp8Scaling& s, quant::Fp8Tens
   a.out = static_cast<uint8_t*>(out.data.data_ptr());
   a.scale = out.scale.data_ptr<float>();
   a.amax = amax.defined() ? amax.data_ptr<float>() : nullptr;
+  a.col_mul = factors.defined() ? factors.const_data_ptr<float>() : nullptr;
   run_on_device(xc, [&](Stream stream) { fp8_cast(a, stream); });
   return true;
 }

@@ -8,6 +8,7 @@
 
 #include <fmt/ranges.h>
 
+#include "fp8_cast_reuse.h"
 #include "lf/common/error.h"
 
 namespace lf::quant {
@@ -95,13 +96,21 @@ at::Tensor fp8_cast_with_scale(const at::Tensor& x, const at::Tensor& scale, at:
 Fp8Tensor fp8_cast(const at::Tensor& x, const Fp8Scaling& s) {
   if (const auto k = cast_kernel().load(std::memory_order_acquire)) {
     Fp8Tensor out;
-    if (k(x, s, out)) return out;
+    if (k(x, at::Tensor(), s, out)) return out;
   }
   const auto ax = at::abs(x);
   // max |x| in x's own dtype: exact in any float dtype.
   const auto amax = s.rowwise ? at::amax(ax, {s.axis}, /*keepdim=*/true) : at::max(ax);
   const auto scale = fp8_amax_to_scale(amax, s.dtype, s.pow2);
   return {fp8_cast_with_scale(x, scale, s.dtype), scale};
+}
+
+Fp8Tensor fp8_cast_scaled_columns(const at::Tensor& x, const at::Tensor& col_mul, const Fp8Scaling& s) {
+  if (const auto k = cast_kernel().load(std::memory_order_acquire)) {
+    Fp8Tensor out;
+    if (k(x, col_mul, s, out)) return out;
+  }
+  return fp8_cast(x.mul(col_mul.to(x.scalar_type())), s);
 }
 
 // torchao's addmm_float8_unwrapped: the inverse scales passed to _scaled_mm; rowwise without fast
@@ -133,6 +142,22 @@ at::Tensor fp8_mm(const Fp8Tensor& a, const Fp8Tensor& b, at::ScalarType out_dty
   if (post_a.defined()) y.mul_(post_a).mul_(post_b);
   return via_bf16 ? y.to(out_dtype) : y;
 }
+
+namespace {
+
+// fp8_mm of a rowwise a by a b whose scales were folded away (all ones): the same tensorwise GEMM with unit
+// scales and the same y * a^-1, without the pass over y that multiplying by b's ones would be.
+at::Tensor fp8_mm_unscaled_b(const Fp8Tensor& a, const at::Tensor& b_data, at::ScalarType out_dtype) {
+  const auto ad = a.data.is_cuda() ? a.data.contiguous() : a.data;
+  const auto bd = a.data.is_cuda() && !column_major(b_data) ? b_data.t().contiguous().t() : b_data;
+  const auto one = at::ones({}, a.scale.options());
+  const bool via_bf16 = out_dtype == at::kHalf || out_dtype == at::kFloat;
+  auto y = at::_scaled_mm(ad, bd, one, one, std::nullopt, std::nullopt, via_bf16 ? at::kBFloat16 : out_dtype, false);
+  y.mul_(a.scale.reciprocal());
+  return via_bf16 ? y.to(out_dtype) : y;
+}
+
+}  // namespace
 
 Fp8Scaling fp8_input_scaling(Fp8Recipe r, int64_t axis) {
   Fp8Scaling s;
@@ -169,7 +194,10 @@ at::Tensor fp8_linear_grad_weight(const at::Tensor& g, const at::Tensor& x, Fp8R
   const auto g2 = pad_rows_to_16(g.reshape({-1, g.size(-1)}));
   const auto x2 = pad_rows_to_16(x.reshape({-1, x.size(-1)}));
   const auto gt = transposed(fp8_cast_columns(g2, fp8_grad_scaling(r, 0)));  // [N, M] row-major, scale [N, 1]
-  const auto xb = fp8_cast_columns(x2, fp8_input_scaling(r, 0));              // [M, K] column-major, scale [1, K]
+  // [M, K] column-major, scale [1, K]; q/k/v's (gate/up's) dW cast their shared x once (fp8_cast_reuse.h)
+  const auto xs = fp8_input_scaling(r, 0);
+  const auto xb =
+      fp8_reused_cast(x2, xs, /*columns=*/true, [&](const at::Tensor& t) { return fp8_cast_columns(t, xs); });
   auto dw = fp8_mm(gt, xb, g.scalar_type(), /*fast_accum=*/false);
   return dw.scalar_type() == dw_dtype ? dw : dw.to(dw_dtype);
 }
@@ -178,7 +206,9 @@ Fp8Tensor fp8_store_weight(const at::Tensor& w, Fp8Recipe r) { return fp8_cast(w
 
 at::Tensor fp8_stored_forward(const at::Tensor& x, const Fp8Tensor& w, Fp8Recipe r) {
   const auto x2 = x.reshape({-1, x.size(-1)});
-  const auto xa = fp8_cast(x2, fp8_input_scaling(r, 1));
+  const auto xs = fp8_input_scaling(r, 1);  // q/k/v (gate/up) cast their shared x once (fp8_cast_reuse.h)
+  const auto xa =
+      fp8_reused_cast(x2, xs, /*columns=*/false, [&](const at::Tensor& t) { return fp8_cast(t, xs); });
   auto sizes = x.sizes().vec();
   sizes.back() = w.data.size(0);
   return at::_unsafe_view(fp8_mm(xa, transposed(w), x.scalar_type(), /*fast_accum=*/true), sizes);
@@ -192,10 +222,8 @@ at::Tensor fp8_stored_grad_input(const at::Tensor& g, const Fp8Tensor& w, Fp8Rec
     return at::_unsafe_view(fp8_mm(fp8_cast(g2, fp8_grad_scaling(r, 1)), w, g.scalar_type(), false), sizes);
   // W = diag(1/s) W_q with s [N, 1] powers of two: g W = (g diag(1/s)) W_q, the fold exact in g's own dtype
   // (a power of two moves only the exponent; bf16 has float32's range), so no float32 copy of g.
-  const auto folded = g2.mul(w.scale.reciprocal().t().to(g2.scalar_type()));
-  const auto ga = fp8_cast(folded, fp8_grad_scaling(r, 1));
-  const Fp8Tensor wb{w.data, at::ones({1, w.data.size(1)}, w.scale.options())};
-  return at::_unsafe_view(fp8_mm(ga, wb, g.scalar_type(), false), sizes);
+  const auto ga = fp8_cast_scaled_columns(g2, w.scale.reciprocal().t().to(g2.scalar_type()), fp8_grad_scaling(r, 1));
+  return at::_unsafe_view(fp8_mm_unscaled_b(ga, w.data, g.scalar_type()), sizes);
 }
 
 }  // namespace lf::quant

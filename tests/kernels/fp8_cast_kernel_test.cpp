@@ -36,7 +36,7 @@ bool kernel_equals_aten(const at::Tensor& x, const lf::quant::Fp8Scaling& s) {
   lf::quant::set_fp8_cast_kernel(nullptr);
   const auto aten = lf::quant::fp8_cast(x, s);
   lf::quant::Fp8Tensor fused;
-  if (!lf::kernels::fp8_cast_kernel()(x, s, fused)) return false;
+  if (!lf::kernels::fp8_cast_kernel()(x, at::Tensor(), s, fused)) return false;
   EXPECT_TRUE(at::equal(aten.scale.cpu(), fused.scale.cpu()));
   EXPECT_TRUE(at::equal(aten.data.view(at::kByte).cpu(), fused.data.view(at::kByte).cpu()));
   return true;
@@ -56,6 +56,36 @@ TEST(Fp8CastKernel, EqualsAtenBitForBit) {
           EXPECT_TRUE(kernel_equals_aten(x, s));
         }
     }
+}
+
+// The rowwise cast of g with W's row scales folded into its columns (a stored weight's input gradient):
+// the kernel multiplies while it loads, with ATen's rounding of x.mul(f) in x's dtype; powers of two as the
+// fold's, and arbitrary factors (the rounding then shows). Tensorwise with factors: declined.
+TEST(Fp8CastKernel, ColumnFactorsEqualAtensMultiplyThenCast) {
+  if (!fp8_device()) GTEST_SKIP() << "no CUDA device";
+  const int64_t rows = emulated() ? 3 : 512;
+  for (const auto dtype : {at::kBFloat16, at::kFloat})
+    for (const bool pow2 : {true, false}) {
+      SCOPED_TRACE(::testing::Message() << at::toString(dtype) << (pow2 ? " powers of two" : " any factors"));
+      const auto x = activations(rows, 3584, dtype);
+      at::manual_seed(1);
+      auto f = at::rand({1, 3584}).mul(8).add(0.01);
+      if (pow2) f = at::exp2(at::floor(at::log2(f)).sub(12));
+      f = f.to(dtype).to(x.device());
+      const auto s = lf::quant::fp8_grad_scaling(Fp8Recipe::kRowwise, 1);
+      lf::quant::set_fp8_cast_kernel(nullptr);
+      const auto aten = lf::quant::fp8_cast_scaled_columns(x, f, s);
+      lf::quant::Fp8Tensor fused;
+      ASSERT_TRUE(lf::kernels::fp8_cast_kernel()(x, f, s, fused));
+      EXPECT_TRUE(at::equal(aten.scale.cpu(), fused.scale.cpu()));
+      EXPECT_TRUE(at::equal(aten.data.view(at::kByte).cpu(), fused.data.view(at::kByte).cpu()));
+      // Not vacuous: the factors changed the cast.
+      EXPECT_FALSE(at::equal(aten.data.view(at::kByte).cpu(), lf::quant::fp8_cast(x, s).data.view(at::kByte).cpu()));
+    }
+  lf::quant::Fp8Tensor out;
+  const auto x = activations(3, 3584, at::kBFloat16);
+  EXPECT_FALSE(lf::kernels::fp8_cast_kernel()(x, at::ones({1, 3584}, x.options()),
+                                              lf::quant::fp8_grad_scaling(Fp8Recipe::kTensorwise, 1), out));
 }
 
 TEST(Fp8CastKernel, UnalignedRowsAreCopiedAndOddWidthsLeftToAten) {

@@ -172,6 +172,11 @@ TEST(Fp8StoredWeight, MatchesThePerStepCast) {
     const auto per_step = lf::quant::fp8_linear_grad_input(in.g, in.w, r);
     if (r == Fp8Recipe::kTensorwise) {
       EXPECT_TRUE(at::equal(dx, per_step));
+    } else {  // the fold's GEMM skips b's unit scales: the same bits as fp8_mm with them
+      const auto ga = lf::quant::fp8_cast(in.g.mul(stored.scale.reciprocal().t().to(in.g.scalar_type())),
+                                          lf::quant::fp8_grad_scaling(r, 1));
+      const Fp8Tensor ones{stored.data, at::ones({1, stored.data.size(1)}, stored.scale.options())};
+      EXPECT_TRUE(at::equal(dx, lf::quant::fp8_mm(ga, ones, in.g.scalar_type(), /*fast_accum=*/false)));
     }
     EXPECT_LT(rel_error(dx, dx_exact), 0.06);
     EXPECT_LT(rel_error(dx, dx_exact), 1.5 * rel_error(per_step, dx_exact) + 1e-3);
@@ -193,6 +198,47 @@ TEST(Fp8Linear, GradWeightOfTokensNotAMultipleOf16EqualsTheUnpaddedProduct) {
     const auto dw = lf::quant::fp8_linear_grad_weight(in.g, in.x, r, at::kBFloat16);
     EXPECT_EQ(dw.sizes(), (std::vector<int64_t>{48, 96}));
     EXPECT_TRUE(at::equal(dw, unpadded));
+  }
+}
+
+// q/k/v read one x: their FP8 layers cast it once (fp8_cast_reuse.h), the forward's along K and the weight
+// gradients' along the tokens, with the results of three separate casts; an in-place write to x, or
+// another view of it, is cast anew. The cast kernel slot counts the casts (it declines each: ATen casts).
+int cast_calls = 0;
+bool count_cast(const at::Tensor&, const at::Tensor&, const lf::quant::Fp8Scaling&, Fp8Tensor&) {
+  ++cast_calls;
+  return false;
+}
+
+TEST(Fp8CastReuse, LayersSharingAnInputCastItOnce) {
+  const auto in = inputs(5, 64, 96, 48);
+  const auto x = in.x.clone();
+  for (const auto r : {Fp8Recipe::kTensorwise, Fp8Recipe::kRowwise}) {
+    SCOPED_TRACE(std::string(lf::quant::fp8_recipe_name(r)));
+    std::vector<Fp8Tensor> w;
+    for (int i = 0; i < 3; ++i) w.push_back(lf::quant::fp8_store_weight(in.w.roll(i, 0), r));
+    std::vector<at::Tensor> fresh;  // each layer's output from a cast of its own (a copy of x: another storage)
+    for (int i = 0; i < 3; ++i) fresh.push_back(lf::quant::fp8_stored_forward(x.clone(), w[i], r));
+    lf::quant::set_fp8_cast_kernel(&count_cast);
+    cast_calls = 0;
+    for (int i = 0; i < 3; ++i) EXPECT_TRUE(at::equal(lf::quant::fp8_stored_forward(x, w[i], r), fresh[i])) << i;
+    EXPECT_EQ(cast_calls, 1);
+    x.mul_(1);  // a write: the version moves, the next cast is a new one
+    (void)lf::quant::fp8_stored_forward(x, w[0], r);
+    EXPECT_EQ(cast_calls, 2);
+    (void)lf::quant::fp8_stored_forward(x.narrow(0, 0, 32), w[0], r);
+    EXPECT_EQ(cast_calls, 3);
+    // dW of the three: g's column cast each, x's once.
+    cast_calls = 0;
+    for (int i = 0; i < 3; ++i) {
+      const auto g = in.g.roll(i, 1);
+      const auto dw = lf::quant::fp8_linear_grad_weight(g, x, r, at::kBFloat16);
+      lf::quant::set_fp8_cast_kernel(nullptr);
+      EXPECT_TRUE(at::equal(dw, lf::quant::fp8_linear_grad_weight(g, x.clone(), r, at::kBFloat16))) << i;
+      lf::quant::set_fp8_cast_kernel(&count_cast);
+    }
+    EXPECT_EQ(cast_calls, 4);
+    lf::quant::set_fp8_cast_kernel(nullptr);
   }
 }
 

@@ -27,6 +27,9 @@ struct Fp8CastArgs {
   uint8_t* out = nullptr;          // [rows, cols] FP8 bytes
   float* scale = nullptr;          // [rows] rowwise, [1] tensorwise
   float* amax = nullptr;           // tensorwise: [1] scratch
+  // rowwise: [cols] factors each column is multiplied by first, the product rounded to x's dtype (ATen's
+  // x.mul(col_mul) in x's dtype: quant::fp8_cast_scaled_columns); null for a plain cast.
+  const float* col_mul = nullptr;
 };
 void fp8_cast(const Fp8CastArgs& a, Stream stream);
 

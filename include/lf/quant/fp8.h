@@ -85,10 +85,16 @@ at::Tensor fp8_stored_forward(const at::Tensor& x, const Fp8Tensor& w, Fp8Recipe
 // GEMM's reduction dimension N here) into g before g's own row-wise cast: g W = (g diag(1/s_w)) W_q.
 at::Tensor fp8_stored_grad_input(const at::Tensor& g, const Fp8Tensor& w, Fp8Recipe r);
 
-// A device kernel for fp8_cast (kernels/fp8_cast.cu: reads x once, writes the FP8 data and the scale,
-// amax and scale on the device, no host sync), installed by the worker on a CUDA build; it returns
-// false for an input it does not take (then ATen computes the cast). Null: ATen always.
-using Fp8CastKernel = bool (*)(const at::Tensor& x, const Fp8Scaling& s, Fp8Tensor& out);
+// The cast of x [M, C] with each column first multiplied by its factor (col_mul [1, C] in x's dtype, the
+// product rounded to x's dtype, as x.mul(col_mul)): the rowwise input gradient of a stored weight, its row
+// scales folded into g. With the kernel, one pass over x instead of the multiply's extra one.
+Fp8Tensor fp8_cast_scaled_columns(const at::Tensor& x, const at::Tensor& col_mul, const Fp8Scaling& s);
+
+// A device kernel for fp8_cast and fp8_cast_scaled_columns (kernels/fp8_cast.cu: reads x once, writes the
+// FP8 data and the scale, amax and scale on the device, no host sync), installed by the worker on a CUDA
+// build; col_mul undefined for a plain cast. It returns false for an input it does not take (then ATen
+// computes the cast). Null: ATen always.
+using Fp8CastKernel = bool (*)(const at::Tensor& x, const at::Tensor& col_mul, const Fp8Scaling& s, Fp8Tensor& out);
 void set_fp8_cast_kernel(Fp8CastKernel k);
 
 }  // namespace lf::quant

@@ -1,0 +1,28 @@
+#pragma once
+// One FP8 cast of an input shared by several linear layers (q/k/v read the same normed hidden state, gate
+// and up the same; full fine-tuning's dW casts that input again along its tokens for each of them):
+// the first layer's cast is kept and the next ones reuse it, where torchao's Float8Linear casts once per
+// layer (torch.compile may merge them; eager cannot). A cast is a pure function of the bytes, so a reused
+// one is the same bits.
+// A hit needs the same storage, offset, sizes, strides, dtype and version (an in-place write bumps it),
+// the same scaling and the same kind (along rows or columns). An entry holds a detached alias of its
+// source, so the storage cannot be freed and its address handed to another tensor while the entry lives;
+// the last few entries are kept (kFp8CastReuseSlots), per thread (the forward's thread and autograd's).
+// Under CUDA graph capture a hit is only ever a cast of the same capture: eager tensors and the graph's
+// pool never share a storage. Internal to lf_quant.
+#include <ATen/core/Tensor.h>
+
+#include <functional>
+
+#include "lf/quant/fp8.h"
+
+namespace lf::quant {
+
+inline constexpr int kFp8CastReuseSlots = 4;
+
+// `cast(x)` (x cast along `s`, by rows or, with `columns`, along its first axis), or the one kept from
+// an earlier call with the same x, scaling and kind.
+Fp8Tensor fp8_reused_cast(const at::Tensor& x, const Fp8Scaling& s, bool columns,
+                          const std::function<Fp8Tensor(const at::Tensor&)>& cast);
+
+}  // namespace lf::quant
