@@ -2,6 +2,9 @@
 // run itself is src/train/predict_run.cpp.
 #include "predict_keys.h"
 
+#include <string>
+#include <string_view>
+
 #include "schema_builders.h"
 
 namespace lf::config {
@@ -15,6 +18,12 @@ constexpr const char* kPredictContext =
     "do_train: false\ndo_predict: true\npredict_with_generate: true\neval_dataset: alpaca_en_demo\nmax_samples: 4\n"
     "per_device_eval_batch_size: 2\nmax_new_tokens: 8";
 
+// A rule LLaMA-Factory's get_train_args enforces too, refused in its words (`quote`): "<where>: <what>:
+// LLaMA-Factory refuses it too ("<quote>"); <fix>". The message only: LF_CHECK stays at each rule, for its line.
+std::string refused_too(const std::string& where, std::string_view what, std::string_view quote, std::string_view fix) {
+  return fmt::format("{}: {}: LLaMA-Factory refuses it too (\"{}\"); {}", where, what, quote, fix);
+}
+
 // LLaMA-Factory's get_train_args rules on predict (its words), and what lf-train does not run yet.
 void check_predict(const Reader& r, const JobPlan& c) {
   const auto& p = c.predict;
@@ -22,17 +31,18 @@ void check_predict(const Reader& r, const JobPlan& c) {
            "{}: `do_train: false` without `do_predict: true` asks for nothing to run; lf-train trains, or predicts "
            "(do_predict + predict_with_generate)", r.where("do_train"));
   if (p.do_predict)
-    LF_CHECK(p.predict_with_generate || c.objective.stage != "sft", ConfigError,
-             "{}: `do_predict: true` without `predict_with_generate: true`: LLaMA-Factory refuses it too (\"Please "
-             "enable `predict_with_generate` to save model predictions.\"); add predict_with_generate: true",
-             r.where("do_predict"));
+    LF_CHECK(p.predict_with_generate || c.objective.stage != "sft", ConfigError, "{}",
+             refused_too(r.where("do_predict"), "`do_predict: true` without `predict_with_generate: true`",
+                         "Please enable `predict_with_generate` to save model predictions.",
+                         "add predict_with_generate: true"));
   if (!p.do_predict && !p.predict_with_generate) return;
+  const std::string asking = r.where(p.do_predict ? "do_predict" : "predict_with_generate");  // the key that predicts
   LF_CHECK(c.objective.stage == "sft", ConfigError,
            "{}: predict runs are sft's (LLaMA-Factory: \"`predict_with_generate` cannot be set as True except SFT\"); "
-           "stage is {}", r.where(p.do_predict ? "do_predict" : "predict_with_generate"), c.objective.stage);
-  LF_CHECK(!c.data.eval_dataset.empty() || c.data.val_size >= 1e-6, ConfigError,
-           "{}: nothing to predict for: LLaMA-Factory refuses it too (\"Please make sure eval_dataset be provided or "
-           "val_size >1e-6\"); set eval_dataset", r.where(p.do_predict ? "do_predict" : "predict_with_generate"));
+           "stage is {}", asking, c.objective.stage);
+  LF_CHECK(!c.data.eval_dataset.empty() || c.data.val_size >= 1e-6, ConfigError, "{}",
+           refused_too(asking, "nothing to predict for", "Please make sure eval_dataset be provided or val_size >1e-6",
+                       "set eval_dataset"));
   if (!p.do_predict) {
     // LLaMA-Factory generates only when it evaluates or predicts: a training run without evaluation ignores it.
     LF_CHECK(c.eval.eval_strategy == "no", ConfigError,
@@ -48,10 +58,11 @@ void check_predict(const Reader& r, const JobPlan& c) {
   LF_CHECK(!c.data.eval_dataset.empty(), ConfigError,
            "{}: a predict run reads `eval_dataset` (the examples it generates for); predicting a `val_size` split of "
            "`dataset` is not implemented: name the data in eval_dataset", r.where("do_predict"));
-  LF_CHECK(c.parallel.zero_stage < 3, ConfigError,
-           "{}: predict under zero_stage 3 (from {}): LLaMA-Factory refuses it too (\"`predict_with_generate` is "
-           "incompatible with DeepSpeed ZeRO-3.\"); remove the deepspeed config", r.where("do_predict"),
-           c.parallel.sharding_source);
+  LF_CHECK(c.parallel.zero_stage < 3, ConfigError, "{}",
+           refused_too(r.where("do_predict"),
+                       fmt::format("predict under zero_stage 3 (from {})", c.parallel.sharding_source),
+                       "`predict_with_generate` is incompatible with DeepSpeed ZeRO-3.",
+                       "remove the deepspeed config"));
   LF_CHECK(p.max_new_tokens > 0, ConfigError,
            "{}: `max_new_tokens: {}`: lf-train generates max_new_tokens new tokens (LLaMA-Factory falls back to "
            "max_length, the prompt included, when it is <= 0); set max_new_tokens > 0",

@@ -8,6 +8,7 @@
 
 #include "lf/common/error.h"
 #include "lf/model/grad_sink.h"
+#include "lm_head_weight_grad.h"
 
 namespace lf::model {
 namespace {
@@ -47,8 +48,7 @@ struct ChunkedAsft : public torch::autograd::Function<ChunkedAsft> {
     ctx->saved_data["chunk"] = chunk_rows;
     ctx->saved_data["need_h"] = need_grad_h;
     ctx->saved_data["need_w"] = need_grad_w;
-    ctx->saved_data["sink"] = reinterpret_cast<int64_t>(sink);
-    if (sink) ctx->saved_data["param"] = w;
+    save_lm_head_sink(ctx, sink, w);
     ctx->save_for_backward({h, w, y, lse_all, rh, rw});
     return out;
   }
@@ -60,7 +60,6 @@ struct ChunkedAsft : public torch::autograd::Function<ChunkedAsft> {
     const double alpha = ctx->saved_data["alpha"].toDouble();
     const int64_t chunk = ctx->saved_data["chunk"].toInt(), m = h.size(0);
     const bool need_h = ctx->saved_data["need_h"].toBool(), need_w = ctx->saved_data["need_w"].toBool();
-    auto* sink = reinterpret_cast<GradSink*>(ctx->saved_data["sink"].toInt());
     const auto wc = in_dtype(w, h.scalar_type());
     at::Tensor gh, gw;
     if (need_h) gh = at::empty_like(h);
@@ -79,12 +78,7 @@ struct ChunkedAsft : public torch::autograd::Function<ChunkedAsft> {
       if (need_h) gh.narrow(0, begin, rows).copy_(at::matmul(dc, wc));
       if (need_w) gw.add_(at::matmul(dc.t(), hc).to(at::kFloat));
     }
-    at::Tensor gw_out;
-    if (need_w && sink) {
-      sink->take(ctx->saved_data["param"].toTensor(), gw);  // fp32 into the sink, as the CE loss does
-    } else if (need_w) {
-      gw_out = gw.to(w.scalar_type());
-    }
+    const auto gw_out = need_w ? lm_head_weight_grad(ctx, gw, w.scalar_type()) : at::Tensor();
     return {gh, gw_out, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(),
             at::Tensor(), at::Tensor()};
   }

@@ -8,6 +8,7 @@
 
 #include "lf/common/error.h"
 #include "lf/model/grad_sink.h"
+#include "lm_head_weight_grad.h"
 
 namespace lf::model {
 namespace {
@@ -49,8 +50,7 @@ struct ChunkedLogps : public torch::autograd::Function<ChunkedLogps> {
     ctx->saved_data["chunk"] = chunk_rows;
     ctx->saved_data["need_h"] = need_grad_h;
     ctx->saved_data["need_w"] = need_grad_w;
-    ctx->saved_data["sink"] = reinterpret_cast<int64_t>(sink);
-    if (sink) ctx->saved_data["param"] = w;
+    save_lm_head_sink(ctx, sink, w);
     if (unit_h) ctx->save_for_backward({unit_gh});
     else ctx->save_for_backward({h, w, y, lse_all});
     return out;
@@ -65,7 +65,6 @@ struct ChunkedLogps : public torch::autograd::Function<ChunkedLogps> {
     const auto &h = saved[0], &w = saved[1], &y = saved[2], &lse_all = saved[3];
     const int64_t chunk = ctx->saved_data["chunk"].toInt(), m = h.size(0);
     const bool need_h = ctx->saved_data["need_h"].toBool(), need_w = ctx->saved_data["need_w"].toBool();
-    auto* sink = reinterpret_cast<GradSink*>(ctx->saved_data["sink"].toInt());
     const auto wc = w.scalar_type() == h.scalar_type() ? w : w.to(h.scalar_type());
     at::Tensor gh, gw;
     if (need_h) gh = at::empty_like(h);
@@ -81,12 +80,7 @@ struct ChunkedLogps : public torch::autograd::Function<ChunkedLogps> {
       if (need_h) gh.narrow(0, begin, rows).copy_(at::matmul(dc, wc));
       if (need_w) gw.add_(at::matmul(dc.t(), hc).to(at::kFloat));
     }
-    at::Tensor gw_out;
-    if (need_w && sink) {
-      sink->take(ctx->saved_data["param"].toTensor(), gw);  // fp32 into the sink, as the CE loss does
-    } else if (need_w) {
-      gw_out = gw.to(w.scalar_type());
-    }
+    const auto gw_out = need_w ? lm_head_weight_grad(ctx, gw, w.scalar_type()) : at::Tensor();
     return {gh, gw_out, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };

@@ -12,6 +12,7 @@
 #include "lf/model/fused_dispatch.h"
 #include "lf/model/grad_sink.h"
 #include "lf/model/loss.h"
+#include "lm_head_weight_grad.h"
 
 namespace lf::model {
 namespace {
@@ -27,8 +28,7 @@ struct ChunkedLmLoss : public torch::autograd::Function<ChunkedLmLoss> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& h, const at::Tensor& w, const at::Tensor& y,
                             int64_t chunk_rows, bool need_grad_h, bool need_grad_w, model::GradSink* sink,
                             bool masked) {
-    ctx->saved_data["sink"] = reinterpret_cast<int64_t>(sink);  // non-null: it takes w's gradient
-    if (sink) ctx->saved_data["param"] = w;
+    save_lm_head_sink(ctx, sink, w);
     const int64_t m = h.size(0);
     const auto wc = w.scalar_type() == h.scalar_type() ? w : w.to(h.scalar_type());  // [V,C] compute dtype
     auto total = at::zeros({}, h.options().dtype(at::kFloat));
@@ -81,19 +81,28 @@ struct ChunkedLmLoss : public torch::autograd::Function<ChunkedLmLoss> {
     at::Tensor gh, gw;
     if (saved[0].defined())
       gh = (saved[0] * g.to(at::kFloat)).to(static_cast<c10::ScalarType>(ctx->saved_data["h_dtype"].toInt()));
-    auto* sink = reinterpret_cast<model::GradSink*>(ctx->saved_data["sink"].toInt());
-    if (saved[1].defined() && sink) {
-      // fp32 into the sink, whatever the weight's dtype: a bf16 weight (ZeRO keeps its
-      // parameters in the compute dtype) must not round the gradient before it accumulates.
-      sink->take(ctx->saved_data["param"].toTensor(), saved[1] * g.to(at::kFloat));
-    } else if (saved[1].defined()) {
-      gw = (saved[1] * g.to(at::kFloat)).to(static_cast<c10::ScalarType>(ctx->saved_data["w_dtype"].toInt()));
-    }
+    if (saved[1].defined())
+      gw = lm_head_weight_grad(ctx, saved[1] * g.to(at::kFloat),
+                               static_cast<c10::ScalarType>(ctx->saved_data["w_dtype"].toInt()));
     return {gh, gw, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
 
 }  // namespace
+
+void save_lm_head_sink(AutogradContext* ctx, GradSink* sink, const at::Tensor& weight) {
+  ctx->saved_data["sink"] = reinterpret_cast<int64_t>(sink);  // non-null: it takes the weight's gradient
+  if (sink) ctx->saved_data["param"] = weight;
+}
+
+at::Tensor lm_head_weight_grad(AutogradContext* ctx, const at::Tensor& grad_w, c10::ScalarType weight_dtype) {
+  auto* sink = reinterpret_cast<GradSink*>(ctx->saved_data["sink"].toInt());
+  if (!sink) return grad_w.to(weight_dtype);
+  // fp32 into the sink, whatever the weight's dtype: a bf16 weight (ZeRO keeps its
+  // parameters in the compute dtype) must not round the gradient before it accumulates.
+  sink->take(ctx->saved_data["param"].toTensor(), grad_w);
+  return at::Tensor();
+}
 
 namespace {
 

@@ -28,12 +28,10 @@ namespace {
 
 constexpr int64_t kBlock = 256;
 constexpr int64_t kMin8bitSize = 4096;
-constexpr int kLutSize = 65536;
-
 struct CodeMap {
-  std::vector<float> code;   // [256] ascending
-  std::vector<uint8_t> lut;  // [65536]: bin of [-1, 1] -> code index
-  at::Tensor code_t;         // [256] fp32 (CPU)
+  std::vector<float> code;  // [256] ascending
+  const uint8_t* lut;       // [65536]: bin of [-1, 1] -> code index (quant::dynamic_map_lut)
+  at::Tensor code_t;        // [256] fp32 (CPU)
 };
 
 const CodeMap& code_map(bool is_signed) {
@@ -41,15 +39,7 @@ const CodeMap& code_map(bool is_signed) {
     CodeMap m;
     const float* code = quant::dynamic_map(s);  // bitsandbytes' create_dynamic_map(s), sorted
     m.code.assign(code, code + 256);
-    float mid[255];
-    for (int i = 0; i < 255; ++i) mid[i] = 0.5f * (m.code[i] + m.code[i + 1]);
-    m.lut.resize(kLutSize);
-    int c = 0;
-    for (int i = 0; i < kLutSize; ++i) {
-      const float val = -1.0f + (2.0f * static_cast<float>(i)) / static_cast<float>(kLutSize - 1);
-      while (c < 255 && mid[c] < val) ++c;
-      m.lut[i] = static_cast<uint8_t>(c);
-    }
+    m.lut = quant::dynamic_map_lut(s);
     m.code_t = at::from_blob(m.code.data(), {256}, at::kFloat).clone();
     return m;
   };
@@ -71,12 +61,7 @@ void quantize_cpu(const at::Tensor& x, const CodeMap& m, at::Tensor& codes, at::
       for (int64_t i = begin; i < end; ++i) mx = std::max(mx, std::fabs(in[i]));
       am[b] = mx;
       const float inv = mx == 0.0f ? 0.0f : 1.0f / mx;
-      for (int64_t i = begin; i < end; ++i) {
-        const float v = std::clamp(in[i] * inv, -1.0f, 1.0f);
-        const float t = (v + 1.0f) * 0.5f;
-        const float u = t * static_cast<float>(kLutSize - 1);
-        out[i] = m.lut[static_cast<uint16_t>(u + 0.5f)];
-      }
+      for (int64_t i = begin; i < end; ++i) out[i] = m.lut[quant::dynamic_lut_index(in[i] * inv)];
     }
   });
 }

@@ -1,7 +1,7 @@
 // bitsandbytes' 8-bit blockwise quantization on the CPU (csrc/cpu_ops.cpp, quantize_cpu_impl and
 // dequantizeBlockwise8bitCpu), used by double quantization for the absmax values (bnb_4bit.h).
-// The nearest code is found through bitsandbytes' 65536-bin lookup table over [-1, 1], not by an
-// exact search: a value near a midpoint may take the farther code, as bitsandbytes' does.
+// The nearest code is found through bitsandbytes' 65536-bin lookup table over [-1, 1] (dynamic_map_lut,
+// bnb_codes.cpp), not by an exact search: a value near a midpoint may take the farther code, as bitsandbytes' does.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 
@@ -14,39 +14,6 @@
 
 namespace lf::quant {
 
-namespace {
-
-constexpr int kLutSize = 65536;
-
-// build_quantize_lut: bin i of [-1, 1] -> the first code whose upper midpoint is >= the bin's value.
-const uint8_t* dynamic_lut() {
-  static const auto lut = [] {
-    std::vector<uint8_t> out(kLutSize);
-    const float* code = dynamic_map();
-    float mid[255];
-    for (int i = 0; i < 255; ++i) mid[i] = 0.5f * (code[i] + code[i + 1]);
-    int c = 0;
-    for (int i = 0; i < kLutSize; ++i) {
-      const float val = -1.0f + (2.0f * static_cast<float>(i)) / static_cast<float>(kLutSize - 1);
-      while (c < 255 && mid[c] < val) ++c;
-      out[i] = static_cast<uint8_t>(c);
-    }
-    return out;
-  }();
-  return lut.data();
-}
-
-// norm_to_lut_index. Kept as separate float operations (no FMA contraction: the build targets no FMA
-// ISA by default, and bitsandbytes' own compile gives the same indices; tests/quant compare).
-inline uint16_t lut_index(float v) {
-  v = std::clamp(v, -1.0f, 1.0f);
-  const float t = (v + 1.0f) * 0.5f;
-  const float u = t * static_cast<float>(kLutSize - 1);
-  return static_cast<uint16_t>(u + 0.5f);
-}
-
-}  // namespace
-
 std::pair<at::Tensor, at::Tensor> quantize_blockwise_8bit(const at::Tensor& x, int64_t blocksize) {
   LF_CHECK(x.device().is_cpu() && x.scalar_type() == at::kFloat, ConfigError,
            "8-bit blockwise quantization runs on CPU fp32 values, got {} on {}", c10::toString(x.scalar_type()),
@@ -58,7 +25,7 @@ std::pair<at::Tensor, at::Tensor> quantize_blockwise_8bit(const at::Tensor& x, i
   const float* in = a.data_ptr<float>();
   uint8_t* out = codes.data_ptr<uint8_t>();
   float* am = absmax.data_ptr<float>();
-  const uint8_t* lut = dynamic_lut();
+  const uint8_t* lut = dynamic_map_lut(/*is_signed=*/true);
   at::parallel_for(0, blocks, 16, [&](int64_t b0, int64_t b1) {
     for (int64_t b = b0; b < b1; ++b) {
       const int64_t begin = b * blocksize, end = std::min(begin + blocksize, n);
@@ -70,7 +37,7 @@ std::pair<at::Tensor, at::Tensor> quantize_blockwise_8bit(const at::Tensor& x, i
         continue;
       }
       const float inv = 1.0f / m;
-      for (int64_t i = begin; i < end; ++i) out[i] = lut[lut_index(in[i] * inv)];
+      for (int64_t i = begin; i < end; ++i) out[i] = lut[dynamic_lut_index(in[i] * inv)];
     }
   });
   return {codes, absmax};

@@ -2,6 +2,8 @@
 // (bnb_4bit.h). Each value is bitsandbytes' own, checked against it by tests/quant.
 #include "bnb_codes.h"
 
+#include <vector>
+
 #include "lf/common/error.h"
 
 namespace lf::quant {
@@ -73,5 +75,24 @@ const float* code4_values(Code4 code) { return code == Code4::kNf4 ? kNf4Values 
 const Code4Bounds& code4_bounds(Code4 code) { return code == Code4::kNf4 ? kNf4Bounds : kFp4Bounds; }
 
 const float* dynamic_map(bool is_signed) { return is_signed ? kDynamicMap : kUnsignedDynamicMap; }
+
+const uint8_t* dynamic_map_lut(bool is_signed) {
+  // build_quantize_lut: bin i of [-1, 1] -> the first code whose upper midpoint is >= the bin's value.
+  static const auto make = [](bool s) {
+    std::vector<uint8_t> out(kDynamicLutSize);
+    const float* code = dynamic_map(s);
+    float mid[255];
+    for (int i = 0; i < 255; ++i) mid[i] = 0.5f * (code[i] + code[i + 1]);
+    int c = 0;
+    for (int i = 0; i < kDynamicLutSize; ++i) {
+      const float val = -1.0f + (2.0f * static_cast<float>(i)) / static_cast<float>(kDynamicLutSize - 1);
+      while (c < 255 && mid[c] < val) ++c;
+      out[i] = static_cast<uint8_t>(c);
+    }
+    return out;
+  };
+  static const std::vector<uint8_t> signed_lut = make(true), unsigned_lut = make(false);
+  return is_signed ? signed_lut.data() : unsigned_lut.data();
+}
 
 }  // namespace lf::quant

@@ -45,7 +45,12 @@ TEST(FusedDispatch, ATableThatDeclinesLeavesTheLayerBitIdentical) {
   DecoderLayer l;
   l.input_layernorm_ = {1 + 0.1 * at::randn({c}), 1e-6};
   l.post_attention_layernorm_ = {1 + 0.1 * at::randn({c}), 1e-6};
-  auto lin = [](int64_t in, int64_t out) { return Linear{at::randn({out, in}) * 0.1, at::randn({out}) * 0.1, nullptr}; };
+  auto lin = [](int64_t in, int64_t out) {
+    Linear l;
+    l.weight_ = at::randn({out, in}) * 0.1;
+    l.bias_ = at::randn({out}) * 0.1;
+    return l;
+  };
   l.self_attn_.q_proj_ = lin(c, h * d);
   l.self_attn_.k_proj_ = lin(c, kv * d);
   l.self_attn_.v_proj_ = lin(c, kv * d);
@@ -61,9 +66,13 @@ TEST(FusedDispatch, ATableThatDeclinesLeavesTheLayerBitIdentical) {
   const auto x = at::randn({2, 5, c}).to(at::kBFloat16);
   auto freqs = at::arange(5, at::kFloat).unsqueeze(-1) * at::rand({d / 2});
   auto emb = at::cat({freqs, freqs}, -1);
-  const RopeTables rope{emb.cos().to(at::kBFloat16), emb.sin().to(at::kBFloat16), {}};
+  RopeTables rope;
+  rope.cos = emb.cos().to(at::kBFloat16);
+  rope.sin = emb.sin().to(at::kBFloat16);
   const auto ref = l.forward(x, rope, false);
-  const kernels::FusedOps declining{&never, &no_norm, nullptr, nullptr, nullptr};
+  kernels::FusedOps declining{};  // no op but these two: it declines every input
+  declining.accepts = &never;
+  declining.rms_norm = &no_norm;
   set_fused_ops(&declining);
   const auto out = l.forward(x, rope, false);
   set_fused_ops(nullptr);

@@ -228,7 +228,18 @@ TEST(ModelIo, MisalignedOffsetsReadCorrectly) {
   // One I8 tensor of 3 bytes first, so the F32 tensor after it starts at an odd offset.
   const int8_t small[3] = {1, 2, 3};
   const float values[4] = {1.5f, -2.25f, 3.0f, 1e-3f};
-  write_safetensors(tmp.path() / "m.safetensors", {{"a", StDtype::kI8, {3}, small, 3}, {"b", StDtype::kF32, {2, 2}, values, 16}});
+  StWriteTensor a, b;
+  a.name = "a";
+  a.dtype = StDtype::kI8;
+  a.shape = {3};
+  a.data = small;
+  a.nbytes = 3;
+  b.name = "b";
+  b.dtype = StDtype::kF32;
+  b.shape = {2, 2};
+  b.data = values;
+  b.nbytes = 16;
+  write_safetensors(tmp.path() / "m.safetensors", {a, b});
   auto t = load_tensor_file(tmp.path() / "m.safetensors");
   SafetensorsFile f(tmp.path() / "m.safetensors");
   EXPECT_NE(reinterpret_cast<uintptr_t>(f.data(*f.find("b"))) % 4, 0u) << "the test needs a misaligned tensor";

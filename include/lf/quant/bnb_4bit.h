@@ -19,6 +19,7 @@
 #include <ATen/core/Tensor.h>
 #include <c10/core/ScalarType.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -79,5 +80,21 @@ at::Tensor dequantize_blockwise_8bit(const at::Tensor& codes, const at::Tensor& 
 // bitsandbytes' 8-bit dynamic map (functional.create_dynamic_map(signed)), fp32 [256], sorted: the signed one
 // codes the nested absmax and the 8-bit AdamW's first moment, the unsigned one its second moment.
 const float* dynamic_map(bool is_signed = true);
+
+// The nearest code of a value in [-1, 1] as bitsandbytes' CPU backend finds it (csrc/cpu_ops.cpp): through a
+// 65536-bin lookup table over [-1, 1] (build_quantize_lut), not an exact search, so a value near a midpoint may
+// take the farther code, as bitsandbytes' does. dynamic_map_lut(s) [65536]: bin -> index into dynamic_map(s);
+// built once a map. The table behind quantize_blockwise_8bit and the 8-bit AdamW's CPU states.
+constexpr int kDynamicLutSize = 65536;
+const uint8_t* dynamic_map_lut(bool is_signed = true);
+// norm_to_lut_index: v (clamped to [-1, 1]) -> its bin. Kept as separate float operations (no FMA contraction:
+// the build targets no FMA ISA by default, and bitsandbytes' own compile gives the same indices; tests/quant
+// compare).
+inline uint16_t dynamic_lut_index(float v) {
+  v = std::clamp(v, -1.0f, 1.0f);
+  const float t = (v + 1.0f) * 0.5f;
+  const float u = t * static_cast<float>(kDynamicLutSize - 1);
+  return static_cast<uint16_t>(u + 0.5f);
+}
 
 }  // namespace lf::quant
