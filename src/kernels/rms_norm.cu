@@ -62,6 +62,23 @@ __global__ void __launch_bounds__(kMaxThreads)
   }
 }
 
+// One pack of dx from dy (g), h (a), the weight (ww), the residual's gradient (e, when kDh), the row's rstd
+// and mean(dn * n) (dot): the block and the narrow-row backward kernels share it (the same roundings).
+template <typename T, int kV, bool kDh>
+__device__ __forceinline__ Pack<T, kV> dx_pack(const Pack<T, kV>& g, const Pack<T, kV>& a, const Pack<T, kV>& ww,
+                                               const Pack<T, kV>& e, float r, float dot) {
+  Pack<T, kV> o;
+#pragma unroll
+  for (int i = 0; i < kV; ++i) {
+    const float n = to_float(a.v[i]) * r;
+    const float dn = round_to<T>(to_float(g.v[i]) * to_float(ww.v[i]));
+    float v = r * (dn - n * dot);
+    if constexpr (kDh) v = round_to<T>(v) + to_float(e.v[i]);
+    o.v[i] = from_float<T>(v);
+  }
+  return o;
+}
+
 // dy -> dx (and this block's dweight partial row). With n = h * rstd and dn = T(dy * w) (the
 // ATen path's rounding), dh = rstd * (dn - n * mean(dn * n)); dx = T(T(dh) + dh_residual).
 template <typename T, int kV, bool kDw, bool kDh>
@@ -99,16 +116,7 @@ __global__ void __launch_bounds__(kMaxThreads)
       const auto ww = load_pack<T, kV>(w + p * kV);
       Pack<T, kV> e;
       if constexpr (kDh) e = load_pack<T, kV>(dres + base + p * kV);
-      Pack<T, kV> o;
-#pragma unroll
-      for (int i = 0; i < kV; ++i) {
-        const float n = to_float(a.v[i]) * r;
-        const float dn = round_to<T>(to_float(g.v[i]) * to_float(ww.v[i]));
-        float v = r * (dn - n * dot);
-        if constexpr (kDh) v = round_to<T>(v) + to_float(e.v[i]);
-        o.v[i] = from_float<T>(v);
-      }
-      store_pack<T, kV>(dx + base + p * kV, o);
+      store_pack<T, kV>(dx + base + p * kV, dx_pack<T, kV, kDh>(g, a, ww, e, r, dot));
     }
   }
   if constexpr (kDw) {
@@ -189,16 +197,7 @@ __global__ void __launch_bounds__(kNarrowThreads)
   if (!mine) return;
   Pack<T, kV> e;
   if constexpr (kDh) e = load_pack<T, kV>(dres + at);
-  Pack<T, kV> o;
-#pragma unroll
-  for (int i = 0; i < kV; ++i) {
-    const float n = to_float(a.v[i]) * r;
-    const float dn = round_to<T>(to_float(g.v[i]) * to_float(ww.v[i]));
-    float v = r * (dn - n * dot);
-    if constexpr (kDh) v = round_to<T>(v) + to_float(e.v[i]);
-    o.v[i] = from_float<T>(v);
-  }
-  store_pack<T, kV>(dx + at, o);
+  store_pack<T, kV>(dx + at, dx_pack<T, kV, kDh>(g, a, ww, e, r, dot));
 }
 
 // The lanes a row gets on the narrow kernels (a power of two >= its packs), or 0: a block a row.
