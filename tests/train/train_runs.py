@@ -17,7 +17,8 @@ def wait_nodes(procs, timeout=300, grace=30):
     past `timeout`, the nodes still running are killed and the assertion shows every node's
     output: the first node's alone often only says it waited for another."""
     outs = [[] for _ in procs]
-    readers = [threading.Thread(target=lambda p=p, o=o: o.append(p.stdout.read()), daemon=True)
+    # Line by line, so that what a killed node printed is there even if its children still hold the pipe.
+    readers = [threading.Thread(target=lambda p=p, o=o: o.extend(p.stdout), daemon=True)
                for p, o in zip(procs, outs)]
     for t in readers:
         t.start()
