@@ -88,49 +88,35 @@ __device__ __forceinline__ float warp_sum(float v) {
   return v;
 }
 
-// The sum of v over the block, returned to every thread. Two __syncthreads: callable in a loop.
-__device__ __forceinline__ float block_sum(float v) {
-  __shared__ float partial[32];
-  __shared__ float total;
-  const unsigned tid = threadIdx.x + threadIdx.y * blockDim.x;
-  const unsigned lane = tid % 32, warp = tid / 32;
-  const unsigned warps = (blockDim.x * blockDim.y + 31) / 32;
-  v = warp_sum(v);
-  if (lane == 0) partial[warp] = v;
-  __syncthreads();
-  if (warp == 0) {
-    float s = lane < warps ? partial[lane] : 0.f;
-    s = warp_sum(s);
-    if (lane == 0) total = s;
-  }
-  __syncthreads();
-  return total;
-}
-
 __device__ __forceinline__ float warp_max(float v) {
 #pragma unroll
   for (int m = 16; m > 0; m >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, m));
   return v;
 }
 
-// The max of v over the block, returned to every thread (as block_sum; callable in a loop).
-__device__ __forceinline__ float block_max(float v) {
+// The sum (kMax false) or max of v over the block, returned to every thread. Two __syncthreads:
+// callable in a loop. Each instantiation has its own shared slots.
+template <bool kMax>
+__device__ __forceinline__ float block_reduce(float v) {
   __shared__ float partial[32];
   __shared__ float total;
   const unsigned tid = threadIdx.x + threadIdx.y * blockDim.x;
   const unsigned lane = tid % 32, warp = tid / 32;
   const unsigned warps = (blockDim.x * blockDim.y + 31) / 32;
-  v = warp_max(v);
+  v = kMax ? warp_max(v) : warp_sum(v);
   if (lane == 0) partial[warp] = v;
   __syncthreads();
   if (warp == 0) {
-    float s = lane < warps ? partial[lane] : -INFINITY;
-    s = warp_max(s);
+    float s = lane < warps ? partial[lane] : (kMax ? -INFINITY : 0.f);
+    s = kMax ? warp_max(s) : warp_sum(s);
     if (lane == 0) total = s;
   }
   __syncthreads();
   return total;
 }
+
+__device__ __forceinline__ float block_sum(float v) { return block_reduce<false>(v); }
+__device__ __forceinline__ float block_max(float v) { return block_reduce<true>(v); }
 
 // 16 bytes: every pointer aligned to it (null pointers pass), so that packs of 16 / sizeof(T)
 // elements are single accesses.
