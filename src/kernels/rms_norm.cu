@@ -1,6 +1,7 @@
 // RMSNorm (+ the residual add before it) forward and backward; see lf/kernels/rms_norm.h.
 // Forward: one block per row, two passes over the row (the second re-reads what this thread
-// just read or wrote, from L1/L2); rows of at most 32 packs: several rows a block (narrow kernels). Backward: a grid of a few blocks per multiprocessor strides
+// just read or wrote, from L1/L2); rows of at most 32 packs: several rows a block (the narrow
+// kernels). Backward: a grid of a few blocks per multiprocessor strides
 // over the rows; each thread owns the same columns in every row, so its share of dweight sums
 // in shared memory without atomics, and each block writes one fp32 row of partial sums that a
 // second kernel adds up in a fixed order (deterministic).
@@ -272,8 +273,7 @@ template <typename T, int kV>
 void backward_typed(const RmsNormBackwardArgs& a, cudaStream_t s) {
   const int64_t blocks = backward_blocks(a.rows);
   const bool dw = a.dweight != nullptr, dh = a.dh != nullptr;
-  if (const int lanes = narrow_lanes(a.cols / kV, a.narrow_rows && !dw)) {
-    if (a.rows == 0) return;
+  if (const int lanes = narrow_lanes(a.cols / kV, a.narrow_rows && !dw)) {  // rows > 0: without dw, 0 returned
     auto* k = dh ? &rms_norm_backward_rows_kernel<T, kV, true> : &rms_norm_backward_rows_kernel<T, kV, false>;
     LF_LAUNCH(k, dim3(static_cast<unsigned>(narrow_blocks(a.rows, lanes))), dim3(kNarrowThreads), 0, s,
               static_cast<const T*>(a.dy), static_cast<const T*>(a.h), static_cast<const T*>(a.weight), a.rstd,

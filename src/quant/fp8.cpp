@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <optional>
+#include <utility>
 
 #include <fmt/ranges.h>
 
@@ -20,16 +21,35 @@ std::atomic<Fp8CastKernel>& cast_kernel() {
   return k;
 }
 
-at::Tensor ones_like_scale(const at::Tensor& s) { return at::ones({}, s.options()); }
-
 // A scale of one GEMM operand per row ([M, 1] for a [M, K]) or per column ([1, N] for b [K, N]).
 bool rowwise_pair(const Fp8Tensor& a, const Fp8Tensor& b) {
   return a.scale.dim() == 2 && b.scale.dim() == 2 && a.scale.size(0) == a.data.size(0) && a.scale.size(1) == 1 &&
          b.scale.size(0) == 1 && b.scale.size(1) == b.data.size(1);
 }
 
-// cuBLASLt's FP8 GEMM reads a row-major and b column-major (torchao's preprocess_addmm does the same copies).
 bool column_major(const at::Tensor& t) { return t.stride(0) == 1 && t.stride(1) >= t.size(0); }
+
+// cuBLASLt's FP8 GEMM reads a row-major and b column-major (torchao's preprocess_addmm makes the same
+// copies); the CPU's _scaled_mm takes any layout.
+std::pair<at::Tensor, at::Tensor> cublaslt_layout(const at::Tensor& a, const at::Tensor& b) {
+  if (!a.is_cuda()) return {a, b};
+  return {a.contiguous(), column_major(b) ? b : b.t().contiguous().t()};
+}
+
+// Rowwise operands without fast accumulation, as torchao's addmm_float8_unwrapped runs them: the tensorwise
+// GEMM with unit scales (the rowwise kernel is slow without fast accumulation), in bf16, then y times a's
+// inverse row scales post_a [M, 1] and b's post_b [1, N] (undefined: b has none, its scales folded away).
+// torchao multiplies by the [M, N] product post_a * post_b (Inductor fuses it); rowwise scales are powers of
+// two, so y * post_a * post_b, one broadcast at a time, rounds the same without an [M, N] float32 tensor.
+at::Tensor unit_scaled_mm(const at::Tensor& ad, const at::Tensor& bd, const at::Tensor& post_a,
+                          const at::Tensor& post_b, at::ScalarType out_dtype) {
+  const auto one = at::ones({}, post_a.options());
+  const bool via_bf16 = out_dtype == at::kHalf || out_dtype == at::kFloat;
+  auto y = at::_scaled_mm(ad, bd, one, one, std::nullopt, std::nullopt, via_bf16 ? at::kBFloat16 : out_dtype, false);
+  y.mul_(post_a);
+  if (post_b.defined()) y.mul_(post_b);
+  return via_bf16 ? y.to(out_dtype) : y;
+}
 
 Fp8Tensor transposed(const Fp8Tensor& t) { return {t.data.t(), t.scale.dim() == 2 ? t.scale.t() : t.scale}; }
 
@@ -119,45 +139,14 @@ at::Tensor fp8_mm(const Fp8Tensor& a, const Fp8Tensor& b, at::ScalarType out_dty
   LF_CHECK(a.data.dim() == 2 && b.data.dim() == 2 && a.data.size(1) == b.data.size(0), ConfigError,
            "an FP8 GEMM of [{}] by [{}]: expected [M, K] by [K, N]", fmt::join(a.data.sizes(), ", "),
            fmt::join(b.data.sizes(), ", "));
-  auto ad = a.data, bd = b.data;
-  if (ad.is_cuda()) {
-    ad = ad.contiguous();
-    if (!column_major(bd)) bd = bd.t().contiguous().t();
-  }
-  auto ai = a.scale.reciprocal(), bi = b.scale.reciprocal();
+  const auto [ad, bd] = cublaslt_layout(a.data, b.data);
+  const auto ai = a.scale.reciprocal(), bi = b.scale.reciprocal();
   const bool rowwise = rowwise_pair(a, b);
-  at::Tensor post_a, post_b;
-  if (rowwise && !fast_accum) {
-    post_a = ai;  // [M, 1]
-    post_b = bi;  // [1, N]
-    ai = ones_like_scale(ai);
-    bi = ones_like_scale(ai);
-  }
+  if (rowwise && !fast_accum) return unit_scaled_mm(ad, bd, ai, bi, out_dtype);
   const bool via_bf16 = rowwise && (out_dtype == at::kHalf || out_dtype == at::kFloat);
-  const auto od = via_bf16 ? at::kBFloat16 : out_dtype;
-  auto y = at::_scaled_mm(ad, bd, ai, bi, std::nullopt, std::nullopt, od, fast_accum);
-  // torchao multiplies y by the [M, N] product ai * bi (and leaves it to Inductor to fuse); rowwise scales
-  // are powers of two (fp8_input_scaling's pow2), so the product is exact and y * ai * bi, one broadcast
-  // at a time, rounds the same as y * (ai * bi) without an [M, N] float32 tensor (4 bytes an output).
-  if (post_a.defined()) y.mul_(post_a).mul_(post_b);
+  auto y = at::_scaled_mm(ad, bd, ai, bi, std::nullopt, std::nullopt, via_bf16 ? at::kBFloat16 : out_dtype, fast_accum);
   return via_bf16 ? y.to(out_dtype) : y;
 }
-
-namespace {
-
-// fp8_mm of a rowwise a by a b whose scales were folded away (all ones): the same tensorwise GEMM with unit
-// scales and the same y * a^-1, without the pass over y that multiplying by b's ones would be.
-at::Tensor fp8_mm_unscaled_b(const Fp8Tensor& a, const at::Tensor& b_data, at::ScalarType out_dtype) {
-  const auto ad = a.data.is_cuda() ? a.data.contiguous() : a.data;
-  const auto bd = a.data.is_cuda() && !column_major(b_data) ? b_data.t().contiguous().t() : b_data;
-  const auto one = at::ones({}, a.scale.options());
-  const bool via_bf16 = out_dtype == at::kHalf || out_dtype == at::kFloat;
-  auto y = at::_scaled_mm(ad, bd, one, one, std::nullopt, std::nullopt, via_bf16 ? at::kBFloat16 : out_dtype, false);
-  y.mul_(a.scale.reciprocal());
-  return via_bf16 ? y.to(out_dtype) : y;
-}
-
-}  // namespace
 
 Fp8Scaling fp8_input_scaling(Fp8Recipe r, int64_t axis) {
   Fp8Scaling s;
@@ -223,7 +212,9 @@ at::Tensor fp8_stored_grad_input(const at::Tensor& g, const Fp8Tensor& w, Fp8Rec
   // W = diag(1/s) W_q with s [N, 1] powers of two: g W = (g diag(1/s)) W_q, the fold exact in g's own dtype
   // (a power of two moves only the exponent; bf16 has float32's range), so no float32 copy of g.
   const auto ga = fp8_cast_scaled_columns(g2, w.scale.reciprocal().t().to(g2.scalar_type()), fp8_grad_scaling(r, 1));
-  return at::_unsafe_view(fp8_mm_unscaled_b(ga, w.data, g.scalar_type()), sizes);
+  // b = W_q with its scales folded into g: only g's row scales remain to apply.
+  const auto [ad, bd] = cublaslt_layout(ga.data, w.data);
+  return at::_unsafe_view(unit_scaled_mm(ad, bd, ga.scale.reciprocal(), at::Tensor(), g.scalar_type()), sizes);
 }
 
 }  // namespace lf::quant
