@@ -72,4 +72,11 @@ std::string sdpa_backend_name(const at::Tensor& q, const at::Tensor& k, const at
   return std::string(backend_label(choice(q, repeat_kv(k, n_rep), repeat_kv(v, n_rep), false))) + "+repeat_kv";
 }
 
+std::string sdpa_backend_for(int64_t batch, int64_t seq, int64_t heads, int64_t kv_heads, int64_t head_dim,
+                             const at::TensorOptions& options) {
+  auto q = at::empty({batch, heads, seq, head_dim}, options).requires_grad_();
+  auto k = at::empty({batch, kv_heads, seq, head_dim}, options).requires_grad_();
+  return sdpa_backend_name(q, k, k);
+}
+
 }  // namespace lf::model

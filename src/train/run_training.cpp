@@ -41,6 +41,7 @@
 #include "lf/model/fp8_linear.h"
 #include "lf/model/loader.h"
 #include "lf/model/lora.h"
+#include "lf/model/sdpa.h"
 #include "lf/model/value_head.h"
 #include "lf/offload/host_memory.h"
 #include "lf/offload/host_thread_pool.h"
@@ -304,6 +305,12 @@ std::unique_ptr<model::CausalLM> load_model(const config::JobPlan& c, c10::Devic
                                                     model::value_head_dropout(fs::is_directory(src) ? src : src.parent_path()));
     spdlog::info("value head: Linear({}, 1) on the final hidden states, dropout {}", model->config().hidden_size,
                  value_head->dropout());
+  }
+  if (c.model.kernels.sdpa_backend != "auto") {  // what SDPA now picks for this model's training attention
+    const auto& mc = model->config();
+    spdlog::info("attention: LF_SDPA_BACKEND={}: SDPA runs {}", c.model.kernels.sdpa_backend,
+                 model::sdpa_backend_for(1, 16, mc.num_heads, mc.num_kv_heads, mc.head_dim,
+                                         at::TensorOptions().dtype(mixed).device(lo.device)));
   }
   const auto layers = model::fused_kernels_status();  // also validates LF_FUSED_KERNELS on CPU
   if (lo.device.is_cuda()) spdlog::info("layers: {}", layers);

@@ -88,10 +88,8 @@ BenchModel load_bench_model(const BenchModelOptions& o, const c10::Device& devic
 // What SDPA picks for this shape in training (requires_grad, compute dtype).
 std::string sdpa_backend_for(const model::CausalLM& m, const BenchModelOptions& o, const c10::Device& device) {
   const auto& cfg = m.config();
-  auto opts = at::TensorOptions().dtype(m.compute_dtype()).device(device);
-  auto q = at::empty({o.mbs, cfg.num_heads, o.seq, cfg.head_dim}, opts).requires_grad_();
-  auto k = at::empty({o.mbs, cfg.num_kv_heads, o.seq, cfg.head_dim}, opts).requires_grad_();
-  return model::sdpa_backend_name(q, k, k);
+  return model::sdpa_backend_for(o.mbs, o.seq, cfg.num_heads, cfg.num_kv_heads, cfg.head_dim,
+                                 at::TensorOptions().dtype(m.compute_dtype()).device(device));
 }
 
 // The timed steps: seconds of each after the warm-up, and the last loss.

@@ -146,3 +146,20 @@ def test_a_parquet_dataset_in_the_multi_node_guides_layout_trains(tmp_path):
     assert rc == 0, out[-3000:]
     assert "data: " in out and " train / 0 eval examples" in out, out[-3000:]
 
+
+
+def test_sdpa_backend_knob_says_what_attention_runs(tmp_path):
+    """LF_SDPA_BACKEND restricts the attention kernel SDPA picks, and the worker says which one its training
+    attention now runs: on the CPU torch's flash kernel, or math when the knob asks for it."""
+    seen = {}
+    for backend in ("math", "flash"):
+        env = dict(os.environ, LF_SDPA_BACKEND=backend)
+        p = subprocess.run([LF_TRAIN, "configs/tiny_cpu.yaml", f"output_dir={tmp_path / backend}", "max_steps=2", *QUICK],
+                           cwd=ROOT, env=dict(env, NNODES="1", NPROC_PER_NODE="1", MASTER_PORT=str(free_port()),
+                                              OMP_NUM_THREADS="1"),
+                           capture_output=True, text=True, timeout=300)
+        assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+        lines = [l for l in (p.stdout + p.stderr).splitlines() if "attention: LF_SDPA_BACKEND=" in l]
+        assert len(lines) == 1, (p.stdout + p.stderr)[-3000:]
+        seen[backend] = lines[0].rsplit("SDPA runs ", 1)[1].strip()
+    assert seen == {"math": "math+gqa", "flash": "flash_attention+gqa"}, seen  # the tiny model has GQA

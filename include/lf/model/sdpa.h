@@ -27,4 +27,9 @@ void use_sdpa_backend(const std::string& name);
 // "cudnn_attention", "math", ... and whether GQA went native ("+gqa") or via repeat_kv.
 std::string sdpa_backend_name(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v);
 
+// The same for a model's training attention: q [B,H,T,D], k/v [B,K,T,D] needing gradients, `options`' dtype
+// and device.
+std::string sdpa_backend_for(int64_t batch, int64_t seq, int64_t heads, int64_t kv_heads, int64_t head_dim,
+                             const at::TensorOptions& options);
+
 }  // namespace lf::model
