@@ -3,6 +3,9 @@
 #   scripts/device/dpo_bench.sh                # build (if needed), then both rows
 #   ROWS="7b-lora" STEPS=20 scripts/device/dpo_bench.sh
 #   TRACE=1 ROWS=7b-lora STEPS=4 scripts/device/dpo_bench.sh   # + a trace of the reference pass and step 1
+#   LF_SDPA_BACKEND=torch PEER=0 ROWS=7b-lora scripts/device/dpo_bench.sh   # lf-train alone, cuDNN attention
+#       kept (auto leaves it out on these varying-length pairs: train/attention_shapes.h); add
+#       TORCH_CUDNN_SDPA_AVOID_RECOMPILE=1 for torch's experimental plan reuse across lengths
 #   LF_PAD_MASKED_LOGITS=1 scripts/device/dpo_bench.sh   # padded rows under HF's padding mask (TRL's exact
 #       logits/* on the GPU, SDPA with a mask instead of flash): its cost against the default run decides `auto`
 # with `.deps` carried: .deps/debs (scripts/device/fetch_debs.sh) and .deps/wheels, the peer's wheels the
@@ -79,7 +82,9 @@ row() {  # SIZE MODE
   grep -E "reference log-probabilities|perf:" "$OUT/dpo_lf_$size-$mode.log" | tail -3
   [[ ${TRACE:-0} == 1 ]] && $PY scripts/bench/trace_summary.py "$WORK/trace_$size-$mode/trace-rank0.json" \
     > "$OUT/dpo_trace_$size-$mode.txt" 2>&1 && grep -E "^RESULT" "$OUT/dpo_trace_$size-$mode.txt" | cut -c1-600
-  # the peer: the same tokenized pairs (lf-train's cache), the same steps.
+  # the peer: the same tokenized pairs (lf-train's cache), the same steps (PEER=0: lf-train alone, for an A/B
+  # of lf-train's own settings within a lease whose peer row is already measured).
+  [[ ${PEER:-1} == 0 ]] && timeout 1 true ||
   timeout 420 $PY scripts/bench/dpo_peer.py --cache "$tok/train.lftok" --config configs/models/qwen2.5-$size.json \
     --mode $mode --master "${PEER_MASTER:-fp32}" --mbs 2 --steps $STEPS --warmup 0 --lr $lr --out $WORK/peer_$size-$mode \
     > "$OUT/dpo_peer_$size-$mode.log" 2>&1

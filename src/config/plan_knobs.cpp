@@ -41,6 +41,7 @@ void resolve_parallel_knobs(ParallelSection& p) {
 }
 
 void resolve_logging_knobs(LoggingSection& l) {
+  l.late_readback = knob_bool("LF_LATE_READBACK").value_or(true);
   l.profile_phases = knob_bool("LF_PROFILE_PHASES").value_or(false);
   l.profile_trace = knob_string("LF_PROFILE_TRACE").value_or("");
   if (const auto steps = knob_string("LF_PROFILE_TRACE_STEPS"); steps && !steps->empty()) {

@@ -56,10 +56,10 @@ at::Tensor masked_attention(const at::Tensor& q, const at::Tensor& k, const at::
   return at::scaled_dot_product_attention(q, repeat_kv(k, n_rep), repeat_kv(v, n_rep), mask, 0.0, /*is_causal=*/false, s);
 }
 
-void use_sdpa_backend(const std::string& name) {
+void use_sdpa_backend(const std::string& name, bool lengths_vary) {
   auto& ctx = at::globalContext();
-  const bool all = name == "auto";
-  ctx.setSDPUseCuDNN(all || name == "cudnn");
+  const bool all = name == "auto" || name == "torch";
+  ctx.setSDPUseCuDNN(name == "cudnn" || name == "torch" || (name == "auto" && !lengths_vary));
   ctx.setSDPUseFlash(all || name == "flash");
   ctx.setSDPUseMemEfficient(all || name == "efficient");
   ctx.setSDPUseMath(true);

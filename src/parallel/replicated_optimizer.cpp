@@ -70,14 +70,24 @@ bool ReplicatedOptimizer::unscale(double scale) const {
 }
 
 double ReplicatedOptimizer::clip(double max_norm) {
+  if (!fused_clip_) {
+    pending_clip_ = at::Tensor();
+    opt_->before_clip();
+    return opt_->clips() ? optim::clip_grad_norm(tensors_, max_norm) : 0.0;
+  }
+  return clip_on_device(max_norm).item<double>();
+}
+
+at::Tensor ReplicatedOptimizer::clip_on_device(double max_norm) {
+  if (!fused_clip_) return {};
   pending_clip_ = at::Tensor();
   opt_->before_clip();
-  if (!opt_->clips()) return 0.0;  // LLaMA-Factory's layer-wise steps left its clipping no gradient
-  if (!fused_clip_) return optim::clip_grad_norm(tensors_, max_norm);
+  const auto zero = [] { return at::zeros({}, at::kDouble); };
+  if (!opt_->clips()) return zero();  // LLaMA-Factory's layer-wise steps left its clipping no gradient
   const auto norm = optim::global_grad_norm(tensors_);
-  if (!norm.defined()) return 0.0;
+  if (!norm.defined()) return zero();
   if (max_norm > 0) pending_clip_ = optim::clip_factor(norm, max_norm);
-  return norm.item<double>();
+  return norm;
 }
 
 void ReplicatedOptimizer::step(double lr) {

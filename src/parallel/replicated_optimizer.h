@@ -29,6 +29,9 @@ class ReplicatedOptimizer {
   // LF_FUSED_CLIP (default) the multiply is left to step() (inside the fused CUDA AdamW; on the
   // CPU the same multiply, just later): the gradients are unclipped until then.
   double clip(double max_norm);
+  // clip() without reading the norm: a 0-dim device tensor; undefined without the fused clip (the
+  // separate multiply of torch's clip_grad_norm_ reads the norm on the host).
+  at::Tensor clip_on_device(double max_norm);
   void step(double lr);
   void zero_grad() {
     opt_->zero_grad();

@@ -18,6 +18,7 @@ class SingleStrategy final : public ParallelStrategy {
   at::Tensor all_gather_bytes(const at::Tensor& mine) override { return mine.cpu().unsqueeze(0); }
   bool unscale_gradients(double scale) override { return opt_.unscale(scale); }
   double clip_grad_norm(double max_norm) override { return opt_.clip(max_norm); }
+  at::Tensor clip_grad_norm_on_device(double max_norm) override { return opt_.clip_on_device(max_norm); }
   void optimizer_step(double lr) override { opt_.step(lr); }
   void zero_grad() override { opt_.zero_grad(); }
   int64_t optimizer_steps() const override { return opt_.steps(); }

@@ -125,6 +125,7 @@ void Trainer::State::finish(TrainSummary& sum, const TrainPlan& plan, const Loop
   sum.train_loss = loop.global_step > 0 ? loop.total_loss / static_cast<double>(loop.global_step) : 0.0;
   sum.tokens_seen = counts.tokens_seen;
   sum.epoch = loop.epoch;
+  sum.late_reads = stepper.late_reads;
   // The device's peak (the CUDA caching allocator's); on a CPU run the process's peak RSS.
   sum.peak_memory_bytes =
       device.is_cuda()
@@ -135,6 +136,8 @@ void Trainer::State::finish(TrainSummary& sum, const TrainPlan& plan, const Loop
   perf["mfu_vs_790"] = perf["model_tflops_per_s"].get<double>() / 790.0;
   if (device.is_cuda()) perf["peak_reserved_gib"] = peak_reserved_gib(device);
   if (stepper.graph) perf["cuda_graphs"] = stepper.graph->describe();
+  // LF_LATE_READBACK: how many steps' numbers came back after the next step was launched (step_readback.cpp).
+  perf["late_readback"] = fmt::format("{} of {} steps", sum.late_reads, sum.steps.size());
   if (c.precision.fp8) add_fp8_perf(perf, c);
   spdlog::info("perf: {}", perf.dump());
 

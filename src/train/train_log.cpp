@@ -76,7 +76,7 @@ void Trainer::State::log_step(const StepRecord& r, const TrainPlan& plan, LoopSt
                               const ProgressDisplay& display) {
   loop.loss_since_log += r.loss;
   loop.total_loss += r.loss;
-  const int64_t step = loop.global_step;
+  const int64_t step = r.step;  // a step read late is logged after the next one was launched
   const double elapsed = seconds_since(logs.start);
   const double tokens_per_s = static_cast<double>(counts.tokens_seen - counts.first_tokens) / std::max(elapsed, 1e-9);
   const auto eta = format_timedelta(elapsed / static_cast<double>(step - counts.first_step) * (plan.total - step));

@@ -140,9 +140,9 @@ bool Trainer::State::update(double lr, double scale, int64_t step, const Progres
   return found_inf;
 }
 
-StepRecord Trainer::State::run_step(const std::vector<int64_t>& perm, int64_t step_in_epoch, const LoopState& loop,
-                                    const TrainPlan& plan, int64_t& micro_done, PhaseClock& phases,
-                                    const ProgressDisplay& display) {
+PendingStep Trainer::State::run_step(const std::vector<int64_t>& perm, int64_t step_in_epoch, const LoopState& loop,
+                                     const TrainPlan& plan, int64_t& micro_done, PhaseClock& phases,
+                                     const ProgressDisplay& display) {
   const auto step_start = Clock::now();
   phases.start();
   const auto& layout = plan.layout;
@@ -182,39 +182,31 @@ StepRecord Trainer::State::run_step(const std::vector<int64_t>& perm, int64_t st
   optimizer_span.emplace(at::RecordScope::USER_SCOPE);
   optimizer_span->before("lf::optimizer");
   micro_done += n_micro;
-  // The step's one host sync: the loss and the counters of every rank, in one reduction.
-  std::vector<double> sums = {loss_acc.item<double>() / denom, static_cast<double>(rec.num_tokens),
-                              static_cast<double>(rec.padded_tokens)};
-  const auto metric_sums = objective->take_metric_sums();  // the objective's, in the same reduction
-  sums.insert(sums.end(), metric_sums.begin(), metric_sums.end());
-  // HF's Trainer adds each micro-batch's coef x aux loss to its loss: after the objective's sums.
-  const size_t aux_at = sums.size();
-  if (aux_coef > 0) sums.insert(sums.end(), {aux_step.sum.item<double>(), static_cast<double>(aux_step.batches)});
-  if (world > 1) sums = strategy->all_reduce_sums(std::move(sums));
-  const double step_loss = sums[0] + (aux_coef > 0 ? aux_coef * sums[aux_at] : 0.0);
-  if (aux_coef > 0) rec.has_aux_loss = true, rec.aux_loss = sums[aux_at] / std::max(1.0, sums[aux_at + 1]);
-  rec.step_tokens = static_cast<int64_t>(sums[1]);
-  rec.step_padded_tokens = static_cast<int64_t>(sums[2]);
-  metrics_since_log.resize(metric_sums.size(), 0.0);
-  for (size_t i = 0; i < metric_sums.size(); ++i) metrics_since_log[i] += sums[3 + i];
-  last_step_metrics = json::object();
-  objective->log_metrics(std::vector<double>(sums.begin() + 3, sums.begin() + 3 + static_cast<int64_t>(metric_sums.size())),
-                         last_step_metrics);
-  LF_CHECK(std::isfinite(step_loss), NonFiniteLossError,
-           "the training loss is {} at step {} of {} (epoch {:.2f}, lr {:.3g}); lower learning_rate, check the data, or "
-           "use bf16 instead of fp16",
-           step_loss, loop.global_step + 1, plan.total, loop.epoch, lr);
-  const bool found_inf = update(lr, scale, loop.global_step + 1, display, rec.grad_norm);
-  optimizer_span.reset();
-  phases.lap(Phase::kOptimizer);
-  rec.loss = step_loss;
+  PendingStep p;
+  rec.step = loop.global_step + 1;
+  rec.epoch = loop.epoch;  // run_epoch sets the fractional epoch after the step
   rec.lr = lr;
-  rec.skipped = found_inf;
   rec.loss_scale = scale;
   rec.num_targets = static_cast<int64_t>(denom);
-  rec.seconds = seconds_since(step_start);
-  rec.phase_seconds = phases.take();
-  return rec;
+  p.rec = rec;
+  p.loss_sum = loss_acc;
+  if (aux_coef > 0) p.aux_sum = aux_step.sum, p.aux_batches = aux_step.batches;
+  p.metric_sums = objective->take_metric_sums();  // the objective's, in the same reduction
+  p.denom = denom;
+  if (late_readback(phases)) p.grad_norm = strategy->clip_grad_norm_on_device(c.optim.max_grad_norm);
+  if (p.grad_norm.defined()) {  // update() without fp16's scaler: nothing here waits for the device
+    strategy->optimizer_step(lr);
+    ++stepper.sched_step;
+    strategy->zero_grad();
+  } else {
+    read_step(p, plan, loop);  // the step's one host sync, before its update
+    p.rec.skipped = update(lr, scale, loop.global_step + 1, display, p.rec.grad_norm);
+  }
+  optimizer_span.reset();
+  phases.lap(Phase::kOptimizer);
+  p.rec.seconds = seconds_since(step_start);
+  p.rec.phase_seconds = phases.take();
+  return p;
 }
 
 }  // namespace lf::train

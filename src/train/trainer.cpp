@@ -16,6 +16,7 @@
 #include "lf/train/data_order.h"
 #include "lf/train/lm_loss.h"
 #include "lf/train/router_loss_coef.h"
+#include "attention_shapes.h"
 #include "peak_flops.h"
 #include "pissa_outputs.h"
 #include "phase_profile.h"
@@ -148,6 +149,8 @@ Trainer::Trainer(TrainerSetup setup) {
   st.make_objective();
   // CUDA graphs capture the LM loss's micro-step; the preference stages' run eagerly.
   if (!c.objective.preference()) st.stepper.graph = st.make_graph();
+  // After the graph: its bucket fixes the unpacked rows' shapes (before the first forward: DPO's reference pass).
+  fit_attention_to_rows(c, st.stepper.pad_multiple, st.m, at::TensorOptions().dtype(st.m.compute_dtype()).device(st.device));
 }
 
 Trainer::~Trainer() = default;
@@ -281,31 +284,30 @@ void Trainer::State::run_epoch(int64_t epoch, const TrainPlan& plan, LoopState& 
   int64_t micro_done = 0;  // micro-steps of this epoch so far (resumed: the skipped steps' too)
   for (int64_t k = 0; k < first; ++k)
     micro_done += (static_cast<int64_t>(step_examples(perm, k, plan.layout).size()) + per_micro - 1) / per_micro;
+  std::optional<PendingStep> prev;  // launched, read once the next step is launched (step_readback.cpp)
   for (int64_t k = first; k < plan.steps_per_epoch && loop.global_step < plan.total; ++k) {
     trace.step_begins(loop.global_step + 1);
-    auto rec = run_step(perm, k, loop, plan, micro_done, phases, display);
-    rec.step = ++loop.global_step;
+    auto p = run_step(perm, k, loop, plan, micro_done, phases, display);
+    ++loop.global_step;
     trace.step_ended(loop.global_step);
-    counts.tokens_seen += rec.step_tokens;
-    counts.input_tokens_seen += rec.step_padded_tokens;
-    counts.rank_tokens_seen += rec.num_tokens;
-    // HF adds 6 x input_ids.numel() x params per micro-batch on each rank and sums the ranks:
-    // counted from the step's integer total, so one process and N ranks give the same double.
-    counts.flos += 6.0 * static_cast<double>(rec.step_padded_tokens) * static_cast<double>(non_embedding_params);
     loop.epoch = static_cast<double>(epoch) +
                  static_cast<double>(micro_done) / static_cast<double>(plan.micro_per_epoch);
-    rec.epoch = loop.epoch;
-    sum.steps.push_back(rec);
-    report_progress(rec);
-    log_step(rec, plan, loop, display);
+    p.rec.epoch = loop.epoch;
+    if (prev) complete_step(*prev, plan, loop, sum, display), prev.reset(), ++stepper.late_reads;
     const bool last = loop.global_step == plan.total, epoch_end = k == plan.steps_per_epoch - 1;
     // HF also evaluates when training stops between two evaluations (steps: a last step that
     // is no multiple of eval_steps; epoch: max_steps or a fractional epoch ending mid-epoch).
-    if (plan.eval_on && ((plan.eval_every > 0 && loop.global_step % plan.eval_every == 0) ||
-                         (c.eval.eval_strategy == "epoch" && epoch_end) || last))
-      evaluate_and_log(loop, sum, display);
+    const bool eval_now = plan.eval_on && ((plan.eval_every > 0 && loop.global_step % plan.eval_every == 0) ||
+                                           (c.eval.eval_strategy == "epoch" && epoch_end) || last);
     const bool save_now = (plan.save_every > 0 && loop.global_step % plan.save_every == 0) ||
                           (c.output.save_strategy == "epoch" && epoch_end) || (last && c.output.save_strategy != "no");
+    // A step read late must not be one the loop acts on: its evaluation and checkpoint see this step's weights.
+    if (!p.read && !last && !epoch_end && !eval_now && !save_now) {
+      prev = std::move(p);
+      continue;
+    }
+    complete_step(p, plan, loop, sum, display);
+    if (eval_now) evaluate_and_log(loop, sum, display);
     if (save_now && s.write_outputs) {
       // Every rank: the ones that write little wait for rank 0 at the commit; the save deadline
       // covers that wait.
@@ -315,6 +317,7 @@ void Trainer::State::run_epoch(int64_t epoch, const TrainPlan& plan, LoopState& 
       progress_reporter().note(&ProgressMetrics::checkpoint_s, seconds_since(t0));
     }
   }
+  if (prev) complete_step(*prev, plan, loop, sum, display);  // not reached: an epoch's last step is read at once
 }
 
 }  // namespace lf::train

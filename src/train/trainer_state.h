@@ -98,6 +98,23 @@ struct StepState {
   int64_t sched_step = 0;  // HF's LambdaLR counter: advances only on steps that updated
   std::unique_ptr<MicroStepGraph> graph;  // CUDA graphs of the micro-step (step_graph.h), or none
   int64_t pad_multiple = kPadToMultipleOf;  // the rows' padding: graph_bucket_width() under graphs
+  int64_t late_reads = 0;  // steps read after the next one was launched (step_readback.cpp; the perf line)
+};
+
+// A launched step whose device values are read on the host later (step_readback.cpp): the loss sum of its
+// micro-steps, the load-balancing loss's, the gradient norm. Why: reading them at the step's end leaves the
+// GPU idle while the host logs, collates the next batch and launches its first kernels (the 30B-A3B trace:
+// 30 ms a step); read once the next step is launched, the GPU has that step's work queued. `read` false:
+// the optimizer step was launched with the norm still on the device.
+struct PendingStep {
+  StepRecord rec;           // the host's fields: tokens, lr, step, epoch, seconds
+  at::Tensor loss_sum;      // [] fp64: the micro-steps' loss sums (÷ denom once read)
+  at::Tensor aux_sum;       // [] fp64, the load-balancing losses' sum (undefined: off)
+  int64_t aux_batches = 0;
+  std::vector<double> metric_sums;  // the objective's (already on the host)
+  at::Tensor grad_norm;     // [] on the device until read
+  double denom = 1;
+  bool read = false;
 };
 
 // Counters of the whole job (run_epoch adds each step's, every rank's micro-batches summed with
@@ -206,9 +223,22 @@ struct Trainer::State {
   // fp16 unscaling, clipping (grad_norm: the global norm) and the update of step `step`, whose
   // gradients are in; zeroes them. True when fp16 overflowed and the update was skipped.
   bool update(double lr, double scale, int64_t step, const ProgressDisplay& display, double& grad_norm);
-  // Step `step_in_epoch` of the epoch with permutation `perm`.
-  StepRecord run_step(const std::vector<int64_t>& perm, int64_t step_in_epoch, const LoopState& loop,
-                      const TrainPlan& plan, int64_t& micro_done, PhaseClock& phases, const ProgressDisplay& display);
+  // Step `step_in_epoch` of the epoch with permutation `perm`, launched; read at its end (as fp16's loss scale,
+  // multi-rank sums or LF_LATE_READBACK=0 need) or, where late_readback() allows, with its update launched
+  // and its numbers left on the device for read_step (step_readback.cpp).
+  PendingStep run_step(const std::vector<int64_t>& perm, int64_t step_in_epoch, const LoopState& loop,
+                       const TrainPlan& plan, int64_t& micro_done, PhaseClock& phases, const ProgressDisplay& display);
+
+  // ---- step_readback.cpp
+  // Whether this run's steps can launch their update before their numbers are read: one process, no fp16
+  // scaler, no LF_PROFILE_PHASES syncs, LF_LATE_READBACK on (the strategy must also clip on the device).
+  bool late_readback(const PhaseClock& phases) const;
+  // The step's device values on the host: the loss (with the load-balancing loss), the objective's metrics,
+  // the counters summed over ranks, the norm; NonFiniteLossError on a non-finite loss.
+  void read_step(PendingStep& p, const TrainPlan& plan, const LoopState& loop);
+  // A launched step's end: read (if not yet), counted, reported and logged (run_epoch, in step order).
+  void complete_step(PendingStep& p, const TrainPlan& plan, LoopState& loop, TrainSummary& sum,
+                     const ProgressDisplay& display);
 
   // ---- train_log.cpp
   // One HF log_history entry; also a trainer_log.jsonl line (LLaMA-Factory's fields).

@@ -163,3 +163,33 @@ def test_sdpa_backend_knob_says_what_attention_runs(tmp_path):
         assert len(lines) == 1, (p.stdout + p.stderr)[-3000:]
         seen[backend] = lines[0].rsplit("SDPA runs ", 1)[1].strip()
     assert seen == {"math": "math+gqa", "flash": "flash_attention+gqa"}, seen  # the tiny model has GQA
+
+
+def test_late_readback_reads_each_step_after_the_next_launch(tmp_path):
+    """LF_LATE_READBACK: by default a step's numbers are read once the next step is launched (its update already
+    launched), so the trace's lf::read_step spans fall outside lf::optimizer; with 0 each step is read inside its
+    own optimizer span, before its update. The logs are the same bit for bit, and the perf line says which."""
+    runs = {}
+    for late in ("1", "0"):
+        out, trace = tmp_path / f"out{late}", tmp_path / f"trace{late}"
+        env = dict(os.environ, LF_LATE_READBACK=late, LF_PROFILE_TRACE=str(trace), LF_PROFILE_TRACE_STEPS="2:4",
+                   NNODES="1", NPROC_PER_NODE="1", MASTER_PORT=str(free_port()), OMP_NUM_THREADS="1")
+        p = subprocess.run([LF_TRAIN, "configs/tiny_cpu.yaml", f"output_dir={out}", "max_steps=6", *QUICK],
+                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+        text = p.stdout + p.stderr
+        assert p.returncode == 0, text[-3000:]
+        perf = json.loads([l for l in text.splitlines() if "perf: " in l][-1].split("perf: ", 1)[1])
+        events = json.load(open(trace / "trace-rank0.json"))["traceEvents"]
+        spans = lambda name: [(e["ts"], e["ts"] + e["dur"]) for e in events if e.get("name") == name and "dur" in e]
+        reads, optimizers = spans("lf::read_step"), spans("lf::optimizer")
+        inside = [any(o0 <= r0 and r1 <= o1 for o0, o1 in optimizers) for r0, r1 in reads]
+        history = json.load(open(out / "trainer_state.json"))["log_history"]
+        runs[late] = (perf["late_readback"], len(reads), inside,
+                      [(h["step"], h["loss"], h["grad_norm"], h["learning_rate"], h["epoch"]) for h in history
+                       if "loss" in h])
+    assert runs["1"][0] == "5 of 6 steps" and runs["0"][0] == "0 of 6 steps", (runs["1"][0], runs["0"][0])
+    # traced steps 2-4: read late, steps 1 and 2 come back after steps 2 and 3 are launched (step 3's after the
+    # trace ends with step 4's launch), none inside an optimizer span; read at once, steps 2-4, each inside its own
+    assert runs["1"][1] == 2 and not any(runs["1"][2]), runs["1"][:3]
+    assert runs["0"][1] == 3 and all(runs["0"][2]), runs["0"][:3]
+    assert runs["1"][3] == runs["0"][3] and len(runs["1"][3]) == 6

@@ -189,6 +189,37 @@ TEST(Trainer, NanLossStopsWithTheStepNumber) {
   }
 }
 
+// LF_LATE_READBACK changes when a step's numbers reach the host, not what they are: the same run read at each
+// step's end and read one step late gives the same records bit for bit; read late, every step the loop does
+// not act on (an epoch's end, the last) came back after the next step was launched.
+TEST(Trainer, LateReadbackChangesWhenNotWhat) {
+  const auto data = fixture_dataset();
+  std::vector<TrainSummary> runs;
+  for (const bool late : {false, true}) {
+    auto c = fixture_config("full");
+    c.logging.late_readback = late;
+    auto m = model::load_causal_lm(c.model.model_name_or_path, {});
+    Trainer t(setup_for(c, *m, data));
+    runs.push_back(t.train());
+  }
+  const auto& each = runs[0];
+  const auto& late = runs[1];
+  ASSERT_EQ(each.steps.size(), late.steps.size());
+  EXPECT_EQ(each.late_reads, 0);
+  EXPECT_GE(late.late_reads, static_cast<int64_t>(late.steps.size()) / 2);
+  EXPECT_LT(late.late_reads, static_cast<int64_t>(late.steps.size()));  // the last step is read at once
+  for (size_t i = 0; i < each.steps.size(); ++i) {
+    const auto &a = each.steps[i], &b = late.steps[i];
+    EXPECT_EQ(a.step, b.step);
+    EXPECT_EQ(a.loss, b.loss) << "step " << a.step;
+    EXPECT_EQ(a.grad_norm, b.grad_norm) << "step " << a.step;
+    EXPECT_EQ(a.lr, b.lr);
+    EXPECT_EQ(a.epoch, b.epoch);
+    EXPECT_EQ(a.step_tokens, b.step_tokens);
+  }
+  EXPECT_EQ(each.train_loss, late.train_loss);
+}
+
 TEST(Trainer, EmptyDatasetIsAConfigError) {
   const TokenizedDataset empty;
   auto c = fixture_config("full");

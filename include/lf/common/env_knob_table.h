@@ -208,10 +208,12 @@ inline constexpr EnvKnob kEnvKnobs[] = {
      "QLoRA's 4-bit linear layers on a GPU: dequant (the weight dequantized into a reused buffer, then cuBLAS), "
      "fused (the forward's GEMM reads the 4 bits itself, 8 rows a launch: for few rows) or auto (fused for up to 8 "
      "rows, else dequant); the CPU dequantizes exactly, and fused there is an error"},
-    {"LF_SDPA_BACKEND", KnobType::kChoice, "auto", "auto|cudnn|flash|efficient|math", "lf-worker",
+    {"LF_SDPA_BACKEND", KnobType::kChoice, "auto", "auto|torch|cudnn|flash|efficient|math", "lf-worker",
      "the attention kernel SDPA may pick (math stays its fallback for inputs the kernel refuses): cudnn, flash "
-     "(FlashAttention-2), efficient (memory-efficient) or math; auto: torch's own order, which on a Hopper GPU "
-     "picks cuDNN's, compiled per new shape (an A/B knob: variable-length preference batches meet many shapes)"},
+     "(FlashAttention-2), efficient (memory-efficient) or math; torch: torch's own order, which on a Hopper GPU "
+     "picks cuDNN's, whose plans torch builds per new shape; auto: torch's order, without cuDNN when the rows' "
+     "lengths vary from micro-batch to micro-batch (preference stages, unpacked rows not bucketed by CUDA graphs), "
+     "which the worker's log says"},
     {"LF_PAD_MASKED_LOGITS", KnobType::kChoice, "auto", "auto|1|0", "lf-worker",
      "dpo/kto on padded batches: 1 runs the forward under HF's padding mask (the pad positions attend to their "
      "row's real tokens only, so TRL's logits/* metrics, which average the pad positions too, are LLaMA-Factory's; "
@@ -224,6 +226,11 @@ inline constexpr EnvKnob kEnvKnobs[] = {
      "1: with the fused kernels, full fine-tuning's fp32 master weights get their gradients from a GEMM that "
      "writes fp32 (no bf16 gradient, no cast pass); 0: a bf16 gradient cast to fp32, as under autocast (for "
      "comparison)"},
+    {"LF_LATE_READBACK", KnobType::kBool, "1", "", "lf-worker",
+     "1: a step's loss, gradient norm and metrics are read on the host once the next step is launched (one "
+     "process, bf16/fp32 with the fused clip; the step's log line and heartbeat follow one step later), so the GPU "
+     "does not wait at each step's end while the host logs and prepares the next batch; steps that evaluate, save "
+     "or end an epoch are read at once; 0: every step read at its end (the perf line says which)"},
     {"LF_FUSED_CLIP", KnobType::kBool, "1", "", "lf-worker",
      "1: on a GPU, max_grad_norm's clipping factor is applied inside the fused AdamW kernel (one pass over the "
      "gradients fewer); 0: a separate multiply first, as torch's clip_grad_norm_ (for comparison)"},

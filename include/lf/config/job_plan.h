@@ -37,8 +37,9 @@ struct KernelPaths {
   // LF_PAD_MASKED_LOGITS: auto | 1 | 0: preference forwards of padded rows under HF's padding mask
   // (model/key_padding.h; TRL's logits/* average the pad positions too); auto: off a GPU only.
   std::string pad_masked_logits = "auto";
-  // LF_SDPA_BACKEND: auto | cudnn | flash | efficient | math: the one fused attention kernel SDPA may pick
-  // (math stays as its fallback); auto: torch's own order (model/sdpa.h).
+  // LF_SDPA_BACKEND: auto | torch | cudnn | flash | efficient | math: the one fused attention kernel SDPA may
+  // pick (math stays as its fallback); torch: torch's own order; auto: the same without cuDNN when the rows'
+  // lengths vary (model/sdpa.h, train/attention_shapes.h).
   std::string sdpa_backend = "auto";
 };
 
@@ -221,6 +222,9 @@ struct LoggingSection {
   int64_t profile_trace_first = 6;       // LF_PROFILE_TRACE_STEPS FIRST:LAST
   int64_t profile_trace_last = 7;
   std::optional<double> peak_tflops;     // LF_PEAK_TFLOPS: the MFU's denominator (dense TFLOP/s)
+  // LF_LATE_READBACK: a step's loss and gradient norm read on the host after the next step is launched
+  // (train/step_readback.cpp), so the GPU never waits at a step's end for the host; 0: read at the step's end.
+  bool late_readback = true;
 };
 
 // How the step is spread over ranks: DDP, or ZeRO with its buckets and offload.

@@ -19,9 +19,12 @@ at::Tensor masked_attention(const at::Tensor& q, const at::Tensor& k, const at::
                             double scale = 0);
 
 // Restricts SDPA to one fused kernel (config::KernelPaths::sdpa_backend: cudnn | flash | efficient | math; math
-// always stays as the fallback) or, for auto, allows all of them in torch's order. Process-wide (ATen's global
-// context): installed by set_kernel_paths.
-void use_sdpa_backend(const std::string& name);
+// always stays as the fallback), or allows all of them in torch's order: torch always, auto unless the rows'
+// lengths vary from one forward to the next. Then auto leaves cuDNN's attention out: torch caches its cuDNN
+// execution plans by exact shape, and each new [B, T] builds one (tens of milliseconds, where a 7B layer's
+// attention takes one); flash attention has no per-shape cost. Process-wide (ATen's global context):
+// installed by set_kernel_paths, then again by the trainer once it knows its rows (attention_shapes.h).
+void use_sdpa_backend(const std::string& name, bool lengths_vary = false);
 
 // Which SDPA kernel runs for these inputs: "flash_attention", "efficient_attention",
 // "cudnn_attention", "math", ... and whether GQA went native ("+gqa") or via repeat_kv.

@@ -91,6 +91,10 @@ class ParallelStrategy {
   // The L2 norm of the whole gradient over every rank (before clipping; equal on every
   // rank) and, when max_norm > 0, scales the gradients by min(1, max_norm / (norm + 1e-6)).
   virtual double clip_grad_norm(double max_norm) = 0;
+  // The same without a host sync where the strategy can: the norm as a 0-dim device tensor, its clipping
+  // left to optimizer_step (train/step_readback.cpp reads it a step later). Undefined: this strategy
+  // reads its norm on the host (clip_grad_norm); nothing was done.
+  virtual at::Tensor clip_grad_norm_on_device(double /*max_norm*/) { return {}; }
   virtual void optimizer_step(double lr) = 0;
   virtual void zero_grad() = 0;
   virtual int64_t optimizer_steps() const = 0;

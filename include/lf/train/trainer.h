@@ -116,6 +116,7 @@ struct TrainSummary {
   int64_t tokens_seen = 0;  // real tokens of every rank
   double epoch = 0;
   int64_t peak_memory_bytes = 0;  // CUDA caching allocator's peak; on CPU the process's peak RSS
+  int64_t late_reads = 0;  // steps whose numbers were read after the next step's launch (LF_LATE_READBACK)
 };
 
 // NaN/inf training loss: stops the run; exit code kExitConfig (a learning rate or
