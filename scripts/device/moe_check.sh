@@ -6,6 +6,7 @@
 #   MOE_BUILD_TARGETS=lf-train-local STEPS=12 RUN_TIMEOUT=150 scripts/device/moe_check.sh build moe
 #                                            # the MoE rows alone in one call: ~2 min build + ~4 min rows
 #   scripts/device/moe_check.sh trace gemma  # the 30B-A3B trace split; Gemma 3 1B vs HF --compile
+#   STEPS=10 scripts/device/moe_check.sh ab  # 30B-A3B LoRA: CUDA graphs / late readback each vs off, losses compared
 #   MOE_BUILD_TARGETS="lf-worker lf-train-local model_test kernels_test" scripts/device/moe_check.sh build qk
 #                                            # Qwen3's q/k norm path (fused head norm + RoPE, narrow norms): tests + KBENCH
 # (default: gpu moe trace gemma; each part fits a device call after `build`)
@@ -82,6 +83,34 @@ for shape, mode in (("30b-a3b", "lora"), ("moe-small", "full")):
           lf_mfu=lf.get("mfu_vs_790") and round(lf["mfu_vs_790"], 3), hf_mfu=hf.get("mfu_vs_790"))))
 PYEOF
       ;;
+    ab)
+      # The host-side changes of 2026-12-05 on 30B-A3B LoRA (a host-bound forward: 172 ms of host time to 164 of
+      # GPU): CUDA graphs of the MoE micro-step and late readback, each against its off switch; the losses of
+      # each run against the first's (trainer_log.jsonl, bf16: MAX_REL).
+      for v in "graphs+late LF_CUDA_GRAPHS=1 LF_LATE_READBACK=1" "eager+late LF_CUDA_GRAPHS=0 LF_LATE_READBACK=1" \
+               "eager+sync LF_CUDA_GRAPHS=0 LF_LATE_READBACK=0"; do
+        set -- $v; name=$1; shift
+        ( export "$@"; run "lf 30b-a3b lora $name" $LF $(moe_args qwen3-30b-a3b lora) output_dir=$WORK/out/ab-$name )
+      done
+      "$PY" - "$RES" "$WORK/out" "${MAX_REL:-2e-3}" <<'PYEOF' | tee -a "$LOG"
+import json, sys
+res, out, max_rel = sys.argv[1], sys.argv[2], float(sys.argv[3])
+rows = {json.loads(l)["label"]: json.loads(l) for l in open(res)}
+losses = lambda n: [json.loads(l)["loss"] for l in open(f"{out}/ab-{n}/trainer_log.jsonl") if '"loss"' in l]
+base = losses("graphs+late")
+for n in ("graphs+late", "eager+late", "eager+sync"):
+    d = rows.get(f"lf 30b-a3b lora {n}", {}).get("data") or {}
+    try:
+        l = losses(n)
+        rel = max(abs(a - b) / abs(b) for a, b in zip(l, base)) if l and len(l) == len(base) else None
+    except OSError:
+        rel = None
+    print("MOE_AB " + json.dumps(dict(run=n, tok_s=d.get("tokens_per_s") and round(d["tokens_per_s"]),
+          median_step_s=d.get("median_step_s"), cuda_graphs=d.get("cuda_graphs"), late_readback=d.get("late_readback"),
+          peak_gib=d.get("peak_memory_gib") and round(d["peak_memory_gib"], 1), max_rel_loss_vs_graphs=rel,
+          losses_agree=rel is not None and rel <= max_rel)))
+PYEOF
+      ;;
     trace)
       rm -rf "$WORK/trace"
       LF_PROFILE_TRACE=$WORK/trace LF_PROFILE_TRACE_STEPS=4:5 STEPS=5 \
@@ -93,8 +122,9 @@ PYEOF
     gemma)
       for mode in ${GEMMA_MODES:-full}; do
         run "lf gemma3-1b $mode" $LF $(moe_args gemma3-1b $mode)
-        run "hf gemma3-1b $mode compile" "$PY" scripts/bench/gemma_peer.py --config configs/models/gemma3-1b.json \
-          --mode $mode --seq 2048 --mbs 4 --steps $STEPS --compile
+        # the compile peer's first compile took more than 90 s on 2026-12-05 (rc 143): 300 s unless RUN_TIMEOUT says
+        RUN_TIMEOUT=${GEMMA_PEER_TIMEOUT:-300} run "hf gemma3-1b $mode compile" "$PY" scripts/bench/gemma_peer.py \
+          --config configs/models/gemma3-1b.json --mode $mode --seq 2048 --mbs 4 --steps $STEPS --compile
       done ;;
     *) echo "usage: $0 [build|gpu|moe|trace|gemma]..." >&2; exit 2 ;;
   esac

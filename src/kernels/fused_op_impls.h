@@ -10,6 +10,8 @@ namespace lf::kernels {
 
 at::Tensor rms_norm_op(const at::Tensor& x, const at::Tensor& weight, double eps);
 at::Tensor head_rms_norm_op(const at::Tensor& x, const at::Tensor& weight, double eps);
+at::Tensor one_plus_rms_norm_op(const at::Tensor& x, const at::Tensor& weight, double eps);
+at::Tensor geglu_op(const at::Tensor& gate, const at::Tensor& up);
 std::pair<at::Tensor, at::Tensor> add_rms_norm_op(const at::Tensor& x, const at::Tensor& delta,
                                                   const at::Tensor& weight, double eps);
 std::pair<at::Tensor, at::Tensor> rope_qk_op(const at::Tensor& q, const at::Tensor& k, const at::Tensor& cos,

@@ -28,7 +28,9 @@ const FusedOps& fused_ops() {
                             &moe_swiglu_halves_backward_op,
                             &dequantize_4bit_op,
                             &quant_gemv_4bit_op,
-                            &head_rms_norm_op};
+                            &head_rms_norm_op,
+                            &one_plus_rms_norm_op,
+                            &geglu_op};
   return ops;
 }
 

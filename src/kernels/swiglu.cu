@@ -1,6 +1,6 @@
-// SwiGLU's gate forward and backward, elementwise; see lf/kernels/swiglu.h. Rounds as the ATen
-// path (silu(g) in T, then the product in T; the backward from T(dout * up)) does, with ATen's
-// silu and silu_backward formulas in fp32.
+// SwiGLU's (and Gemma's GeGLU's) gate forward and backward, elementwise; see lf/kernels/swiglu.h. Rounds
+// as the ATen path (act(g) in T, then the product in T; the backward from T(dout * up)) does, with ATen's
+// silu / gelu(tanh) formulas and their backward in fp32.
 #include <algorithm>
 #include <cmath>
 
@@ -15,22 +15,44 @@ constexpr int kBlocksPerSm = 16;
 
 __device__ __forceinline__ float sigmoid(float x) { return 1.f / (1.f + expf(-x)); }
 
-template <typename T, int kV>
+// The gate's activation and its derivative, in fp32: silu (ATen's x / (1 + e^-x)), or Gemma's GELU with the tanh
+// approximation (kGelu: ATen's GeluCUDAKernelImpl / GeluBackwardCUDAKernelImpl formulas, op for op).
+constexpr float kGeluBeta = 0.7978845608028654f;  // sqrt(2 / pi): ATen's M_SQRT2 * M_2_SQRTPI * 0.5
+constexpr float kGeluKappa = 0.044715f;
+
+template <bool kGelu>
+__device__ __forceinline__ float gate_act(float x) {
+  if constexpr (kGelu) return 0.5f * x * (1.f + tanhf(kGeluBeta * (x + kGeluKappa * (x * x * x))));
+  else return x / (1.f + expf(-x));
+}
+
+template <bool kGelu>
+__device__ __forceinline__ float gate_act_grad(float x) {
+  if constexpr (kGelu) {
+    const float x_sq = x * x;
+    const float tanh_inner = tanhf(kGeluBeta * (x + kGeluKappa * x_sq * x));
+    const float right = 1.f + tanh_inner, left = 0.5f * x;
+    const float inner_derivative = kGeluBeta * (1.f + 3.f * kGeluKappa * x_sq);
+    return 0.5f * right + left * (1.f - tanh_inner * tanh_inner) * inner_derivative;
+  } else {
+    const float sg = sigmoid(x);
+    return sg * (1.f + x * (1.f - sg));
+  }
+}
+
+template <typename T, int kV, bool kGelu>
 __global__ void __launch_bounds__(kThreads)
     swiglu_forward_kernel(const T* __restrict__ g, const T* __restrict__ u, T* __restrict__ out, int64_t packs) {
   for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < packs; i += int64_t{gridDim.x} * blockDim.x) {
     const auto gv = load_pack<T, kV>(g + i * kV), uv = load_pack<T, kV>(u + i * kV);
     Pack<T, kV> o;
 #pragma unroll
-    for (int j = 0; j < kV; ++j) {
-      const float x = to_float(gv.v[j]);
-      o.v[j] = from_float<T>(round_to<T>(x / (1.f + expf(-x))) * to_float(uv.v[j]));
-    }
+    for (int j = 0; j < kV; ++j) o.v[j] = from_float<T>(round_to<T>(gate_act<kGelu>(to_float(gv.v[j]))) * to_float(uv.v[j]));
     store_pack<T, kV>(out + i * kV, o);
   }
 }
 
-template <typename T, int kV>
+template <typename T, int kV, bool kGelu>
 __global__ void __launch_bounds__(kThreads)
     swiglu_backward_kernel(const T* __restrict__ g, const T* __restrict__ u, const T* __restrict__ dout,
                            T* __restrict__ dg, T* __restrict__ du, int64_t packs) {
@@ -40,9 +62,9 @@ __global__ void __launch_bounds__(kThreads)
     Pack<T, kV> og, ou;
 #pragma unroll
     for (int j = 0; j < kV; ++j) {
-      const float x = to_float(gv.v[j]), d = to_float(dv.v[j]), sg = sigmoid(x);
-      ou.v[j] = from_float<T>(d * round_to<T>(x / (1.f + expf(-x))));
-      og.v[j] = from_float<T>(round_to<T>(d * to_float(uv.v[j])) * sg * (1.f + x * (1.f - sg)));
+      const float x = to_float(gv.v[j]), d = to_float(dv.v[j]);
+      ou.v[j] = from_float<T>(d * round_to<T>(gate_act<kGelu>(x)));
+      og.v[j] = from_float<T>(round_to<T>(d * to_float(uv.v[j])) * gate_act_grad<kGelu>(x));
     }
     store_pack<T, kV>(dg + i * kV, og);
     store_pack<T, kV>(du + i * kV, ou);
@@ -67,10 +89,10 @@ void swiglu_forward(const SwigluForwardArgs& a, Stream stream) {
     const auto* u = static_cast<const T*>(a.up);
     auto* o = static_cast<T*>(a.out);
     if (a.n % kV == 0 && all_aligned16(a.gate, a.up, a.out)) {
-      auto* k = &swiglu_forward_kernel<T, kV>;
+      auto* k = a.gelu_tanh ? &swiglu_forward_kernel<T, kV, true> : &swiglu_forward_kernel<T, kV, false>;
       LF_LAUNCH(k, dim3(static_cast<unsigned>(blocks_for(a.n / kV))), dim3(kThreads), 0, s, g, u, o, a.n / kV);
     } else {
-      auto* k = &swiglu_forward_kernel<T, 1>;
+      auto* k = a.gelu_tanh ? &swiglu_forward_kernel<T, 1, true> : &swiglu_forward_kernel<T, 1, false>;
       LF_LAUNCH(k, dim3(static_cast<unsigned>(blocks_for(a.n))), dim3(kThreads), 0, s, g, u, o, a.n);
     }
   });
@@ -90,10 +112,10 @@ void swiglu_backward(const SwigluBackwardArgs& a, Stream stream) {
     auto* dg = static_cast<T*>(a.dgate);
     auto* du = static_cast<T*>(a.dup);
     if (a.n % kV == 0 && all_aligned16(a.gate, a.up, a.dout, a.dgate, a.dup)) {
-      auto* k = &swiglu_backward_kernel<T, kV>;
+      auto* k = a.gelu_tanh ? &swiglu_backward_kernel<T, kV, true> : &swiglu_backward_kernel<T, kV, false>;
       LF_LAUNCH(k, dim3(static_cast<unsigned>(blocks_for(a.n / kV))), dim3(kThreads), 0, s, g, u, d, dg, du, a.n / kV);
     } else {
-      auto* k = &swiglu_backward_kernel<T, 1>;
+      auto* k = a.gelu_tanh ? &swiglu_backward_kernel<T, 1, true> : &swiglu_backward_kernel<T, 1, false>;
       LF_LAUNCH(k, dim3(static_cast<unsigned>(blocks_for(a.n))), dim3(kThreads), 0, s, g, u, d, dg, du, a.n);
     }
   });

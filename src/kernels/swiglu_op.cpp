@@ -1,4 +1,4 @@
-// silu(gate) * up as an autograd Function over the swiglu.h launchers. Saves gate and up (the
+// silu(gate) * up (and Gemma's gelu_tanh(gate) * up) as an autograd Function over the swiglu.h launchers. Saves gate and up (the
 // ATen graph also keeps silu(gate), one more [B, T, I] tensor per layer).
 #include <ATen/ATen.h>
 #include <torch/csrc/autograd/custom_function.h>
@@ -15,7 +15,7 @@ using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
 struct SwigluFn : public torch::autograd::Function<SwigluFn> {
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& gate, const at::Tensor& up) {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& gate, const at::Tensor& up, bool gelu) {
     const auto g = gate.contiguous(), u = up.contiguous();
     auto out = at::empty_like(g);
     SwigluForwardArgs a;
@@ -24,8 +24,10 @@ struct SwigluFn : public torch::autograd::Function<SwigluFn> {
     a.gate = g.const_data_ptr();
     a.up = u.const_data_ptr();
     a.out = out.mutable_data_ptr();
+    a.gelu_tanh = gelu;
     run_on_device(g, [&](Stream s) { swiglu_forward(a, s); });
     ctx->save_for_backward({g, u});
+    ctx->saved_data["gelu"] = gelu;
     return out;
   }
 
@@ -41,19 +43,25 @@ struct SwigluFn : public torch::autograd::Function<SwigluFn> {
     a.dout = d.const_data_ptr();
     a.dgate = dg.mutable_data_ptr();
     a.dup = du.mutable_data_ptr();
+    a.gelu_tanh = ctx->saved_data["gelu"].toBool();
     run_on_device(d, [&](Stream st) { swiglu_backward(a, st); });
-    return {dg, du};
+    return {dg, du, at::Tensor()};
   }
 };
 
 }  // namespace
 
-at::Tensor swiglu_op(const at::Tensor& gate, const at::Tensor& up) {
+namespace {
+at::Tensor gated(const at::Tensor& gate, const at::Tensor& up, bool gelu) {
   LF_CHECK(gate.sizes() == up.sizes() && gate.scalar_type() == up.scalar_type() && gate.device() == up.device() &&
                on_kernel_device(gate) && is_kernel_dtype(gate),
-           BackendError, "fused swiglu: expected gate and up of one shape and float dtype on the kernels' device, got {} and {}",
-           describe(gate), describe(up));
-  return SwigluFn::apply(gate, up);
+           BackendError, "fused {}: expected gate and up of one shape and float dtype on the kernels' device, got {} and {}",
+           gelu ? "geglu" : "swiglu", describe(gate), describe(up));
+  return SwigluFn::apply(gate, up, gelu);
 }
+}  // namespace
+
+at::Tensor swiglu_op(const at::Tensor& gate, const at::Tensor& up) { return gated(gate, up, false); }
+at::Tensor geglu_op(const at::Tensor& gate, const at::Tensor& up) { return gated(gate, up, true); }
 
 }  // namespace lf::kernels

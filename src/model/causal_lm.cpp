@@ -139,10 +139,8 @@ RopeTables CausalLM::rope(int64_t seq_len, const at::Tensor& position_ids, const
   if (local_inv_freq_.defined()) std::tie(r.local_cos, r.local_sin) = tables(local_inv_freq_, *config_.local_rope);
   if (!segment_ids.defined()) return r;
   const auto device = inv_freq_.device();
-  // Sliding-window layers mask within the packed sequences' mask (the varlen kernel takes no window).
-  const auto& sl = config_.sliding_layers;
-  const bool sliding = std::find(sl.begin(), sl.end(), true) != sl.end();
-  if (!sliding && varlen_attention_supported(device, compute_dtype_, config_.head_dim))
+  // Sliding-window layers too: the varlen kernel applies their window within each sequence (layers.cpp).
+  if (varlen_attention_supported(device, compute_dtype_, config_.head_dim))
     r.varlen = varlen_segments(segment_ids, device);  // give segment_ids on the host: no sync
   else
     r.attn_mask = packed_causal_mask(segment_ids.to(device));

@@ -37,6 +37,11 @@ at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
                      double scale, int64_t window) {
   if (window > 0) {
     const int64_t t = q.size(2);
+    // On a GPU, flash's own window within each row (or packed sequence): no [T, T] mask, no work outside it.
+    if (!rope.attn_mask.defined() && !key_padding_mask(t).defined() &&
+        varlen_attention_supported(q.device(), q.scalar_type(), q.size(3)))
+      return varlen_causal_attention(q, k, v, rope.varlen.defined() ? rope.varlen : rows_as_segments(q.size(0), t, q.device()),
+                                     scale, window);
     const auto i = at::arange(t, at::TensorOptions().dtype(at::kLong).device(q.device()));
     const auto d = i.unsqueeze(1) - i.unsqueeze(0);  // [T, T]: query - key
     auto mask = at::logical_and(d >= 0, d < window);
@@ -44,7 +49,7 @@ at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
     if (const auto pad_mask = key_padding_mask(t); pad_mask.defined()) mask = at::logical_and(pad_mask, mask);
     return masked_attention(q, k, v, mask.dim() == 2 ? mask.view({1, 1, t, t}) : mask, scale);
   }
-  if (rope.varlen.defined()) return varlen_causal_attention(q, k, v, rope.varlen);
+  if (rope.varlen.defined()) return varlen_causal_attention(q, k, v, rope.varlen, scale);
   if (rope.attn_mask.defined()) return masked_attention(q, k, v, rope.attn_mask, scale);
   // A KeyPaddingScope (key_padding.h): HF's padding mask on right-padded rows.
   if (const auto pad_mask = key_padding_mask(q.size(2)); pad_mask.defined())
@@ -116,9 +121,11 @@ void Linear::named_parameters(const std::string& prefix, std::vector<NamedParam>
 
 at::Tensor RmsNorm::forward(const at::Tensor& x) const {
   if (one_plus_) {  // Gemma: everything in fp32, one rounding at the end
+    const auto w = cast_for_compute(weight_, at::kFloat);
+    if (const auto* fused = fused_ops_for(x); fused && fused->one_plus_rms_norm) return fused->one_plus_rms_norm(x, w, eps_);
     auto h = x.to(at::kFloat);
     h = h * at::rsqrt(h.pow(2).mean(-1, /*keepdim=*/true) + eps_);
-    return (h * (1.0 + cast_for_compute(weight_, at::kFloat))).to(x.scalar_type());
+    return (h * (1.0 + w)).to(x.scalar_type());
   }
   if (const auto* fused = fused_ops_for(x)) return fused->rms_norm(x, as(weight_, x), eps_);
   auto h = x.to(at::kFloat);
@@ -144,7 +151,7 @@ at::Tensor Attention::forward_with(const at::Tensor& x, const RopeTables& rope, 
   // Qwen3's q/k norms sit between the projections and RoPE: on the fused path the head norm keeps
   // the 2-D shape (no view), so RoPE still rotates in place. The ATen RoPE on [B,H,T,D] views costs
   // ~20 strided passes over q and k a layer (rotate_half's cat, broadcast muls; docs/BENCHMARKS.md).
-  if (const auto* fused = window_ > 0 || scale_ != 0 || (qk_norm_ && !qk_norm_->fuses(x)) ? nullptr : fused_ops_for(x)) {
+  if (const auto* fused = qk_norm_ && !qk_norm_->fuses(x) ? nullptr : fused_ops_for(x)) {
     // 2-D projections: their outputs are then not views, so RoPE may rotate them in place.
     const auto x2 = x.reshape({b * t, x.size(2)});
     auto q = q_proj_.forward(x2, training);  // [B*T, H*D]
@@ -156,7 +163,7 @@ at::Tensor Attention::forward_with(const at::Tensor& x, const RopeTables& rope, 
     auto v = v_proj_.forward(x2, training).view({b, t, num_kv_heads_, head_dim_}).transpose(1, 2);
     std::tie(q, k) = fused->rope_qk(q, k, cos, sin, t, head_dim_);
     auto o = attention(q.view({b, t, num_heads_, head_dim_}).transpose(1, 2),
-                       k.view({b, t, num_kv_heads_, head_dim_}).transpose(1, 2), v, rope, 0, 0);  // [B,H,T,D]
+                       k.view({b, t, num_kv_heads_, head_dim_}).transpose(1, 2), v, rope, scale_, window_);  // [B,H,T,D]
     return out(o.transpose(1, 2).reshape({b, t, num_heads_ * head_dim_}));
   }
   // [B,T,H*D] -> [B,T,H,D] (-> Qwen3's q/k norms) -> [B,H,T,D]
@@ -189,7 +196,7 @@ at::Tensor Mlp::forward_with(const at::Tensor& x, bool training, bool down_value
   if (gelu_tanh_) {  // Gemma's GeGLU, as transformers' Gemma3MLP: gate first
     gate = gate_proj_.forward(x, training);
     up = up_proj_.forward(x, training);
-    const auto act = at::gelu(gate, "tanh") * up;
+    const auto act = fused && fused->geglu ? fused->geglu(gate, up) : at::gelu(gate, "tanh") * up;
     return down_values ? down_proj_.forward(act, training) : down_proj_.forward_for_backward(act, training);
   }
   if (fused) {

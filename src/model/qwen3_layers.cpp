@@ -15,11 +15,15 @@ at::Tensor QkNorm::keys(const at::Tensor& k) const { return k_norm_.forward(k); 
 
 bool QkNorm::fuses(const at::Tensor& x) const {
   const auto* fused = fused_ops_for(x);
-  return fused && fused->head_rms_norm && !q_norm_.one_plus_ && !k_norm_.one_plus_;
+  if (!fused) return false;
+  if (q_norm_.one_plus_ != k_norm_.one_plus_) return false;
+  return q_norm_.one_plus_ ? fused->one_plus_rms_norm != nullptr : fused->head_rms_norm != nullptr;
 }
 
-// p [B*T, H*D] -> [B*T, H*D]: the same rows of D as RmsNorm::forward on the [B,T,H,D] view.
+// p [B*T, H*D] -> [B*T, H*D]: the same rows of D as RmsNorm::forward on the [B,T,H,D] view (Gemma's (1 + w)
+// norm with its float32 weight).
 at::Tensor QkNorm::fused_heads(const at::Tensor& p, const RmsNorm& norm, const kernels::FusedOps& fused) const {
+  if (norm.one_plus_) return fused.one_plus_rms_norm(p, cast_for_compute(norm.weight_, at::kFloat), norm.eps_);
   return fused.head_rms_norm(p, cast_for_compute(norm.weight_, p.scalar_type()), norm.eps_);
 }
 

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <tuple>
 #include <vector>
 
@@ -23,10 +24,15 @@ at::Tensor tokens_major(const at::Tensor& x) {
   return x.transpose(1, 2).reshape({x.size(0) * x.size(2), x.size(1), x.size(3)});
 }
 
-at::Tensor flash_varlen(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const VarlenSegments& s) {
+// window > 0: flash's window_size_left = window - 1 (keys i - window < j <= i), right 0 (causal).
+at::Tensor flash_varlen(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const VarlenSegments& s,
+                        double scale = 0, int64_t window = 0) {
+  const auto sc = scale > 0 ? std::optional<double>(scale) : std::nullopt;
+  const auto left = window > 0 ? std::optional<int64_t>(window - 1) : std::nullopt;
+  const auto right = window > 0 ? std::optional<int64_t>(0) : std::nullopt;
   return std::get<0>(at::_flash_attention_forward(q, k, v, s.cu_seqlens, s.cu_seqlens, s.max_seqlen, s.max_seqlen,
                                                   /*dropout_p=*/0.0, /*is_causal=*/true,
-                                                  /*return_debug_mask=*/false));
+                                                  /*return_debug_mask=*/false, sc, left, right));
 }
 
 // One tiny forward (two sequences, grouped heads) tells whether this torch build and GPU run
@@ -78,10 +84,14 @@ bool varlen_attention_supported(const c10::Device& device, at::ScalarType dtype,
 }
 
 at::Tensor varlen_causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                                   const VarlenSegments& segments) {
+                                   const VarlenSegments& segments, double scale, int64_t window) {
   const int64_t b = q.size(0), h = q.size(1), t = q.size(2), d = q.size(3);
-  const auto out = flash_varlen(tokens_major(q), tokens_major(k), tokens_major(v), segments);  // [B*T,H,D]
+  const auto out = flash_varlen(tokens_major(q), tokens_major(k), tokens_major(v), segments, scale, window);  // [B*T,H,D]
   return out.view({b, t, h, d}).transpose(1, 2);
+}
+
+VarlenSegments rows_as_segments(int64_t rows, int64_t t, const c10::Device& device) {
+  return {at::arange(0, (rows + 1) * t, t, at::TensorOptions().dtype(at::kInt).device(device)), t};
 }
 
 }  // namespace lf::model

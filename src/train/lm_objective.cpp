@@ -33,6 +33,11 @@ class LmObjective : public Objective {
     }
     MicroStep out;
     out.loss = graphed ? *graphed : st_.eager_micro_step(b, factor, phases);
+    if (graphed && st_.aux_coef > 0) {  // [loss sum, load-balancing loss] (step_graph.h)
+      st_.aux_step.sum += (*graphed)[1];
+      ++st_.aux_step.batches;
+      out.loss = (*graphed)[0];
+    }
     out.add_rows(b.num_tokens, b.input_ids.size(0), b.input_ids.size(1));
     return out;
   }

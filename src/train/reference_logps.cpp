@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <optional>
+#include <utility>
 
 #include "lf/common/progress_deadline.h"
 #include "lf/model/adapters_off.h"
@@ -36,12 +37,12 @@ std::vector<double> reference_logps(const ObjectiveContext& ctx, const Tokenized
   LogpsOptions options;
   options.model = ref_model;
   std::vector<double> out(data.size(), 0.0);
-  // One forward's rows, written back by row index.
+  // Each forward's rows and their log-probabilities, left on the device until the pass ends: one host sync
+  // for the pass instead of one a forward, so the host collates and launches the next forward while the
+  // device still runs this one.
+  std::vector<std::pair<std::vector<int64_t>, at::Tensor>> done;
   auto run = [&](const std::vector<int64_t>& rows) {
-    const auto lp =
-        sequence_logps(ctx, collate(data, rows, ctx.pad_id), options).logps.to(at::kDouble).cpu().contiguous();
-    const double* p = lp.data_ptr<double>();
-    for (size_t i = 0; i < rows.size(); ++i) out[static_cast<size_t>(rows[i])] = p[i];
+    done.emplace_back(rows, sequence_logps(ctx, collate(data, rows, ctx.pad_id), options).logps.to(at::kDouble));
   };
   for (const auto& ex : batches) {
     progress_reporter().evaluating(0);  // a pass over the data: evaluation's deadline, renewed per batch
@@ -55,6 +56,11 @@ std::vector<double> reference_logps(const ObjectiveContext& ctx, const Tokenized
       run(pair_rows(ex, false));
       run(pair_rows(ex, true));
     }
+  }
+  for (const auto& [rows, logps] : done) {
+    const auto lp = logps.cpu().contiguous();
+    const double* p = lp.data_ptr<double>();
+    for (size_t i = 0; i < rows.size(); ++i) out[static_cast<size_t>(rows[i])] = p[i];
   }
   if (strategy.world() > 1) out = strategy.all_reduce_sums(std::move(out));
   return out;

@@ -9,7 +9,10 @@ std::string step_graph_refusal(const StepGraphSetup& s) {
   if (!s.single_process) return "more than one process (the collectives are not captured)";
   if (s.dropout) return "lora_dropout > 0 (a replay would draw other dropout masks than an eager step)";
   if (s.neat_packing) return "neat_packing (each batch's sequence offsets size the attention kernel's launch)";
-  if (s.experts) return "mixture-of-experts layers (each batch's routing sizes the experts' GEMMs)";
+  if (s.host_routed_experts)
+    return "mixture-of-experts layers without the grouped GEMM (each batch's routing, read on the host, sizes the "
+           "experts' GEMMs)";
+  if (s.aux_under_scaler) return "the load-balancing loss under fp16 (its gradient weight follows the loss scale)";
   return "";
 }
 

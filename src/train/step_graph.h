@@ -19,7 +19,9 @@
 // Where it applies (make_micro_step_graph returns nullptr elsewhere, and the CPU build
 // always): a CUDA device, one process (no unit hooks, no gradient routes), no dropout (the
 // generator would advance differently from the eager run's), no neat_packing (each batch's
-// sequence offsets are read on the host and size the attention's launch), LF_CUDA_GRAPHS not
+// sequence offsets are read on the host and size the attention's launch), mixture-of-experts
+// layers only on the grouped GEMM (routing, permutation and group offsets stay on the device; the
+// load-balancing loss is captured with them, its value a second output), LF_CUDA_GRAPHS not
 // 0. A capture that fails (an op that syncs with the host) leaves the run eager, with one warning.
 // Threading: the training thread only.
 #include <ATen/core/Tensor.h>
@@ -35,13 +37,15 @@
 
 namespace lf::train {
 
-// A micro-batch's tensors on the device (position_ids / segment_ids may be undefined).
+// A micro-batch's tensors on the device (position_ids / segment_ids / attention_mask may be undefined;
+// attention_mask: the load-balancing loss's real tokens, for mixture-of-experts models).
 struct DeviceBatch {
-  at::Tensor input_ids, labels, position_ids, segment_ids;
+  at::Tensor input_ids, labels, position_ids, segment_ids, attention_mask;
 };
 
-// Forward, loss and backward of one micro-batch: returns the loss sum (0-dim fp32) after
-// backward of loss x factor (factor: a 0-dim fp32 device tensor). What the graph records.
+// Forward, loss and backward of one micro-batch: returns the loss sum (0-dim fp32; with the load-balancing
+// loss on, [loss sum, load-balancing loss] in fp64) after backward of loss x factor (factor: a 0-dim fp32
+// device tensor). What the graph records.
 using MicroStepFn = std::function<at::Tensor(const DeviceBatch&, const at::Tensor& factor)>;
 
 class MicroStepGraph {
@@ -60,7 +64,10 @@ struct StepGraphSetup {
   bool single_process = false;         // world 1, no unit hooks, no gradient routes
   bool dropout = false;                // any dropout in training (LoRA's)
   bool neat_packing = false;           // per-batch sequence offsets (varlen attention)
-  bool experts = false;                // mixture-of-experts layers (routing decides the experts' row counts)
+  // Mixture-of-experts layers whose per-expert GEMMs read the routing on the host (no grouped GEMM: a CPU,
+  // LF_GROUPED_MM=0, not bf16). The grouped GEMM reads its group offsets on the device: capturable.
+  bool host_routed_experts = false;
+  bool aux_under_scaler = false;       // the load-balancing loss under fp16's changing loss scale
   bool requested = true;               // the plan's kernels.cuda_graphs (LF_CUDA_GRAPHS=0: off, for comparison)
   MicroStepFn step;
 };

@@ -18,12 +18,12 @@ namespace {
 // What a captured graph is valid for: input_ids' [B,T] and which optional tensors exist.
 struct BatchKey {
   std::vector<int64_t> shape;
-  bool positions = false, segments = false;
+  bool positions = false, segments = false, mask = false;
   bool operator==(const BatchKey&) const = default;
 };
 
 BatchKey key_of(const Batch& b) {
-  return {b.input_ids.sizes().vec(), b.position_ids.defined(), b.segment_ids.defined()};
+  return {b.input_ids.sizes().vec(), b.position_ids.defined(), b.segment_ids.defined(), b.attention_mask.defined()};
 }
 
 // One captured graph and its output.
@@ -132,7 +132,7 @@ class CudaMicroStepGraph final : public MicroStepGraph {
 
   DeviceBatch to_device(const Batch& b) const {
     const auto on = [&](const at::Tensor& t) { return t.defined() ? t.to(s_.device) : t; };
-    return {on(b.input_ids), on(b.labels), on(b.position_ids), on(b.segment_ids)};
+    return {on(b.input_ids), on(b.labels), on(b.position_ids), on(b.segment_ids), on(b.attention_mask)};
   }
 
   // The run's first micro-step runs eagerly on the capture stream: what a capture cannot do
@@ -160,6 +160,7 @@ class CudaMicroStepGraph final : public MicroStepGraph {
     k.inputs.labels.copy_(b.labels);
     if (b.position_ids.defined()) k.inputs.position_ids.copy_(b.position_ids);
     if (b.segment_ids.defined()) k.inputs.segment_ids.copy_(b.segment_ids);
+    if (b.attention_mask.defined()) k.inputs.attention_mask.copy_(b.attention_mask);
     factor_.fill_(factor);
   }
 

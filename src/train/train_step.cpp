@@ -12,6 +12,7 @@
 #include "lf/model/grad_sink.h"
 #include "lf/model/key_padding.h"
 #include "lf/model/lora.h"
+#include "lf/model/moe_experts.h"
 #include "lf/train/lm_loss.h"
 #include "phase_profile.h"
 #include "trainer_state.h"
@@ -71,12 +72,20 @@ std::unique_ptr<MicroStepGraph> Trainer::State::make_graph() {
   g.single_process = world == 1 && strategy->unit_hooks() == nullptr && !routed;
   g.dropout = s.lora.has_value() && !s.lora->oft && c.adapter.lora_dropout > 0;  // OFT has no dropout
   g.neat_packing = c.data.neat_packing;
-  g.experts = m.layout().moe_layers > 0;
+  g.host_routed_experts = m.layout().moe_layers > 0 &&
+                          !model::grouped_experts_for(at::empty({0}, at::TensorOptions().dtype(m.compute_dtype()).device(device)));
+  g.aux_under_scaler = aux_coef > 0 && stepper.fp16;
   g.requested = c.model.kernels.cuda_graphs;
   g.step = [this](const DeviceBatch& d, const at::Tensor& factor) {
+    // The load-balancing loss as eager_micro_step runs it (its gradient weight, fixed without fp16's scaler,
+    // is captured); its value joins the loss sum as a second output.
+    auto& router = m.router_aux_loss();
+    if (aux_coef > 0) router.begin(d.attention_mask, aux_step.grad_weight);
     auto loss = forward_loss_sum(d, /*target_rows=*/{});  // every row: shapes fixed by [B,T] alone
+    const auto aux = aux_coef > 0 ? router.value().detach().to(at::kDouble) : at::Tensor();
     torch::autograd::backward({loss * factor});
-    return loss;
+    router.end();
+    return aux.defined() ? at::stack({loss.detach().to(at::kDouble), aux}) : loss;
   };
   if (const auto why = step_graph_refusal(g); !why.empty()) {
     if (device.is_cuda()) spdlog::info("CUDA graphs: off ({})", why);

@@ -49,7 +49,7 @@ at::Tensor Trainer::State::forward_loss_sum(const DeviceBatch& d, const at::Tens
 at::Tensor Trainer::State::forward_loss_sum(const Batch& b) {
   const auto on_device = [&](const at::Tensor& t) { return t.defined() ? t.to(device) : t; };
   // segment_ids stay on the host: the model reads the sequence offsets there (neat_packing).
-  const DeviceBatch d{b.input_ids.to(device), b.labels.to(device), on_device(b.position_ids), b.segment_ids};
+  const DeviceBatch d{b.input_ids.to(device), b.labels.to(device), on_device(b.position_ids), b.segment_ids, {}};
   return forward_loss_sum(d, target_rows_of(b.labels));
 }
 

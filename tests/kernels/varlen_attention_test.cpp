@@ -128,6 +128,50 @@ TEST_F(VarlenAttention, EqualsEachSequenceAloneForwardAndBackward) {
   }
 }
 
+// Gemma 3's sliding-window layers on the GPU: flash's own window (keys i - window < j <= i) with a query
+// scale that is not 1/sqrt(D), over plain rows and over packed sequences (neat_packing, where the window
+// mask alone would attend across them), against SDPA under the window mask in fp32 (and in bf16).
+TEST_F(VarlenAttention, SlidingWindowEqualsTheWindowMask) {
+  const int64_t t = 2048, window = 512, h = 4, kv = 1, d = 256;
+  const double scale = 1.0 / 12.0;
+  ASSERT_TRUE(varlen_attention_supported(kGpu, at::kBFloat16, d)) << "the flash varlen kernel does not run here";
+  for (const Rows rows : {Rows{{t}, {t}}, Rows{{300, 1000, 748}, {2048}}}) {
+    const bool packed = rows[0].size() > 1;
+    SCOPED_TRACE(packed ? "packed sequences" : "plain rows");
+    const int64_t b = static_cast<int64_t>(rows.size());
+    const auto [seg, pos] = packing(rows, t);
+    const auto o32 = at::TensorOptions().device(kGpu).dtype(at::kFloat);
+    const auto proj = [&](int64_t heads) {
+      return at::randn({b * t, heads * d}, o32).view({b, t, heads, d}).transpose(1, 2);
+    };
+    const auto q = proj(h), k = proj(kv), v = proj(kv);
+    const auto dout = at::randn({b, h, t, d}, o32);
+    const auto i = at::arange(t, o32.dtype(at::kLong));
+    const auto gap = i.unsqueeze(1) - i.unsqueeze(0);
+    auto mask = at::logical_and(gap >= 0, gap < window).view({1, 1, t, t});
+    mask = at::logical_and(mask, packed_causal_mask(seg.to(kGpu)));
+    const auto masked = [&](const at::Tensor& q_, const at::Tensor& k_, const at::Tensor& v_) {
+      return masked_attention(q_, k_, v_, mask, scale);
+    };
+    const auto ref = run(q, k, v, dout, masked);
+    const auto bf = [](const at::Tensor& x) { return x.to(at::kBFloat16); };
+    const auto segments = packed ? varlen_segments(seg, kGpu) : rows_as_segments(b, t, kGpu);
+    const auto flash = run(bf(q), bf(k), bf(v), bf(dout), [&](const at::Tensor& q_, const at::Tensor& k_, const at::Tensor& v_) {
+      return varlen_causal_attention(q_, k_, v_, segments, scale, window);
+    });
+    const auto bf_mask = run(bf(q), bf(k), bf(v), bf(dout), masked);
+    const std::vector<std::pair<const char*, std::array<at::Tensor, 3>>> parts{
+        {"output", {flash.o, bf_mask.o, ref.o}}, {"dq", {flash.dq, bf_mask.dq, ref.dq}},
+        {"dk", {flash.dk, bf_mask.dk, ref.dk}}, {"dv", {flash.dv, bf_mask.dv, ref.dv}}};
+    for (const auto& [name, p] : parts) {
+      const double e_flash = rel_l2_err(p[0], p[2]), e_mask = rel_l2_err(p[1], p[2]);
+      std::printf("note: window %s: rel err %.2e (mask %.2e)\n", name, e_flash, e_mask);
+      EXPECT_LT(e_flash, 1e-2) << name;
+      EXPECT_LE(e_flash, 1.5 * e_mask + 1e-3) << name;
+    }
+  }
+}
+
 // The model's path: CausalLM::rope picks the varlen kernel for segment ids on the host, the
 // fused and the ATen layers feed it, activation checkpointing recomputes through it. A neat
 // packed row's hidden states and every parameter's gradient equal those of its sequences run

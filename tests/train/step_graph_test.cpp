@@ -30,6 +30,13 @@ TEST(StepGraph, RefusalsNameTheReason) {
   auto neat = eligible();
   neat.neat_packing = true;
   EXPECT_NE(step_graph_refusal(neat).find("neat_packing"), std::string::npos);
+  auto moe = eligible();  // grouped experts: routing and group offsets stay on the device, captured
+  EXPECT_EQ(step_graph_refusal(moe), "");
+  moe.host_routed_experts = true;  // per-expert GEMMs sized from the routing read on the host
+  EXPECT_NE(step_graph_refusal(moe).find("without the grouped GEMM"), std::string::npos);
+  auto scaled = eligible();
+  scaled.aux_under_scaler = true;
+  EXPECT_NE(step_graph_refusal(scaled).find("load-balancing loss under fp16"), std::string::npos);
   auto off = eligible();
   off.requested = false;  // the plan's kernels.cuda_graphs (LF_CUDA_GRAPHS=0; validated in config_test)
   EXPECT_EQ(step_graph_refusal(off), "LF_CUDA_GRAPHS=0");

@@ -57,6 +57,11 @@ struct FusedOps {
   // weight * norm(x) over each D-wide group of x [R, H*D] (Qwen3's per-head q/k norms), weight [D]
   // in x's dtype: [R, H*D], no view, so that rope_qk may rotate it in place. Null where the build has none.
   at::Tensor (*head_rms_norm)(const at::Tensor& x, const at::Tensor& weight, double eps) = nullptr;
+  // Gemma's norm, T(norm(x) * (1 + weight)) in fp32, rounded once, weight float32 [C] (x [.., C]) or [D] (each
+  // D-wide head of x [R, H*D], no view): model::RmsNorm's one_plus. Null where the build has none.
+  at::Tensor (*one_plus_rms_norm)(const at::Tensor& x, const at::Tensor& weight, double eps) = nullptr;
+  // Gemma's GeGLU: gelu(gate, tanh approximation) * up, rounded as swiglu's. Null where the build has none.
+  at::Tensor (*geglu)(const at::Tensor& gate, const at::Tensor& up) = nullptr;
 };
 
 // This build's table (lf_kernels: CUDA tensors; the tests' emulated build: CPU tensors).

@@ -1,6 +1,7 @@
 #pragma once
 // RMSNorm, optionally fused with the residual add before it, as the decoder layer uses it:
 //   h = x + delta;  y = weight * T(T(h) * rstd),  rstd = 1 / sqrt(mean(T(h)^2) + eps)
+// (or Gemma's y = T(T(h) * rstd * (1 + weight)), one_plus)
 // with fp32 math inside and every rounding to T where the ATen path rounds (so the result is
 // that of model::RmsNorm up to fp32 summation order). Rows are contiguous, `cols` long.
 #include "lf/kernels/launch.h"
@@ -22,6 +23,9 @@ struct RmsNormForwardArgs {
   void* h = nullptr;             // [rows, cols] x + delta (only with delta)
   void* y = nullptr;             // [rows, cols]
   float* rstd = nullptr;         // [rows], for the backward
+  // Gemma's norm (model::RmsNorm::one_plus_): y = T(n * (1 + w)), n = T(h) * rstd, with `weight` float32 and
+  // everything fp32 inside, rounded once (transformers' Gemma3RMSNorm); false: y = w * T(n) as above.
+  bool one_plus = false;
   // Rows of at most 32 16-byte packs (256 bf16) run several a block, a lane group a row, bit-equal;
   // false: a block a row (the tests' reference).
   bool narrow_rows = true;
@@ -38,6 +42,7 @@ struct RmsNormBackwardArgs {
   const void* dh = nullptr;      // [rows, cols] gradient reaching h by the residual stream, or null
   void* dx = nullptr;            // [rows, cols] dh + the norm's input gradient
   void* dweight = nullptr;       // [cols] (sum over rows, fp32 inside), or null: frozen weight
+  bool one_plus = false;         // Gemma's norm: weight and dweight float32, dn = dy * (1 + w) unrounded
   float* workspace = nullptr;    // rms_norm_backward_workspace(rows, cols) floats when dweight is set
   bool narrow_rows = true;       // as RmsNormForwardArgs (dx alone: with dweight a block a row)
 };

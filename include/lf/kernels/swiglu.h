@@ -1,7 +1,7 @@
 #pragma once
 // SwiGLU's gate: out = T(silu(gate)) * up (the two roundings of the ATen path), and its
 // gradient in one pass: dgate = dout * up * silu'(gate), dup = dout * silu(gate).
-// Elementwise over n contiguous elements.
+// Elementwise over n contiguous elements. gelu_tanh: Gemma's GeGLU, the same with gelu(gate, "tanh").
 #include "lf/kernels/launch.h"
 
 namespace lf::kernels {
@@ -12,6 +12,7 @@ struct SwigluForwardArgs {
   const void* gate = nullptr;
   const void* up = nullptr;
   void* out = nullptr;
+  bool gelu_tanh = false;  // GeGLU (Gemma): gelu(gate, tanh approximation) instead of silu(gate)
 };
 void swiglu_forward(const SwigluForwardArgs& a, Stream stream);
 
@@ -23,6 +24,7 @@ struct SwigluBackwardArgs {
   const void* dout = nullptr;
   void* dgate = nullptr;
   void* dup = nullptr;
+  bool gelu_tanh = false;
 };
 void swiglu_backward(const SwigluBackwardArgs& a, Stream stream);
 

@@ -1,6 +1,7 @@
 #pragma once
 // neat_packing on a GPU: the packed rows' sequences as one variable-length batch for the flash
-// attention kernel (causal within each sequence, no [B,1,T,T] mask, no work across sequences).
+// attention kernel (causal within each sequence, no [B,1,T,T] mask, no work across sequences); and
+// sliding-window layers on a GPU, whose window the same kernel applies.
 // The CPU (and any input the kernel does not take) keeps the block-diagonal mask
 // (packed_attention.h): the two give the same attention on every non-padding position.
 #include <ATen/core/Tensor.h>
@@ -26,8 +27,14 @@ VarlenSegments varlen_segments(const at::Tensor& segment_ids, const c10::Device&
 bool varlen_attention_supported(const c10::Device& device, at::ScalarType dtype, int64_t head_dim);
 
 // q [B,H,T,D], k/v [B,K,T,D] (H % K == 0) -> [B,H,T,D]: causal attention within each sequence
-// of `segments` (which must cover the B*T tokens), differentiable (the flash backward).
+// of `segments` (which must cover the B*T tokens), differentiable (the flash backward). scale: the
+// scores' (0: 1/sqrt(D)); window > 0: only keys i - window < j <= i (a sliding-window layer, Gemma 3's
+// local ones: flash's own window, no [T, T] mask and no work outside it).
 at::Tensor varlen_causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                                   const VarlenSegments& segments);
+                                   const VarlenSegments& segments, double scale = 0, int64_t window = 0);
+
+// Each of B rows of T tokens one sequence (causal over the row), on `device`: made there, no host copy
+// (a CUDA graph may capture it).
+VarlenSegments rows_as_segments(int64_t rows, int64_t t, const c10::Device& device);
 
 }  // namespace lf::model
