@@ -52,8 +52,9 @@ for part in "${parts[@]}"; do
     qk)  # Qwen3's q/k norms on the fused path (head_rms_norm + in-place RoPE) vs ATen; needs kernels_test built:
          # MOE_BUILD_TARGETS="lf-worker lf-train-local model_test kernels_test" scripts/device/moe_check.sh build qk moe
       timeout 300 $BUILD/tests/kernels/kernels_test \
-        --gtest_filter='*HeadRmsNorm*:*NarrowRowNorms*:*DecoderLayerMatchesAten*:*Rope*:MoeKernels.*' > "$OUTD/qk_kernels_test.log" 2>&1
-      echo "kernels_test (head norm, narrow norms, Qwen3 layer) exit $?"
+        --gtest_filter='*HeadRmsNorm*:*NarrowRowNorms*:*DecoderLayerMatchesAten*:*Rope*:MoeKernels.*:*OnePlus*:*Geglu*:VarlenAttention.*:Fp8*' \
+        > "$OUTD/qk_kernels_test.log" 2>&1
+      echo "kernels_test (head norm, narrow norms, Qwen3 and Gemma layers, GeGLU, sliding windows, FP8) exit $?"
       grep -E "^\[  (PASSED|FAILED) |Failure|note:" "$OUTD/qk_kernels_test.log" | head -20
       # KBENCH lines: the q/k path before/after (ATen RoPE vs head norm + fused RoPE), block vs narrow norm kernels
       timeout 120 $BUILD/tests/kernels/kernels_test --gtest_also_run_disabled_tests \
