@@ -313,7 +313,10 @@ template <typename T, int kV, bool kOne>
 void backward_typed(const RmsNormBackwardArgs& a, cudaStream_t s) {
   const int64_t blocks = backward_blocks(a.rows);
   const bool dw = a.dweight != nullptr, dh = a.dh != nullptr;
-  if (const int lanes = narrow_lanes(a.cols / kV, a.narrow_rows && !dw)) {  // rows > 0: without dw, 0 returned
+  // Not Gemma's scalar path: its unrounded dn let nvcc contract dx's arithmetic differently in the two kernels
+  // (dx a bit apart on 20-wide rows, H100, 2026-12-05); explicit FMAs there made ptxas spill elsewhere.
+  const bool narrow = a.narrow_rows && !dw && !(kOne && kV == 1);
+  if (const int lanes = narrow_lanes(a.cols / kV, narrow)) {  // rows > 0: without dw, 0 returned
     auto* k = dh ? &rms_norm_backward_rows_kernel<T, kV, true, kOne> : &rms_norm_backward_rows_kernel<T, kV, false, kOne>;
     LF_LAUNCH(k, dim3(static_cast<unsigned>(narrow_blocks(a.rows, lanes))), dim3(kNarrowThreads), 0, s,
               static_cast<const T*>(a.dy), static_cast<const T*>(a.h), a.weight, a.rstd, static_cast<const T*>(a.dh),
