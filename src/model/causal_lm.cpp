@@ -17,6 +17,7 @@
 #include "lf/model/layer_builder.h"
 #include "lf/model/packed_attention.h"
 #include "lf/model/varlen_attention.h"
+#include "lf/model/host_copies.h"
 
 namespace lf::model {
 
@@ -143,7 +144,7 @@ RopeTables CausalLM::rope(int64_t seq_len, const at::Tensor& position_ids, const
   if (varlen_attention_supported(device, compute_dtype_, config_.head_dim))
     r.varlen = varlen_segments(segment_ids, device);  // give segment_ids on the host: no sync
   else
-    r.attn_mask = packed_causal_mask(segment_ids.to(device));
+    r.attn_mask = packed_causal_mask(to_device(segment_ids, device));
   return r;
 }
 

@@ -14,6 +14,7 @@
 
 #include "lf/model/kernel_paths.h"
 #include "lf/common/error.h"
+#include "lf/model/host_copies.h"
 
 namespace lf::model {
 namespace {
@@ -67,7 +68,7 @@ VarlenSegments varlen_segments(const at::Tensor& segment_ids, const c10::Device&
       }
   if (!starts.empty()) longest = std::max<int64_t>(longest, b * t - starts.back());
   starts.push_back(static_cast<int32_t>(b * t));
-  return {at::tensor(starts).to(device), longest};
+  return {to_device(at::tensor(starts), device), longest};
 }
 
 bool varlen_attention_supported(const c10::Device& device, at::ScalarType dtype, int64_t head_dim) {

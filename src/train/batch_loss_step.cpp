@@ -8,6 +8,7 @@
 #include "lf/parallel/strategy.h"
 
 #include "phase_profile.h"
+#include "lf/model/host_copies.h"
 
 namespace lf::train {
 
@@ -35,8 +36,8 @@ BatchTargets batch_targets(const ObjectiveContext& ctx, const Batch& b) {
   const auto shifted = b.labels.narrow(1, 1, t - 1).reshape({-1});  // [N*(T-1)]
   BatchTargets out;
   out.flat = at::nonzero(shifted != model::kIgnoreIndex).squeeze(1);  // [M]
-  out.targets = shifted.index_select(0, out.flat).to(device);
-  if (b.position_ids.defined()) out.position_ids = b.position_ids.to(device);
+  out.targets = model::to_device(shifted.index_select(0, out.flat), device);
+  out.position_ids = model::to_device(b.position_ids, device);
   return out;
 }
 
@@ -45,12 +46,12 @@ at::Tensor loss_at_targets(const ObjectiveContext& ctx, const Batch& b, const Ba
   auto* hooks = ctx.strategy->unit_hooks();
   const auto device = m.lm_head_weight().device();
   const int64_t n = b.input_ids.size(0), len = b.input_ids.size(1);
-  const auto x = m.hidden_states(b.input_ids.to(device), t.position_ids, hooks, b.segment_ids);  // [N,T,C]
+  const auto x = m.hidden_states(model::to_device(b.input_ids, device), t.position_ids, hooks, b.segment_ids);  // [N,T,C]
   return model::run_unit(hooks, m.head_unit(), x, [&](const at::Tensor& h) {
     const auto normed = m.final_norm(h);
     if (t.flat.numel() == 0) return (normed.sum() * 0).to(at::kFloat);
     const int64_t c = normed.size(2);
-    const auto rows = normed.narrow(1, 0, len - 1).reshape({n * (len - 1), c}).index_select(0, t.flat.to(device));
+    const auto rows = normed.narrow(1, 0, len - 1).reshape({n * (len - 1), c}).index_select(0, model::to_device(t.flat, device));
     return loss(rows, m.lm_head_weight());
   });
 }

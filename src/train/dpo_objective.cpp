@@ -15,6 +15,8 @@
 #include <c10/core/GradMode.h>
 #include <torch/csrc/autograd/autograd.h>
 
+#include <utility>
+
 #include "lf/common/log.h"
 #include "lf/model/causal_lm.h"
 #include "lf/parallel/strategy.h"
@@ -23,6 +25,7 @@
 #include "reference_logps.h"
 #include "reference_model.h"
 #include "sequence_logps.h"
+#include "lf/model/host_copies.h"
 
 namespace lf::train {
 namespace {
@@ -33,7 +36,7 @@ enum Slot { kRewardsChosen, kRewardsRejected, kAccuracies, kMargins, kLogpsChose
 
 class DpoObjective : public Objective {
  public:
-  explicit DpoObjective(const ObjectiveContext& ctx) : ctx_(ctx), o_(ctx.plan->objective), sums_(kSlots, 0.0) {
+  explicit DpoObjective(const ObjectiveContext& ctx) : ctx_(ctx), o_(ctx.plan->objective) {
     disable_dropout(*ctx.model);
     averaged_ = o_.pref_loss == "ipo" || o_.pref_loss == "orpo" || o_.pref_loss == "simpo";
     if (o_.uses_reference() && o_.pref_bco_weight > 1e-6) bco_ = BcoBaseline(*ctx.strategy);
@@ -78,10 +81,8 @@ class DpoObjective : public Objective {
     if (logps.defined()) torch::autograd::backward({logps.sum() * 0});
   }
 
-  std::vector<double> take_metric_sums() override {
-    auto out = sums_;
-    std::fill(sums_.begin(), sums_.end(), 0.0);
-    return out;
+  at::Tensor take_metric_sums() override {  // zeros on a rank without micro-batches: every rank's all-reduce alike
+    return sums_.defined() ? std::exchange(sums_, at::Tensor()) : at::zeros({kSlots}, at::kDouble);
   }
 
   void log_metrics(const std::vector<double>& s, nlohmann::json& e) const override {
@@ -111,7 +112,8 @@ class DpoObjective : public Objective {
   nlohmann::json evaluate() override;
 
  private:
-  // The mean loss of the pairs `examples` whose rows `b` holds; record: add the metrics to sums_.
+  // The mean loss of the pairs `examples` whose rows `b` holds; record: add the metrics to sums_ (on the
+  // device), or to *into on the host (evaluation).
   at::Tensor pair_loss(const Batch& b, const std::vector<double>& ref, const std::vector<int64_t>& examples,
                        bool record, std::vector<double>* into = nullptr);
 
@@ -120,7 +122,7 @@ class DpoObjective : public Objective {
   bool averaged_ = false;
   BcoBaseline bco_;
   std::vector<double> ref_train_, ref_eval_;  // per row (reference_logps.h)
-  std::vector<double> sums_;
+  at::Tensor sums_;  // fp64 [kSlots] on the device (undefined: none since the last take)
 };
 
 at::Tensor DpoObjective::pair_loss(const Batch& b, const std::vector<double>& ref,
@@ -139,7 +141,7 @@ at::Tensor DpoObjective::pair_loss(const Batch& b, const std::vector<double>& re
       host[static_cast<size_t>(i)] = ref[static_cast<size_t>(2 * examples[static_cast<size_t>(i)])];
       host[static_cast<size_t>(k + i)] = ref[static_cast<size_t>(2 * examples[static_cast<size_t>(i)] + 1)];
     }
-    auto r = at::tensor(host, at::TensorOptions().dtype(at::kDouble)).to(at::kFloat).to(logps.device());
+    auto r = model::to_device(at::tensor(host, at::TensorOptions().dtype(at::kDouble)).to(at::kFloat), logps.device());
     if (averaged_) r = r / s.valid;
     const auto rc = r.narrow(0, 0, k), rr = r.narrow(0, k, k);
     const auto z = (pc - pr) - (rc - rr);
@@ -173,7 +175,6 @@ at::Tensor DpoObjective::pair_loss(const Batch& b, const std::vector<double>& re
   const auto sft_loss = -(averaged_ ? pc : pc / s.valid.narrow(0, 0, k));
   if (o_.pref_ftx > 1e-6) losses = losses + o_.pref_ftx * sft_loss;
   if (record || into) {
-    auto& sums = into ? *into : sums_;
     const double tv = static_cast<double>(k * s.length * s.vocab);  // a half's [B, T, V] elements
     const auto stats = at::stack({chosen_rewards.mean().to(at::kDouble), rejected_rewards.mean().to(at::kDouble),
                                   (chosen_rewards > rejected_rewards).to(at::kFloat).mean().to(at::kDouble),
@@ -181,11 +182,15 @@ at::Tensor DpoObjective::pair_loss(const Batch& b, const std::vector<double>& re
                                   pc.detach().mean().to(at::kDouble), pr.detach().mean().to(at::kDouble),
                                   s.logits_sum.narrow(0, 0, k).sum() / tv, s.logits_sum.narrow(0, k, k).sum() / tv,
                                   sft_loss.detach().mean().to(at::kDouble),
-                                  ((losses.detach() - sft_loss.detach()) / beta).mean().to(at::kDouble)})
-                           .cpu();
-    const double* p = stats.data_ptr<double>();
-    for (int i = 0; i < kCount; ++i) sums[static_cast<size_t>(i)] += p[i];
-    sums[kCount] += 1;
+                                  ((losses.detach() - sft_loss.detach()) / beta).mean().to(at::kDouble),
+                                  at::ones({}, losses.options().dtype(at::kDouble))});  // kCount: one micro-batch
+    if (into) {
+      const auto host = stats.cpu();
+      const double* p = host.const_data_ptr<double>();
+      for (int i = 0; i < kSlots; ++i) (*into)[static_cast<size_t>(i)] += p[i];
+    } else {
+      sums_ = sums_.defined() ? sums_ + stats : at::zeros_like(stats) + stats;  // (0 + a) + b: the host's order
+    }
   }
   return losses.mean();
 }

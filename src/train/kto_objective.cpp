@@ -22,6 +22,7 @@
 #include "reference_logps.h"
 #include "reference_model.h"
 #include "sequence_logps.h"
+#include "lf/model/host_copies.h"
 
 namespace lf::train {
 namespace {
@@ -67,8 +68,8 @@ class KtoObjective : public Objective {
     if (target.defined()) torch::autograd::backward({target.sum() * 0});
   }
 
-  std::vector<double> take_metric_sums() override {
-    auto out = sums_;
+  at::Tensor take_metric_sums() override {
+    auto out = at::tensor(sums_, at::TensorOptions().dtype(at::kDouble));
     std::fill(sums_.begin(), sums_.end(), 0.0);
     return out;
   }
@@ -123,7 +124,7 @@ MicroStep KtoObjective::micro_step(const std::vector<int64_t>& examples, double 
     (data.tag(e) ? chosen : rejected).push_back(i);
   }
   const auto as_tensor = [&](const auto& v, at::ScalarType t) {
-    return at::tensor(v, at::TensorOptions().dtype(t)).to(device);
+    return model::to_device(at::tensor(v, at::TensorOptions().dtype(t)), device);
   };
   const auto ref = as_tensor(ref_t, at::kDouble).to(at::kFloat);
   // The micro-step's KL estimate: this rank's mean, averaged over the ranks (TRL's gather_for_metrics).

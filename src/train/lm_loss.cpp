@@ -7,6 +7,7 @@
 
 #include "lf/model/lm_head_loss.h"
 #include "lf/model/loss.h"
+#include "lf/model/host_copies.h"
 
 namespace lf::train {
 
@@ -34,7 +35,7 @@ at::Tensor lm_head_loss_sum(const at::Tensor& normed_hidden, const at::Tensor& w
                             int64_t chunk_rows, const at::Tensor& target_rows, model::GradSink* grad_sink) {
   auto h = predicting_rows(normed_hidden);
   auto y = shifted_labels(labels).to(h.device());
-  auto rows = target_rows.defined() ? target_rows.to(h.device(), /*non_blocking=*/true)
+  auto rows = target_rows.defined() ? model::to_device(target_rows, h.device())
                                      : at::nonzero(y != model::kIgnoreIndex).squeeze(1);  // [M]
   if (rows.numel() == 0) return (normed_hidden.sum() * 0).to(at::kFloat);  // numel: known on the host
   auto hs = h.index_select(0, rows);  // [M, C]: only target positions reach lm_head

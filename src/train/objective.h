@@ -82,9 +82,10 @@ class Objective {
   // Whether a rank without examples must still run idle_micro_step (besides the strategy's needs).
   virtual bool collective_micro_steps() const { return false; }
 
-  // This rank's metric sums since the last call (appended to the step's all-reduce, then summed
-  // across steps until logged); their count is fixed per objective.
-  virtual std::vector<double> take_metric_sums() { return {}; }
+  // This rank's metric sums since the last call, fp64 [n] on the device or the host (undefined: none), read
+  // with the step's loss (appended to its all-reduce, then summed across steps until logged); n is fixed per
+  // objective. Kept on the device, they cost the micro-steps no wait for the GPU.
+  virtual at::Tensor take_metric_sums() { return {}; }
   // The log entries of LLaMA-Factory's trainer (TRL's reward metrics) from those sums, every rank's.
   virtual void log_metrics(const std::vector<double>& sums, nlohmann::json& entry) const {}
   // The keys plot_loss draws (LLaMA-Factory's workflow of the stage), besides eval_*.

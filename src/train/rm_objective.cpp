@@ -13,6 +13,7 @@
 #include "lf/parallel/strategy.h"
 #include "phase_profile.h"
 #include "sequence_logps.h"
+#include "lf/model/host_copies.h"
 
 namespace lf::train {
 namespace {
@@ -50,7 +51,7 @@ class RmObjective : public Objective {
   at::Tensor scores(const Batch& b) {
     auto& m = *ctx_.model;
     auto* hooks = ctx_.strategy->unit_hooks();
-    const auto x = m.hidden_states(b.input_ids.to(m.lm_head_weight().device()), {}, hooks);
+    const auto x = m.hidden_states(model::to_device(b.input_ids, m.lm_head_weight().device()), {}, hooks);
     return model::run_unit(hooks, m.head_unit(), x, [&](const at::Tensor& h) {
       return ctx_.value_head->forward(m.final_norm(h), m.training());
     });
@@ -63,7 +64,7 @@ class RmObjective : public Objective {
     std::vector<int64_t> last(rows.size());
     for (size_t i = 0; i < rows.size(); ++i)
       last[i] = static_cast<int64_t>(data.input_ids(static_cast<size_t>(rows[i])).size()) - 1;
-    const auto idx = at::tensor(last, at::TensorOptions().dtype(at::kLong)).to(values.device()).unsqueeze(1);
+    const auto idx = model::to_device(at::tensor(last, at::TensorOptions().dtype(at::kLong)), values.device()).unsqueeze(1);
     const auto s = values.gather(1, idx).squeeze(1);  // [2k]
     const auto chosen = s.narrow(0, 0, k), rejected = s.narrow(0, k, k);
     if (correct) *correct += (chosen > rejected).sum().item<double>();

@@ -11,6 +11,7 @@
 #include "lf/model/lm_head_logps.h"
 #include "lf/model/loss.h"
 #include "lf/parallel/strategy.h"
+#include "lf/model/host_copies.h"
 
 namespace lf::train {
 
@@ -57,11 +58,12 @@ SequenceLogps sequence_logps(const ObjectiveContext& ctx, const Batch& b, const 
   const auto targets = shifted.reshape({-1}).index_select(0, flat);
   SequenceLogps out;
   out.length = t;
-  out.valid = mask.sum(1).to(at::kFloat).to(device);
-  const auto ids = b.input_ids.to(device);
+  out.valid = model::to_device(mask.sum(1).to(at::kFloat), device);
+  const auto ids = model::to_device(b.input_ids, device);
+  const auto flat_d = model::to_device(flat, device), targets_d = model::to_device(targets, device);
   std::optional<model::KeyPaddingScope> pads;  // only on padded rows: the mask costs the flash kernel
   if (b.attention_mask.defined() && b.num_tokens < n * t && model::pad_masked_logits(device))
-    pads.emplace(b.attention_mask.sum(1).clamp_min(1).to(device));  // an all-pad row keeps one key (no NaN)
+    pads.emplace(model::to_device(b.attention_mask.sum(1).clamp_min(1), device));  // an all-pad row keeps one key (no NaN)
   const auto x = m.hidden_states(ids, {}, hooks);  // [N,T,C]
   out.logps = model::run_unit(hooks, m.head_unit(), x, [&](const at::Tensor& h) {
     const auto normed = m.final_norm(h);  // [N,T,C]
@@ -73,12 +75,12 @@ SequenceLogps sequence_logps(const ObjectiveContext& ctx, const Batch& b, const 
       out.logits_sum = at::matmul(at::sum(normed, {1}, false, at::kFloat).to(at::kDouble), w_sum);  // [N]
     }
     const int64_t c = normed.size(2);
-    const auto rows = normed.narrow(1, 0, t - 1).reshape({n * (t - 1), c}).index_select(0, flat.to(device));
+    const auto rows = normed.narrow(1, 0, t - 1).reshape({n * (t - 1), c}).index_select(0, flat_d);
     const int64_t chunk = ctx.chunk_rows > 0 ? ctx.chunk_rows : std::max<int64_t>(1, (int64_t{1} << 30) / (4 * w.size(0)));
-    auto row_logps = model::chunked_lm_head_logps(rows, w, targets.to(device), chunk, m.lm_head_grad_sink());
-    if (options.ld_alpha) row_logps = row_logps * ld_weights(b.labels, *options.ld_alpha).to(device);
+    auto row_logps = model::chunked_lm_head_logps(rows, w, targets_d, chunk, m.lm_head_grad_sink());
+    if (options.ld_alpha) row_logps = row_logps * model::to_device(ld_weights(b.labels, *options.ld_alpha), device);
     // Summed per row as get_batch_logps sums (masked [N, T-1] summed over T): the same rounding.
-    return at::zeros({n * (t - 1)}, row_logps.options()).index_put({flat.to(device)}, row_logps).view({n, t - 1}).sum(-1);
+    return at::zeros({n * (t - 1)}, row_logps.options()).index_put({flat_d}, row_logps).view({n, t - 1}).sum(-1);
   });
   return out;
 }

@@ -11,6 +11,7 @@
 
 #include "lf/common/log.h"
 #include "step_graph.h"
+#include "lf/model/host_copies.h"
 
 namespace lf::train {
 namespace {
@@ -131,7 +132,7 @@ class CudaMicroStepGraph final : public MicroStepGraph {
   }
 
   DeviceBatch to_device(const Batch& b) const {
-    const auto on = [&](const at::Tensor& t) { return t.defined() ? t.to(s_.device) : t; };
+    const auto on = [&](const at::Tensor& t) { return model::to_device(t, s_.device); };
     return {on(b.input_ids), on(b.labels), on(b.position_ids), on(b.segment_ids), on(b.attention_mask)};
   }
 
@@ -156,11 +157,11 @@ class CudaMicroStepGraph final : public MicroStepGraph {
   }
 
   void fill(Bucket& k, const Batch& b, double factor) {
-    k.inputs.input_ids.copy_(b.input_ids);
-    k.inputs.labels.copy_(b.labels);
-    if (b.position_ids.defined()) k.inputs.position_ids.copy_(b.position_ids);
-    if (b.segment_ids.defined()) k.inputs.segment_ids.copy_(b.segment_ids);
-    if (b.attention_mask.defined()) k.inputs.attention_mask.copy_(b.attention_mask);
+    model::copy_from_host(k.inputs.input_ids, b.input_ids);
+    model::copy_from_host(k.inputs.labels, b.labels);
+    if (b.position_ids.defined()) model::copy_from_host(k.inputs.position_ids, b.position_ids);
+    if (b.segment_ids.defined()) model::copy_from_host(k.inputs.segment_ids, b.segment_ids);
+    if (b.attention_mask.defined()) model::copy_from_host(k.inputs.attention_mask, b.attention_mask);
     factor_.fill_(factor);
   }
 

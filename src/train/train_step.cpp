@@ -16,6 +16,7 @@
 #include "lf/train/lm_loss.h"
 #include "phase_profile.h"
 #include "trainer_state.h"
+#include "lf/model/host_copies.h"
 
 namespace lf::train {
 namespace {
@@ -101,13 +102,13 @@ at::Tensor Trainer::State::eager_micro_step(const Batch& b, double factor, Phase
   auto& router = m.router_aux_loss();
   // The load-balancing loss counts this batch's real tokens; its nodes stay live through backward
   // (a checkpointed layer attaches its gradient when recomputed).
-  if (aux_coef > 0) router.begin(b.attention_mask.to(device), aux_step.grad_weight);
+  if (aux_coef > 0) router.begin(model::to_device(b.attention_mask, device), aux_step.grad_weight);
   // pure_bf16 on padded rows: HF's attention (padding mask, kv heads repeated) through forward and backward
   // (a checkpointed layer's recompute included), so that each kv head's bf16 gradient is the sum of its query
   // heads' bf16 gradients as HF's repeat_kv backward rounds it (trainer_state.h hf_bf16_rounding).
   std::optional<model::KeyPaddingScope> pads;
   if (hf_bf16_rounding && b.attention_mask.defined() && b.num_tokens < b.input_ids.numel())
-    pads.emplace(b.attention_mask.sum(1).clamp_min(1).to(device));
+    pads.emplace(model::to_device(b.attention_mask.sum(1).clamp_min(1), device));
   at::Tensor loss_sum;
   {
     RECORD_USER_SCOPE("lf::forward");  // named spans for LF_PROFILE_TRACE
@@ -202,7 +203,13 @@ PendingStep Trainer::State::run_step(const std::vector<int64_t>& perm, int64_t s
   if (aux_coef > 0) p.aux_sum = aux_step.sum, p.aux_batches = aux_step.batches;
   p.metric_sums = objective->take_metric_sums();  // the objective's, in the same reduction
   p.denom = denom;
-  if (late_readback(phases)) p.grad_norm = strategy->clip_grad_norm_on_device(c.optim.max_grad_norm);
+  p.started = step_start;
+  if (late_readback(phases)) {
+    p.grad_norm = strategy->clip_grad_norm_on_device(c.optim.max_grad_norm);
+    std::vector<at::Tensor> scalars{loss_acc, p.grad_norm, p.aux_sum.defined() ? p.aux_sum : at::zeros_like(loss_acc)};
+    if (p.metric_sums.defined()) scalars.push_back(p.metric_sums);
+    p.staged = model::HostScalars(scalars);  // queued before the update: read_step waits for no more
+  }
   if (p.grad_norm.defined()) {  // update() without fp16's scaler: nothing here waits for the device
     strategy->optimizer_step(lr);
     ++stepper.sched_step;

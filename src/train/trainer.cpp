@@ -22,6 +22,7 @@
 #include "phase_profile.h"
 #include "step_trace.h"
 #include "trainer_state.h"
+#include "lf/model/host_copies.h"
 
 namespace lf::train {
 namespace fs = std::filesystem;
@@ -47,9 +48,9 @@ at::Tensor Trainer::State::forward_loss_sum(const DeviceBatch& d, const at::Tens
 }
 
 at::Tensor Trainer::State::forward_loss_sum(const Batch& b) {
-  const auto on_device = [&](const at::Tensor& t) { return t.defined() ? t.to(device) : t; };
+  const auto on = [&](const at::Tensor& t) { return model::to_device(t, device); };
   // segment_ids stay on the host: the model reads the sequence offsets there (neat_packing).
-  const DeviceBatch d{b.input_ids.to(device), b.labels.to(device), on_device(b.position_ids), b.segment_ids, {}};
+  const DeviceBatch d{on(b.input_ids), on(b.labels), on(b.position_ids), b.segment_ids, {}};
   return forward_loss_sum(d, target_rows_of(b.labels));
 }
 
@@ -74,7 +75,7 @@ double Trainer::State::evaluate() {
     std::vector<int64_t> idx;
     for (int64_t i = begin; i < std::min(n, begin + bs); ++i) idx.push_back(i);
     const auto b = collate(*s.eval, idx, s.pad_id);
-    if (aux_coef > 0) router.begin(b.attention_mask.to(device), 0.0);  // HF's eval loss includes it too
+    if (aux_coef > 0) router.begin(model::to_device(b.attention_mask, device), 0.0);  // HF's eval loss includes it too
     const double sum = forward_loss_sum(b).item<double>();
     sum_of_means += b.num_targets > 0 ? sum / static_cast<double>(b.num_targets) : 0.0;
     if (aux_coef > 0) sum_of_means += aux_coef * router.value().item<double>();

@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "lf/model/host_copies.h"
 #include "lf/optim/grad_utils.h"
 #include "lf/optim/lr_schedule.h"
 #include "lf/parallel/strategy.h"
@@ -99,20 +100,31 @@ struct StepState {
   std::unique_ptr<MicroStepGraph> graph;  // CUDA graphs of the micro-step (step_graph.h), or none
   int64_t pad_multiple = kPadToMultipleOf;  // the rows' padding: graph_bucket_width() under graphs
   int64_t late_reads = 0;  // steps read after the next one was launched (step_readback.cpp; the perf line)
+  Clock::time_point last_late_read;  // when the last step read late was (its successor's seconds count from it)
 };
 
 // A launched step whose device values are read on the host later (step_readback.cpp): the loss sum of its
 // micro-steps, the load-balancing loss's, the gradient norm. Why: reading them at the step's end leaves the
 // GPU idle while the host logs, collates the next batch and launches its first kernels (the 30B-A3B trace:
 // 30 ms a step); read once the next step is launched, the GPU has that step's work queued. `read` false:
-// the optimizer step was launched with the norm still on the device.
+// the optimizer step was launched with the norm still on the device, and `staged` holds the loss sum, the
+// norm and the load-balancing sum queued for the host before it: reading them waits for this step's
+// backward and clipping only, not for the work launched after (a tensor's .item() would wait for all of it).
+// What read_step reads of a PendingStep's device tensors.
+struct StepValues {
+  double loss_sum = 0, grad_norm = 0, aux_sum = 0;
+  std::vector<double> metric_sums;
+};
+
 struct PendingStep {
   StepRecord rec;           // the host's fields: tokens, lr, step, epoch, seconds
   at::Tensor loss_sum;      // [] fp64: the micro-steps' loss sums (÷ denom once read)
   at::Tensor aux_sum;       // [] fp64, the load-balancing losses' sum (undefined: off)
   int64_t aux_batches = 0;
-  std::vector<double> metric_sums;  // the objective's (already on the host)
+  at::Tensor metric_sums;   // the objective's, fp64 [n] (objective.h; undefined: none)
   at::Tensor grad_norm;     // [] on the device until read
+  model::HostScalars staged;  // late: [loss sum, grad norm, aux sum, metric sums] on their way to the host
+  Clock::time_point started;  // run_step's start (a late step's seconds: from here or the last late read)
   double denom = 1;
   bool read = false;
 };
@@ -236,6 +248,7 @@ struct Trainer::State {
   // The step's device values on the host: the loss (with the load-balancing loss), the objective's metrics,
   // the counters summed over ranks, the norm; NonFiniteLossError on a non-finite loss.
   void read_step(PendingStep& p, const TrainPlan& plan, const LoopState& loop);
+  StepValues read_device_values(PendingStep& p);
   // A launched step's end: read (if not yet), counted, reported and logged (run_epoch, in step order).
   void complete_step(PendingStep& p, const TrainPlan& plan, LoopState& loop, TrainSummary& sum,
                      const ProgressDisplay& display);

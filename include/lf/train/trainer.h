@@ -91,7 +91,7 @@ struct StepRecord {
   int64_t step_tokens = 0;         // real tokens of the whole step (every rank)
   int64_t step_padded_tokens = 0;  // B x T of the whole step (every rank)
   int64_t padded_token_positions = 0;  // B x T x T over this rank's micro-batches (attention FLOPs)
-  double seconds = 0;         // wall time of the step (forward, backward, optimizer)
+  double seconds = 0;         // wall time of the step (forward, backward, optimizer); read late: since the last read
   // Mixture of experts with the load-balancing loss on: its mean over the step's micro-batches (every
   // rank); `loss` holds router_aux_loss_coef x its sum, as HF's Trainer adds it per micro-batch.
   bool has_aux_loss = false;
