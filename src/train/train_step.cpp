@@ -204,13 +204,12 @@ PendingStep Trainer::State::run_step(const std::vector<int64_t>& perm, int64_t s
   p.metric_sums = objective->take_metric_sums();  // the objective's, in the same reduction
   p.denom = denom;
   p.started = step_start;
-  if (late_readback(phases)) {
-    p.grad_norm = strategy->clip_grad_norm_on_device(c.optim.max_grad_norm);
+  if (late_readback(phases)) p.grad_norm = strategy->clip_grad_norm_on_device(c.optim.max_grad_norm);
+  // Undefined: read now, then update() (fp16's scaler, several ranks, or a strategy that clips on the host: ZeRO).
+  if (p.grad_norm.defined()) {  // nothing here waits for the device
     std::vector<at::Tensor> scalars{loss_acc, p.grad_norm, p.aux_sum.defined() ? p.aux_sum : at::zeros_like(loss_acc)};
     if (p.metric_sums.defined()) scalars.push_back(p.metric_sums);
     p.staged = model::HostScalars(scalars);  // queued before the update: read_step waits for no more
-  }
-  if (p.grad_norm.defined()) {  // update() without fp16's scaler: nothing here waits for the device
     strategy->optimizer_step(lr);
     ++stepper.sched_step;
     strategy->zero_grad();
