@@ -16,6 +16,11 @@ namespace lf::quant {
 
 namespace {
 
+std::atomic<Fp8ScaleKernel>& scale_kernel() {
+  static std::atomic<Fp8ScaleKernel> k{nullptr};
+  return k;
+}
+
 std::atomic<Fp8CastKernel>& cast_kernel() {
   static std::atomic<Fp8CastKernel> k{nullptr};
   return k;
@@ -46,8 +51,11 @@ at::Tensor unit_scaled_mm(const at::Tensor& ad, const at::Tensor& bd, const at::
   const auto one = at::ones({}, post_a.options());
   const bool via_bf16 = out_dtype == at::kHalf || out_dtype == at::kFloat;
   auto y = at::_scaled_mm(ad, bd, one, one, std::nullopt, std::nullopt, via_bf16 ? at::kBFloat16 : out_dtype, false);
-  y.mul_(post_a);
-  if (post_b.defined()) y.mul_(post_b);
+  const auto k = scale_kernel().load(std::memory_order_acquire);
+  if (!k || !k(y, post_a, post_b)) {
+    y.mul_(post_a);
+    if (post_b.defined()) y.mul_(post_b);
+  }
   return via_bf16 ? y.to(out_dtype) : y;
 }
 
@@ -96,6 +104,7 @@ double fp8_max(at::ScalarType fp8_dtype) {
 }
 
 void set_fp8_cast_kernel(Fp8CastKernel k) { cast_kernel().store(k, std::memory_order_release); }
+void set_fp8_scale_kernel(Fp8ScaleKernel k) { scale_kernel().store(k, std::memory_order_release); }
 
 at::Tensor Fp8Tensor::dequantize(at::ScalarType dtype) const { return data.to(at::kFloat).div(scale).to(dtype); }
 
