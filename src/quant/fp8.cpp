@@ -26,6 +26,20 @@ std::atomic<Fp8CastKernel>& cast_kernel() {
   return k;
 }
 
+std::atomic<TransposeKernel>& transpose_kernel() {
+  static std::atomic<TransposeKernel> k{nullptr};
+  return k;
+}
+
+// x^T [C, R] contiguous, for x [R, C]: the kernel where it takes x, else ATen's strided copy.
+at::Tensor transposed_copy(const at::Tensor& x) {
+  if (const auto k = transpose_kernel().load(std::memory_order_acquire)) {
+    at::Tensor out;
+    if (k(x, out)) return out;
+  }
+  return x.t().contiguous();
+}
+
 // A scale of one GEMM operand per row ([M, 1] for a [M, K]) or per column ([1, N] for b [K, N]).
 bool rowwise_pair(const Fp8Tensor& a, const Fp8Tensor& b) {
   return a.scale.dim() == 2 && b.scale.dim() == 2 && a.scale.size(0) == a.data.size(0) && a.scale.size(1) == 1 &&
@@ -38,7 +52,9 @@ bool column_major(const at::Tensor& t) { return t.stride(0) == 1 && t.stride(1) 
 // copies); the CPU's _scaled_mm takes any layout.
 std::pair<at::Tensor, at::Tensor> cublaslt_layout(const at::Tensor& a, const at::Tensor& b) {
   if (!a.is_cuda()) return {a, b};
-  return {a.contiguous(), column_major(b) ? b : b.t().contiguous().t()};
+  // a column-major a (a transposed view) and a row-major b are each one transposed copy
+  const auto ar = a.is_contiguous() ? a : a.t().is_contiguous() ? transposed_copy(a.t()) : a.contiguous();
+  return {ar, column_major(b) ? b : b.is_contiguous() ? transposed_copy(b).t() : b.t().contiguous().t()};
 }
 
 // Rowwise operands without fast accumulation, as torchao's addmm_float8_unwrapped runs them: the tensorwise
@@ -76,7 +92,7 @@ at::Tensor pad_rows_to_16(const at::Tensor& t) {
 // float32 copies and the GEMM another FP8 transpose.
 Fp8Tensor fp8_cast_columns(const at::Tensor& x, Fp8Scaling s) {
   s.axis = 1;
-  return transposed(fp8_cast(x.t().contiguous(), s));
+  return transposed(fp8_cast(x.is_contiguous() ? transposed_copy(x) : x.t().contiguous(), s));
 }
 
 }  // namespace
@@ -105,6 +121,7 @@ double fp8_max(at::ScalarType fp8_dtype) {
 
 void set_fp8_cast_kernel(Fp8CastKernel k) { cast_kernel().store(k, std::memory_order_release); }
 void set_fp8_scale_kernel(Fp8ScaleKernel k) { scale_kernel().store(k, std::memory_order_release); }
+void set_transpose_kernel(TransposeKernel k) { transpose_kernel().store(k, std::memory_order_release); }
 
 at::Tensor Fp8Tensor::dequantize(at::ScalarType dtype) const { return data.to(at::kFloat).div(scale).to(dtype); }
 

@@ -104,4 +104,10 @@ void set_fp8_cast_kernel(Fp8CastKernel k);
 using Fp8ScaleKernel = bool (*)(at::Tensor& y, const at::Tensor& row_scale, const at::Tensor& col_scale);
 void set_fp8_scale_kernel(Fp8ScaleKernel k);
 
+// A device kernel for the transposed copies cuBLASLt's FP8 layouts need (kernels/transpose.cu: a stored weight
+// seen along N for its input gradient, x and g along the tokens for dW): out = x^T, contiguous, for a contiguous
+// 2-D x; the same bits as x.t().contiguous(). False: it does not take x (ATen copies). Null: ATen always.
+using TransposeKernel = bool (*)(const at::Tensor& x, at::Tensor& out);
+void set_transpose_kernel(TransposeKernel k);
+
 }  // namespace lf::quant
