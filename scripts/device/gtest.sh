@@ -13,6 +13,6 @@ path=$(find "$BUILD/tests" -type f -name "$bin" -perm -u+x | head -1)
 [[ -n $path ]] || { echo "$bin: not built under $BUILD/tests (queue.sh's QUEUE_TARGETS)"; exit 2; }
 timeout 300 "$path" --gtest_filter="$filter" > "$OUT/$bin.log" 2>&1
 rc=$?
-grep -E "^\[  (PASSED|FAILED) |Failure" "$OUT/$bin.log" | sed "s/^/$bin: /" | head -20
+grep -E "^\[  (PASSED|FAILED) |Failure|^[A-Z0-9_]+ " "$OUT/$bin.log" | sed "s/^/$bin: /" | head -20
 echo "$bin '$filter': exit $rc"
 exit $rc

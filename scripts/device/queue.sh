@@ -33,7 +33,7 @@ for step in "$@"; do
     for w in "${words[@]:1}"; do if [[ $w == *=* ]]; then envs+=("${w//+/ }"); else args+=("$w"); fi; done
     env OUT="$dir" SKIP_BUILD=1 REBUILD=0 BUILD_DIR=build-device "${envs[@]}" \
       timeout $(( left - 5 )) scripts/device/"${words[0]}" "${args[@]}" > "$dir/stdout.log" 2>&1
-    rc=$?; grep -E "^(FP8|GEN_|DPO_ROW|UI_COST|ui_cost:|CURVE|RESULT|MOE|GEMMA|TRACE|kernels_test|model_test|LF example)|failed|FAILED|rror" "$dir/stdout.log" | cut -c1-400 |
+    rc=$?; grep -E "^(FP8|TRANSPOSE|GEN_|DPO_ROW|UI_COST|ui_cost:|CURVE|RESULT|MOE|GEMMA|TRACE|kernels_test|model_test|LF example)|failed|FAILED|rror" "$dir/stdout.log" | cut -c1-400 |
       tail -20 | tee -a "$REAL_OUT/queue.log"
   fi
   log "step '$step': exit $rc in $(( $(date +%s) - s0 )) s"
