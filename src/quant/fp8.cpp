@@ -16,24 +16,16 @@ namespace lf::quant {
 
 namespace {
 
-std::atomic<Fp8ScaleKernel>& scale_kernel() {
-  static std::atomic<Fp8ScaleKernel> k{nullptr};
-  return k;
-}
-
-std::atomic<Fp8CastKernel>& cast_kernel() {
-  static std::atomic<Fp8CastKernel> k{nullptr};
-  return k;
-}
-
-std::atomic<TransposeKernel>& transpose_kernel() {
-  static std::atomic<TransposeKernel> k{nullptr};
+// The installed device kernel of type K (one slot per kernel type; null: ATen).
+template <typename K>
+std::atomic<K>& kernel_slot() {
+  static std::atomic<K> k{nullptr};
   return k;
 }
 
 // x^T [C, R] contiguous, for x [R, C]: the kernel where it takes x, else ATen's strided copy.
 at::Tensor transposed_copy(const at::Tensor& x) {
-  if (const auto k = transpose_kernel().load(std::memory_order_acquire)) {
+  if (const auto k = kernel_slot<TransposeKernel>().load(std::memory_order_acquire)) {
     at::Tensor out;
     if (k(x, out)) return out;
   }
@@ -53,8 +45,7 @@ bool column_major(const at::Tensor& t) { return t.stride(0) == 1 && t.stride(1) 
 std::pair<at::Tensor, at::Tensor> cublaslt_layout(const at::Tensor& a, const at::Tensor& b) {
   if (!a.is_cuda()) return {a, b};
   // a column-major a (a transposed view) and a row-major b are each one transposed copy
-  const auto ar = a.is_contiguous() ? a : a.t().is_contiguous() ? transposed_copy(a.t()) : a.contiguous();
-  return {ar, column_major(b) ? b : b.is_contiguous() ? transposed_copy(b).t() : b.t().contiguous().t()};
+  return {a.is_contiguous() ? a : transposed_copy(a.t()), column_major(b) ? b : transposed_copy(b).t()};
 }
 
 // Rowwise operands without fast accumulation, as torchao's addmm_float8_unwrapped runs them: the tensorwise
@@ -67,7 +58,7 @@ at::Tensor unit_scaled_mm(const at::Tensor& ad, const at::Tensor& bd, const at::
   const auto one = at::ones({}, post_a.options());
   const bool via_bf16 = out_dtype == at::kHalf || out_dtype == at::kFloat;
   auto y = at::_scaled_mm(ad, bd, one, one, std::nullopt, std::nullopt, via_bf16 ? at::kBFloat16 : out_dtype, false);
-  const auto k = scale_kernel().load(std::memory_order_acquire);
+  const auto k = kernel_slot<Fp8ScaleKernel>().load(std::memory_order_acquire);
   if (!k || !k(y, post_a, post_b)) {
     y.mul_(post_a);
     if (post_b.defined()) y.mul_(post_b);
@@ -92,7 +83,7 @@ at::Tensor pad_rows_to_16(const at::Tensor& t) {
 // float32 copies and the GEMM another FP8 transpose.
 Fp8Tensor fp8_cast_columns(const at::Tensor& x, Fp8Scaling s) {
   s.axis = 1;
-  return transposed(fp8_cast(x.is_contiguous() ? transposed_copy(x) : x.t().contiguous(), s));
+  return transposed(fp8_cast(transposed_copy(x), s));
 }
 
 }  // namespace
@@ -119,9 +110,9 @@ double fp8_max(at::ScalarType fp8_dtype) {
   LF_THROW(ConfigError, "an FP8 cast to {}: expected float8_e4m3fn or float8_e5m2", c10::toString(fp8_dtype));
 }
 
-void set_fp8_cast_kernel(Fp8CastKernel k) { cast_kernel().store(k, std::memory_order_release); }
-void set_fp8_scale_kernel(Fp8ScaleKernel k) { scale_kernel().store(k, std::memory_order_release); }
-void set_transpose_kernel(TransposeKernel k) { transpose_kernel().store(k, std::memory_order_release); }
+void set_fp8_cast_kernel(Fp8CastKernel k) { kernel_slot<Fp8CastKernel>().store(k, std::memory_order_release); }
+void set_fp8_scale_kernel(Fp8ScaleKernel k) { kernel_slot<Fp8ScaleKernel>().store(k, std::memory_order_release); }
+void set_transpose_kernel(TransposeKernel k) { kernel_slot<TransposeKernel>().store(k, std::memory_order_release); }
 
 at::Tensor Fp8Tensor::dequantize(at::ScalarType dtype) const { return data.to(at::kFloat).div(scale).to(dtype); }
 
@@ -140,7 +131,7 @@ at::Tensor fp8_cast_with_scale(const at::Tensor& x, const at::Tensor& scale, at:
 }
 
 Fp8Tensor fp8_cast(const at::Tensor& x, const Fp8Scaling& s) {
-  if (const auto k = cast_kernel().load(std::memory_order_acquire)) {
+  if (const auto k = kernel_slot<Fp8CastKernel>().load(std::memory_order_acquire)) {
     Fp8Tensor out;
     if (k(x, at::Tensor(), s, out)) return out;
   }
@@ -152,7 +143,7 @@ Fp8Tensor fp8_cast(const at::Tensor& x, const Fp8Scaling& s) {
 }
 
 Fp8Tensor fp8_cast_scaled_columns(const at::Tensor& x, const at::Tensor& col_mul, const Fp8Scaling& s) {
-  if (const auto k = cast_kernel().load(std::memory_order_acquire)) {
+  if (const auto k = kernel_slot<Fp8CastKernel>().load(std::memory_order_acquire)) {
     Fp8Tensor out;
     if (k(x, col_mul, s, out)) return out;
   }

@@ -3,19 +3,18 @@
 // GEMM of both recipes through cuBLASLt's _scaled_mm against the product of the same FP8 operands dequantized,
 // on a slice of Qwen2.5-7B's MLP with an outlier channel; FP8GEMM lines: FP8 vs bf16 GEMM throughput.
 #include <ATen/ATen.h>
-#include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
-#include <chrono>
 #include <cstdio>
-#include <functional>
 
 #include "lf/kernels/fp8_cast_op.h"
 #include "lf/quant/fp8.h"
+#include "gpu_timing.h"
 
 namespace {
 
+using lf::kernels::testing::gpu_ms_of;
 using lf::quant::Fp8Recipe;
 
 bool fp8_gpu() {
@@ -92,17 +91,6 @@ TEST(Fp8Gpu, ScaledMmMatchesTheDequantizedProduct) {
   }
 }
 
-void sync() { c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->synchronizeDevice(0); }
-
-double ms_of(const std::function<void()>& f) {
-  for (int i = 0; i < 3; ++i) f();
-  sync();
-  const auto t0 = std::chrono::steady_clock::now();
-  for (int i = 0; i < 20; ++i) f();
-  sync();
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / 20;
-}
-
 // A benchmark line, not a timed assertion: the forward GEMM at 7B's gate/up shape, FP8 (casts included)
 // against bf16, and the cast alone.
 TEST(Fp8Gpu, GemmThroughput) {
@@ -111,11 +99,11 @@ TEST(Fp8Gpu, GemmThroughput) {
   const auto x = activations(8192, 3584, 4);
   const auto w = (at::randn({18944, 3584}, x.options().dtype(at::kFloat)) * 0.02).to(at::kBFloat16);
   const double flop = 2.0 * 8192 * 3584 * 18944;
-  const double bf16 = ms_of([&] { (void)at::mm(x, w.t()); });
+  const double bf16 = gpu_ms_of([&] { (void)at::mm(x, w.t()); });
   for (const auto r : {Fp8Recipe::kTensorwise, Fp8Recipe::kRowwise}) {
     const auto stored = lf::quant::fp8_store_weight(w, r);
-    const double fp8 = ms_of([&] { (void)lf::quant::fp8_stored_forward(x, stored, r); });
-    const double cast = ms_of([&] { (void)lf::quant::fp8_cast(x, lf::quant::fp8_input_scaling(r, 1)); });
+    const double fp8 = gpu_ms_of([&] { (void)lf::quant::fp8_stored_forward(x, stored, r); });
+    const double cast = gpu_ms_of([&] { (void)lf::quant::fp8_cast(x, lf::quant::fp8_input_scaling(r, 1)); });
     std::printf("FP8GEMM %s 8192x3584x18944: fp8 %.3f ms (%.0f TFLOP/s, cast %.3f ms) | bf16 %.3f ms (%.0f TFLOP/s) | %.2fx\n",
                 std::string(lf::quant::fp8_recipe_name(r)).c_str(), fp8, flop / fp8 / 1e9, cast, bf16,
                 flop / bf16 / 1e9, bf16 / fp8);

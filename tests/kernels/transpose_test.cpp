@@ -4,19 +4,18 @@
 // multiples of the 64-element tile), and the inputs it declines. quant::fp8 routes cuBLASLt's transposed
 // layouts through it (the stored weight's input gradient, dW's columnwise casts).
 #include <ATen/ATen.h>
-#include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <gtest/gtest.h>
 
-#include <chrono>
 #include <cstdio>
-#include <functional>
 
 #include "lf/kernels/transpose_op.h"
+#include "gpu_timing.h"
 #include "test_device.h"
 
 namespace {
 
 using lf::kernels::testing::emulated;
+using lf::kernels::testing::gpu_ms_of;
 using lf::kernels::testing::test_device;
 
 bool device_ok() { return emulated() || at::hasCUDA(); }
@@ -62,16 +61,6 @@ TEST(Transpose, DeclinesWhatItDoesNotTake) {
   EXPECT_EQ(out.sizes(), (at::IntArrayRef{8, 16}));
 }
 
-double ms_of(const std::function<void()>& f) {
-  const auto sync = [] { c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->synchronizeDevice(0); };
-  for (int i = 0; i < 3; ++i) f();
-  sync();
-  const auto t0 = std::chrono::steady_clock::now();
-  for (int i = 0; i < 20; ++i) f();
-  sync();
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / 20;
-}
-
 // Benchmark lines, not timed assertions: a 7B gate/up weight's FP8 transpose (the stored weight's input
 // gradient makes one per frozen linear a step) and a bf16 activation's (dW's columnwise casts), kernel against
 // ATen's strided copy, with the bytes moved per second.
@@ -82,8 +71,8 @@ TEST(Transpose, ThroughputAgainstAten) {
     const int64_t rows = dtype == at::kBFloat16 ? 8192 : 18944, cols = 3584;
     const auto x = random_bits(rows, cols, dtype);
     at::Tensor out;
-    const double ours = ms_of([&] { (void)kernel(x, out); });
-    const double aten = ms_of([&] { (void)x.t().contiguous(); });
+    const double ours = gpu_ms_of([&] { (void)kernel(x, out); });
+    const double aten = gpu_ms_of([&] { (void)x.t().contiguous(); });
     const double gb = 2.0 * static_cast<double>(x.nbytes()) / 1e9;
     std::printf("TRANSPOSE %s %ldx%ld: kernel %.3f ms (%.0f GB/s) | ATen %.3f ms (%.0f GB/s) | %.1fx\n",
                 at::toString(dtype), static_cast<long>(rows), static_cast<long>(cols), ours, gb / ours * 1e3, aten,
