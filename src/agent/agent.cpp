@@ -8,16 +8,15 @@
 #include <spdlog/spdlog.h>
 #include <sys/prctl.h>
 #include <unistd.h>
-
 #include <sys/wait.h>
 
 #include <csignal>
 #include <filesystem>
 #include <optional>
-#include <thread>
 
 #include "lf/agent/address_probe.h"
 #include "lf/agent/hosted_server.h"
+#include "lf/agent/node_scratch.h"
 #include "lf/agent/rank_reports.h"
 #include "lf/agent/status_reporter.h"
 #include "lf/agent/worker_env.h"
@@ -41,7 +40,6 @@ using Clock = std::chrono::steady_clock;
 namespace {
 
 std::chrono::milliseconds to_ms(double s) { return std::chrono::milliseconds(static_cast<int64_t>(s * 1000)); }
-
 std::string this_hostname() {
   char buf[256] = {};
   ::gethostname(buf, sizeof(buf) - 1);
@@ -320,6 +318,7 @@ class Agent {
     ctx.rdzv_addr = opt_.master_addr;
     ctx.rdzv_port = opt_.master_port;
     ctx.run_id = opt_.rdzv_id;
+    if (l.nproc > 1) ctx.scratch_dir = scratch_.path().string();  // what a node's workers share
     std::vector<SpawnSpec> specs;
     std::vector<int> ranks;
     for (int64_t i = 0; i < l.nproc; ++i) {
@@ -560,6 +559,7 @@ class Agent {
   }
 
   AgentOptions opt_;
+  NodeScratch scratch_;  // outlives the worker group below: removed once every worker is gone
   asio::io_context io_;
   asio::signal_set signals_, child_signal_;
   asio::steady_timer connect_timer_, connect_deadline_, heartbeat_timer_, exit_timer_;

@@ -34,6 +34,8 @@ std::map<std::string, std::string> worker_environment(const std::map<std::string
   put(knob_name("LF_RDZV_PORT"), ctx.rdzv_port);
   put(knob_name("LF_HEARTBEAT_FD"), ctx.heartbeat_fd);
   put(knob_name("LF_NODE_RANK"), l.node_rank);
+  if (!ctx.scratch_dir.empty()) put(knob_name("LF_NODE_SCRATCH"), ctx.scratch_dir);
+  else env.erase(std::string(knob_name("LF_NODE_SCRATCH")));  // never an outer job's folder
   if (l.base_world_size > 0) put(knob_name("LF_BASE_WORLD_SIZE"), l.base_world_size);
   else env.erase(std::string(knob_name("LF_BASE_WORLD_SIZE")));  // not the user's: a fixed-size job has none
   return env;

@@ -109,13 +109,16 @@ fs::path last_checkpoint(const fs::path& out, const std::string& run_id = "") {
   return {};
 }
 
-// Data parallel without tokenized_path: the workers of a node share a folder of this job
-// under the temp dir; the first to take its lock tokenizes and the others wait on the lock
-// and load that result. So tokenization runs once per node, and before any communicator
-// exists: no collective timeout runs while a large dataset is prepared. Keyed by the job's
-// rendezvous endpoint and id, so two jobs on one host never share it. Empty: not needed.
+// Data parallel without tokenized_path: the workers of a node share a folder of this job;
+// the first to take its lock tokenizes and the others wait on the lock and load that result.
+// So tokenization runs once per node, and before any communicator exists: no collective
+// timeout runs while a large dataset is prepared. Under lf-train the folder is in the agent's
+// LF_NODE_SCRATCH (unique to the job, removed by the agent however the job ends); under
+// another launcher (torchrun) it is named after the job's rendezvous endpoint and id, so two
+// jobs on one host never share it. Empty: not needed.
 fs::path job_tokenized_dir(const config::JobPlan& c, const comm::WorldInfo& world) {
   if (!c.data.tokenized_path.empty() || world.local_world_size < 2) return {};
+  if (const auto scratch = knob_string("LF_NODE_SCRATCH")) return fs::path(*scratch) / "tokenized";
   std::string job;
   for (const char* var : {"LF_RDZV_ADDR", "LF_RDZV_PORT", "TORCHELASTIC_RUN_ID"})
     job += env_string(var).value_or("") + "|";

@@ -1,5 +1,5 @@
 """lf-train launch across processes on loopback: environment, failures, signals, restarts."""
-import os, signal, socket, time
+import os, re, signal, socket, time
 
 import pytest
 
@@ -51,6 +51,20 @@ def test_two_nodes_two_workers_get_the_torchrun_environment(tmp_path, agents):
         assert e["NCCL_DEBUG"] == "INFO"
         assert e["LF_RDZV_PORT"] == str(port)
         assert e["LF_HEARTBEAT_FD"] == "3"
+    assert_scratch_per_node_and_gone(envs)
+
+
+def assert_scratch_per_node_and_gone(envs):
+    """LF_NODE_SCRATCH: one folder per node (its workers share it, another node's differs), unique
+    to the agent, and removed when the agent exits however the job ended."""
+    per_node = {}
+    for rank, e in envs.items():
+        per_node.setdefault(int(e["GROUP_RANK"]), set()).add(e["LF_NODE_SCRATCH"])
+    assert all(len(s) == 1 for s in per_node.values()), per_node
+    folders = [s.pop() for s in per_node.values()]
+    assert len(set(folders)) == len(folders), folders
+    assert all(re.search(r"/lf-train-\d+-node-\w{6}$", f) for f in folders), folders
+    assert not [f for f in folders if os.path.exists(f)], "the node's scratch folder outlived its agent"
 
 
 def test_worker_exit_code_3_stops_every_worker_on_both_nodes(tmp_path, agents):
@@ -63,6 +77,7 @@ def test_worker_exit_code_3_stops_every_worker_on_both_nodes(tmp_path, agents):
     assert "worker rank 3 exited with code 3" in n1.err
     assert "worker rank 3" in n0.err and "exited with code 3" in n0.err
     assert wait_no_survivors(marker), live_pids_with(marker)
+    assert_scratch_per_node_and_gone({**n0.envs(), **n1.envs()})
 
 
 def test_worker_killed_by_signal_is_named(tmp_path, agents):

@@ -64,6 +64,7 @@ def train(out, mode, layout, *extra, env_extra=None, outputs=None, distributed_l
         text = "".join(outs)
         saved = re.findall(r"tokenized dataset saved to (\S+)", text)
         assert len(saved) == 1, text[-3000:]
+        assert re.search(r"/lf-train-\d+-node-\w{6}/tokenized$", saved[0]), saved  # the agent's LF_NODE_SCRATCH
         assert text.count("loaded tokenized dataset from") == nodes * nproc - 1, text[-3000:]
         assert not os.path.exists(saved[0]), "the job's tokenized folder outlived the job"
     log = [json.loads(l) for l in open(os.path.join(out, "trainer_log.jsonl"))]

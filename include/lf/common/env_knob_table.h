@@ -123,6 +123,9 @@ inline constexpr EnvKnob kEnvKnobs[] = {
      "file descriptor of the worker's heartbeat socket to its agent: write a line to it to heartbeat; unset: no "
      "agent listens"},
     {"LF_NODE_RANK", KnobType::kInt, "", "", "workers (set by the agent)", "the rank of the worker's node (GROUP_RANK)"},
+    {"LF_NODE_SCRATCH", KnobType::kPath, "", "", "workers (set by the agent)",
+     "a folder of the node's agent (under TMPDIR, unique to it) for what the node's workers share: the tokenized "
+     "dataset when tokenized_path is unset; the agent removes it when it exits, however the job ended"},
     {"LF_BASE_WORLD_SIZE", KnobType::kInt, "", "", "workers (set by the agent)",
      "--nnodes MIN:MAX jobs only: the world size of the job's first round; lf-worker keeps that round's global batch "
      "on a restart with fewer or more ranks (gradient_accumulation_steps raised or lowered), or exits 2 when it "

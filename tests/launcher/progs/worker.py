@@ -8,7 +8,8 @@ import argparse, json, os, socket, subprocess, sys, time
 KEYS = ["RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE",
         "ROLE_RANK", "ROLE_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RESTART_COUNT",
         "TORCHELASTIC_MAX_RESTARTS", "TORCHELASTIC_RUN_ID", "OMP_NUM_THREADS", "CUDA_VISIBLE_DEVICES",
-        "NCCL_DEBUG", "LF_HEARTBEAT_FD", "LF_RDZV_ADDR", "LF_RDZV_PORT", "LF_BASE_WORLD_SIZE", "LF_JOB_TOKEN"]
+        "NCCL_DEBUG", "LF_HEARTBEAT_FD", "LF_RDZV_ADDR", "LF_RDZV_PORT", "LF_BASE_WORLD_SIZE", "LF_JOB_TOKEN",
+        "LF_NODE_SCRATCH"]
 
 p = argparse.ArgumentParser()
 p.add_argument("--marker", default="")
@@ -32,6 +33,8 @@ env = {k: os.environ.get(k) for k in KEYS}
 print("ENV " + json.dumps(env), flush=True)
 rank = int(os.environ["RANK"])
 gen = int(os.environ["TORCHELASTIC_RESTART_COUNT"])
+if env["LF_NODE_SCRATCH"]:  # the node's shared folder exists and takes files while the job runs
+    open(os.path.join(env["LF_NODE_SCRATCH"], f"rank-{rank}"), "w").close()
 
 if a.ignore_sigterm:
     import signal
