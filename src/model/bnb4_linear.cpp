@@ -79,6 +79,14 @@ class Bnb4Linear final : public LinearFormat {
   }
 
   at::Tensor linear(const at::Tensor& x, const at::Tensor& bias, bool base_values) const override;
+  bool has_product() const override { return true; }
+  at::Tensor product(const at::Tensor& x) const override;
+  // dequantize_4bit(B, state) in the quantized dtype, then .to(grad_output.dtype), then matmul.
+  at::Tensor product_grad_input(const at::Tensor& g) const override {
+    auto w = for_gemm(g, dtype_);
+    if (w.scalar_type() != g.scalar_type()) w = w.to(g.scalar_type());
+    return at::mm(g, w);
+  }
   // The forward's product through the fused few-row kernel, 8 rows a launch ([rows, in] -> [rows, out]).
   at::Tensor fused_rows(const kernels::FusedOps& ops, const at::Tensor& x2) const {
     std::vector<at::Tensor> parts;
@@ -90,7 +98,6 @@ class Bnb4Linear final : public LinearFormat {
   }
   // LF_QUANT_GEMM: whether this forward takes the fused kernel (ConfigError for fused on a CPU run).
   const kernels::FusedOps* fused_gemm_for(const at::Tensor& x) const;
-  at::ScalarType dtype() const { return dtype_; }
 
  private:
   quant::Bnb4Tensor q_;
@@ -118,10 +125,10 @@ struct Dequant4Linear : public torch::autograd::Function<Dequant4Linear> {
   static variable_list backward(AutogradContext* ctx, variable_list grad_out) {
     const auto* f = reinterpret_cast<const Bnb4Linear*>(ctx->saved_data["format"].toInt());
     const auto& g = grad_out[0];
-    // dequantize_4bit(B, state) in the quantized dtype, then .to(grad_output.dtype), then matmul.
-    auto w = f->for_gemm(g, f->dtype());
-    if (w.scalar_type() != g.scalar_type()) w = w.to(g.scalar_type());
-    return {at::matmul(g, w), at::Tensor(), at::Tensor(), at::Tensor()};
+    auto sizes = g.sizes().vec();
+    sizes.back() = f->in_features();
+    const auto dx = f->product_grad_input(g.reshape({-1, g.size(-1)}));  // matmul's fold of g's leading dims
+    return {at::_unsafe_view(dx, sizes), at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
 
@@ -136,6 +143,15 @@ const kernels::FusedOps* Bnb4Linear::fused_gemm_for(const at::Tensor& x) const {
   if (!ops || !ops->quant_gemv_4bit || q_.shape[1] % 16 || q_.spec.blocksize % 16) return nullptr;
   const int64_t rows = x.numel() / x.size(-1);
   return mode == "fused" || rows <= 8 ? ops : nullptr;
+}
+
+at::Tensor Bnb4Linear::product(const at::Tensor& x) const {
+  if (const auto* ops = fused_gemm_for(x)) {
+    auto sizes = x.sizes().vec();
+    sizes.back() = out_features();
+    return at::_unsafe_view(fused_rows(*ops, x.reshape({-1, x.size(-1)})), sizes);
+  }
+  return at::linear(x, for_gemm(x, x.scalar_type()));
 }
 
 at::Tensor Bnb4Linear::linear(const at::Tensor& x, const at::Tensor& bias, bool base_values) const {

@@ -6,6 +6,7 @@
 
 #include "lf/kernels/fused_ops.h"
 #include "lf/model/backward_only_linear.h"
+#include "lf/model/format_lora_linear.h"
 #include "lf/model/fp8_linear.h"
 #include "lf/model/fused_dispatch.h"
 #include "lf/model/grad_sink.h"
@@ -69,8 +70,13 @@ at::Tensor Linear::forward_with(const at::Tensor& x, bool training, bool base_va
   if (lora_ && lora_->magnitude_.defined()) return forward_dora(x, training);
   if (oft_) return forward_oft(x, base_values);
   const bool fused = fused_ops_for(x) != nullptr;
-  if (format_) return add_lora(format_->linear(x, bias_.defined() ? as(bias_, x) : at::Tensor(), base_values), x,
-                               training, fused);
+  if (format_) {
+    const auto b = bias_.defined() ? as(bias_, x) : at::Tensor();
+    if (fused && lora_ && lora_->dropout_ == 0 && format_->has_product() && !(b.defined() && b.requires_grad()) &&
+        fused_lora_enabled())
+      return format_lora_linear(x, *format_, b, as(lora_->a_, x), as(lora_->b_, x), lora_->scaling_, base_values);
+    return add_lora(format_->linear(x, b, base_values), x, training, fused);
+  }
   if (fp8_ != quant::Fp8Recipe::kNone) {
     auto y = fp8_linear(x, as(weight_, x), fp8_, base_values);
     return add_lora(bias_.defined() ? y + as(bias_, x) : y, x, training, fused);
