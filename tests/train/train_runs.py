@@ -60,13 +60,12 @@ def train(out, mode, layout, *extra, env_extra=None, outputs=None, distributed_l
         outputs.extend(outs)
     if nproc * nodes > 1:
         assert distributed_line in outs[0], outs[0][-3000:]
-    if nproc > 1:  # one host here: one worker tokenized, every other one loaded its result
-        text = "".join(outs)
-        saved = re.findall(r"tokenized dataset saved to (\S+)", text)
-        assert len(saved) == 1, text[-3000:]
-        assert re.search(r"/lf-train-\d+-node-\w{6}/tokenized$", saved[0]), saved  # the agent's LF_NODE_SCRATCH
-        assert text.count("loaded tokenized dataset from") == nodes * nproc - 1, text[-3000:]
-        assert not os.path.exists(saved[0]), "the job's tokenized folder outlived the job"
+    if nproc > 1:  # on each node one worker tokenized into its agent's LF_NODE_SCRATCH, the others loaded it
+        for o in outs:
+            saved = re.findall(r"tokenized dataset saved to (\S+)", o)
+            assert len(saved) == 1 and re.search(r"/lf-train-\d+-node-\w{6}/tokenized$", saved[0]), o[-3000:]
+            assert o.count(f"loaded tokenized dataset from {saved[0]}") == nproc - 1, o[-3000:]
+            assert not os.path.exists(saved[0]), "the node's tokenized folder outlived the job"
     log = [json.loads(l) for l in open(os.path.join(out, "trainer_log.jsonl"))]
     losses = [e["loss"] for e in log if "loss" in e]
     evals = [e["eval_loss"] for e in log if "eval_loss" in e]
