@@ -24,9 +24,11 @@
 #include "lf/agent/worker_process.h"
 #include "lf/common/env.h"
 #include "lf/common/error.h"
+#include "lf/common/hostname.h"
 #include "lf/common/output_lock.h"
 #include "lf/common/version.h"
 #include "lf/common/self_connect.h"
+#include "lf/common/signal_ignored.h"
 #include "lf/metrics/node_exporter.h"
 #include "lf/rendezvous/connection.h"
 #include "lf/rendezvous/server.h"
@@ -40,12 +42,6 @@ using Clock = std::chrono::steady_clock;
 namespace {
 
 std::chrono::milliseconds to_ms(double s) { return std::chrono::milliseconds(static_cast<int64_t>(s * 1000)); }
-std::string this_hostname() {
-  char buf[256] = {};
-  ::gethostname(buf, sizeof(buf) - 1);
-  return buf;
-}
-
 // A free TCP port for the workers' own store (rank 0 binds it after we exit the probe).
 uint16_t pick_free_port(asio::io_context& io) {
   return tcp::acceptor(io, tcp::endpoint(tcp::v4(), 0)).local_endpoint().port();
@@ -57,7 +53,9 @@ class Agent {
       : opt_(o), signals_(io_, SIGINT, SIGTERM), child_signal_(io_, SIGCHLD), connect_timer_(io_), connect_deadline_(io_),
         heartbeat_timer_(io_), exit_timer_(io_), reporter_(io_, [this](const rdzv::NodeStatusMsg& s) {
           if (conn_ && conn_->is_open()) conn_->send(s);
-        }) {}
+        }) {
+    if (!signal_ignored(SIGHUP)) signals_.add(SIGHUP);  // a closed terminal stops the job as SIGTERM does
+  }
 
   int run() {
     // Resolve the command first: a typo fails here, before any node waits for us.
@@ -116,8 +114,7 @@ class Agent {
     reporter_.share_gpu_sampler(exporter_->gpu_sampler());  // the node status' GPUs: one NVML sampler
   }
 
-  // The live page (lf/ui/job_page.h) on node 0; every node sends its status (status_reporter.h)
-  // when the layout asks.
+  // The live page (lf/ui/job_page.h) on node 0; each node sends its status (status_reporter.h) when asked.
   void start_page() {
     if (server_) page_ = start_hosted_page(io_, opt_, *server_);
     else spdlog::info("ui: the job's live page is served by node 0 (--ui-port there); this node sends it its status");

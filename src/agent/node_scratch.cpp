@@ -17,12 +17,14 @@ namespace fs = std::filesystem;
 const fs::path& NodeScratch::path() {
   if (tried_) return path_;
   tried_ = true;
+  // The workers' own fallback is under the same TMPDIR (and fails the same way): no other place is tried.
   std::error_code ec;
-  const fs::path tmp = fs::temp_directory_path(ec);
-  std::string pattern = ((ec ? fs::path("/tmp") : tmp) / fmt::format("lf-train-{}-node-XXXXXX", ::getuid())).string();
-  if (::mkdtemp(pattern.data()) == nullptr) {
-    spdlog::warn("could not create the node's scratch folder {}: {}; the workers name one themselves (set TMPDIR "
-                 "to a writable folder so that it is removed with the job)", pattern, std::strerror(errno));
+  const fs::path tmp = fs::absolute(fs::temp_directory_path(ec), ec);
+  std::string pattern = (tmp / fmt::format("lf-train-{}-node-XXXXXX", ::getuid())).string();
+  if (ec || ::mkdtemp(pattern.data()) == nullptr) {
+    spdlog::warn("could not create the node's scratch folder {}: {}; workers that share the tokenized dataset "
+                 "will fail to as well: set TMPDIR to a writable folder, or tokenized_path",
+                 pattern, ec ? ec.message() : std::strerror(errno));
     return path_;
   }
   path_ = pattern;

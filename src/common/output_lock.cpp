@@ -16,6 +16,7 @@
 
 #include "lf/common/env_knobs.h"
 #include "lf/common/error.h"
+#include "lf/common/hostname.h"
 #include "lf/common/job_token.h"
 
 namespace lf {
@@ -27,12 +28,6 @@ namespace {
 
 double wall_now() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
-std::string this_host() {
-  char buf[256] = {};
-  ::gethostname(buf, sizeof buf - 1);
-  return buf;
 }
 
 std::string this_boot() {
@@ -73,7 +68,7 @@ std::string describe(const OutputLockOwner& o) {
 
 // Why the lock's owner is gone, or "" while it may live.
 std::string gone_because(const OutputLockOwner& o, double mtime, double stale_s) {
-  const bool same_host = o.host == this_host();
+  const bool same_host = o.host == this_hostname();
   if (same_host && !o.boot_id.empty() && o.boot_id != this_boot()) return "this host rebooted since it took the lock";
   if (same_host && !pid_running(o.pid)) return fmt::format("pid {} is not running on this host", o.pid);
   const double age = wall_now() - std::max(o.renewed_unix, mtime);
@@ -133,7 +128,7 @@ std::unique_ptr<OutputLock> OutputLock::acquire(const fs::path& dir, const std::
       return std::unique_ptr<OutputLock>(new OutputLock(path, parent, false));
   }
   OutputLockOwner me;
-  me.host = this_host();
+  me.host = this_hostname();
   me.boot_id = this_boot();
   me.pid = ::getpid();
   me.job = job;

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include "lf/common/env_knobs.h"
+#include "lf/common/hostname.h"
 
 namespace lf::doctor {
 
@@ -15,9 +16,7 @@ DoctorContext context_from_env() {
 }
 
 void run_node_checks(const DoctorContext& ctx, Report& report, NodeFacts& facts, bool all_nodes) {
-  char host[256] = {};
-  ::gethostname(host, sizeof(host) - 1);
-  facts.hostname = host;
+  facts.hostname = this_hostname();
   facts.nproc = ctx.nproc;
   check_gpus(ctx, report, facts);
   check_system(ctx, report);

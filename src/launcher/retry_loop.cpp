@@ -14,6 +14,7 @@
 
 #include "lf/common/error.h"
 #include "lf/common/exit_codes.h"
+#include "lf/common/signal_ignored.h"
 #include "retry_resume.h"
 
 namespace lf {
@@ -32,11 +33,16 @@ void on_stop_signal(int sig) {
   if (g_child > 0) ::kill(g_child, sig);
 }
 
+// nohup's ignored SIGHUP stays ignored, here and in the attempts (signal_ignored.h).
+bool g_hangup_ignored = false;
+
 void install_stop_handlers() {
+  g_hangup_ignored = signal_ignored(SIGHUP);
   struct sigaction sa {};
   sa.sa_handler = on_stop_signal;
   sigemptyset(&sa.sa_mask);
-  for (int sig : {SIGINT, SIGTERM, SIGHUP}) ::sigaction(sig, &sa, nullptr);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP})
+    if (sig != SIGHUP || !g_hangup_ignored) ::sigaction(sig, &sa, nullptr);
 }
 
 // One attempt: this binary with `args`; returns its exit code (128 + signal when killed).
@@ -56,7 +62,8 @@ int run_attempt(const std::vector<std::string>& args) {
     if (::getppid() != parent) ::_exit(128 + SIGTERM);
     struct sigaction dfl {};
     dfl.sa_handler = SIG_DFL;
-    for (int sig : {SIGINT, SIGTERM, SIGHUP}) ::sigaction(sig, &dfl, nullptr);
+    for (int sig : {SIGINT, SIGTERM, SIGHUP})
+      if (sig != SIGHUP || !g_hangup_ignored) ::sigaction(sig, &dfl, nullptr);
     ::execv("/proc/self/exe", argv.data());
     ::_exit(kExitInternal);
   }

@@ -80,7 +80,7 @@ class Bnb4Linear final : public LinearFormat {
 
   at::Tensor linear(const at::Tensor& x, const at::Tensor& bias, bool base_values) const override;
   bool has_product() const override { return true; }
-  at::Tensor product(const at::Tensor& x) const override;
+  at::Tensor product(const at::Tensor& x, const at::Tensor& bias) const override;
   // dequantize_4bit(B, state) in the quantized dtype, then .to(grad_output.dtype), then matmul.
   at::Tensor product_grad_input(const at::Tensor& g) const override {
     auto w = for_gemm(g, dtype_);
@@ -109,17 +109,10 @@ class Bnb4Linear final : public LinearFormat {
 struct Dequant4Linear : public torch::autograd::Function<Dequant4Linear> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const Bnb4Linear* f, const at::Tensor* b,
                             bool base_values) {
-    const at::Tensor& bias = *b;
     ctx->saved_data["format"] = reinterpret_cast<int64_t>(f);
     auto sizes = x.sizes().vec();
     sizes.back() = f->out_features();
-    if (!base_values) return at::empty(sizes, x.options());
-    if (const auto* ops = f->fused_gemm_for(x)) {
-      auto y = f->fused_rows(*ops, x.reshape({-1, x.size(-1)})).view(sizes);
-      return bias.defined() ? y + bias : y;
-    }
-    const auto w = f->for_gemm(x, x.scalar_type());
-    return at::linear(x, w, bias.defined() ? std::optional<at::Tensor>(bias) : std::nullopt);
+    return base_values ? f->product(x, *b) : at::empty(sizes, x.options());
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grad_out) {
@@ -145,13 +138,15 @@ const kernels::FusedOps* Bnb4Linear::fused_gemm_for(const at::Tensor& x) const {
   return mode == "fused" || rows <= 8 ? ops : nullptr;
 }
 
-at::Tensor Bnb4Linear::product(const at::Tensor& x) const {
+// The bias inside the GEMM on the dequantizing path (bitsandbytes' MatMul4Bit), added after the few-row kernel.
+at::Tensor Bnb4Linear::product(const at::Tensor& x, const at::Tensor& bias) const {
   if (const auto* ops = fused_gemm_for(x)) {
     auto sizes = x.sizes().vec();
     sizes.back() = out_features();
-    return at::_unsafe_view(fused_rows(*ops, x.reshape({-1, x.size(-1)})), sizes);
+    auto y = at::_unsafe_view(fused_rows(*ops, x.reshape({-1, x.size(-1)})), sizes);
+    return bias.defined() ? y.add_(bias) : y;
   }
-  return at::linear(x, for_gemm(x, x.scalar_type()));
+  return at::linear(x, for_gemm(x, x.scalar_type()), bias.defined() ? std::optional<at::Tensor>(bias) : std::nullopt);
 }
 
 at::Tensor Bnb4Linear::linear(const at::Tensor& x, const at::Tensor& bias, bool base_values) const {

@@ -23,12 +23,8 @@ struct FormatLoraLinear : public torch::autograd::Function<FormatLoraLinear> {
     auto sizes = x.sizes().vec();
     sizes.back() = out;
     // Not a view of anything autograd saw: the fused RoPE rotates q and k in place.
-    auto y = base_values ? f->product(x) : at::empty(sizes, x.options());
-    if (base_values) {
-      auto y2 = y.view({-1, out});
-      if (bias->defined()) y2.add_(*bias);
-      y2.addmm_(u, b.t(), 1.0, scaling);
-    }
+    auto y = base_values ? f->product(x, *bias) : at::empty(sizes, x.options());
+    if (base_values) y.view({-1, out}).addmm_(u, b.t(), 1.0, scaling);
     ctx->save_for_backward({x2, a, b, u});
     ctx->saved_data["format"] = reinterpret_cast<int64_t>(f);
     ctx->saved_data["scaling"] = scaling;
@@ -59,7 +55,7 @@ struct FormatLoraLinear : public torch::autograd::Function<FormatLoraLinear> {
 }  // namespace
 
 // A format's default: none (has_product false); Linear never asks such a format.
-at::Tensor LinearFormat::product(const at::Tensor&) const {
+at::Tensor LinearFormat::product(const at::Tensor&, const at::Tensor&) const {
   LF_THROW(BackendError, "the {} format has no product outside autograd (has_product is false)", name());
 }
 at::Tensor LinearFormat::product_grad_input(const at::Tensor&) const {

@@ -75,7 +75,11 @@ class Fp8FrozenLinear final : public LinearFormat {
   at::Tensor dequantize(at::ScalarType dtype) const override { return weight().dequantize(dtype); }
   at::Tensor linear(const at::Tensor& x, const at::Tensor& bias, bool base_values) const override;
   bool has_product() const override { return true; }
-  at::Tensor product(const at::Tensor& x) const override { return quant::fp8_stored_forward(x, weight(), recipe_); }
+  // The bias added after the GEMM, as torchao's Float8Linear adds it.
+  at::Tensor product(const at::Tensor& x, const at::Tensor& bias) const override {
+    auto y = quant::fp8_stored_forward(x, weight(), recipe_);
+    return bias.defined() ? y.add_(bias) : y;
+  }
   at::Tensor product_grad_input(const at::Tensor& g) const override {
     return quant::fp8_stored_grad_input(g, weight(), recipe_);
   }
@@ -91,7 +95,7 @@ class Fp8FrozenLinear final : public LinearFormat {
 struct Fp8FrozenFn : public torch::autograd::Function<Fp8FrozenFn> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const Fp8FrozenLinear* f, bool base_values) {
     ctx->saved_data["format"] = reinterpret_cast<int64_t>(f);
-    return base_values ? f->product(x) : unwritten(x, f->out_features());
+    return base_values ? f->product(x, at::Tensor()) : unwritten(x, f->out_features());
   }
   static variable_list backward(AutogradContext* ctx, variable_list grad_out) {
     const auto* f = reinterpret_cast<const Fp8FrozenLinear*>(ctx->saved_data["format"].toInt());

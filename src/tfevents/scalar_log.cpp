@@ -6,6 +6,7 @@
 #include <ctime>
 
 #include "lf/common/error.h"
+#include "lf/common/hostname.h"
 #include "lf/tfevents/record_writer.h"
 #include "tf_event.pb.h"
 
@@ -14,12 +15,6 @@ namespace lf::tfevents {
 namespace fs = std::filesystem;
 
 namespace {
-
-std::string hostname() {
-  char buf[256] = {};
-  ::gethostname(buf, sizeof(buf) - 1);
-  return buf;
-}
 
 double wall_now() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
@@ -34,7 +29,7 @@ std::unique_ptr<ScalarLog> ScalarLog::open_run(const fs::path& output_dir) {
   ::localtime_r(&now, &local);
   char stamp[64];
   std::strftime(stamp, sizeof(stamp), "%b%d_%H-%M-%S", &local);
-  return std::make_unique<ScalarLog>(output_dir / "runs" / (std::string(stamp) + "_" + hostname()));
+  return std::make_unique<ScalarLog>(output_dir / "runs" / (std::string(stamp) + "_" + this_hostname()));
 }
 
 ScalarLog::ScalarLog(const fs::path& logdir) {
@@ -42,7 +37,7 @@ ScalarLog::ScalarLog(const fs::path& logdir) {
   fs::create_directories(logdir, ec);
   LF_CHECK(!ec, ConfigError, "report_to: tensorboard: cannot create {}: {}", logdir.string(), ec.message());
   const auto name = fmt::format("events.out.tfevents.{:010d}.{}.{}.0", static_cast<int64_t>(std::time(nullptr)),
-                                hostname(), ::getpid());
+                                this_hostname(), ::getpid());
   writer_ = std::make_unique<RecordWriter>(logdir / name);
   proto::Event version;
   version.set_wall_time(wall_now());

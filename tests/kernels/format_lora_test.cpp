@@ -1,4 +1,4 @@
-// LoRA over a stored number format (4-bit NF4, FP8 e4m3 rowwise and tensorwise) as one autograd node on
+// LoRA over a stored number format (4-bit NF4, FP8 e4m3 rowwise and tensorwise), with a frozen bias, as one autograd node on
 // the fused path (model/format_lora_linear.h) against the separate nodes of the ATen path: the node is
 // the one autograd records, and the output, x's gradient and the adapters' gradients agree to the
 // GEMMs' summation order and one rounding fewer. On the GPU at a Qwen2.5-7B projection (kernels_test),
@@ -55,6 +55,7 @@ TEST(FormatLora, OneNodeOnTheFusedPathMatchesTheSeparateNodes) {
     const auto w = (at::randn({out, in}) * 0.02).to(at::kBFloat16).to(dev);
     model::Linear lin;
     lin.format_ = c.make(w);
+    lin.bias_ = (at::randn({out}) * 0.1).to(at::kBFloat16).to(dev);  // frozen (Qwen2's q/k/v have one)
     auto lora = std::make_unique<model::LoraWeights>();
     lora->a_ = (at::randn({8, in}) * 0.05).to(dev).requires_grad_(true);
     lora->b_ = (at::randn({out, 8}) * 0.05).to(dev).requires_grad_(true);

@@ -290,6 +290,31 @@ def test_sigint_stops_workers_and_grandchildren(tmp_path, agents):
     assert wait_no_survivors(marker), live_pids_with(marker)
 
 
+@pytest.mark.parametrize("ignored", [False, True])
+def test_sighup_stops_the_job_unless_nohup_ignores_it(tmp_path, agents, ignored):
+    """A closed terminal (SIGHUP) stops the job as SIGTERM does, and the node's scratch folder goes with
+    it; under nohup (SIGHUP ignored when lf-train starts) the job runs on."""
+    marker = unique_marker("sighup")
+    old = signal.signal(signal.SIGHUP, signal.SIG_IGN if ignored else signal.SIG_DFL)
+    try:  # the agent inherits the disposition, as from nohup
+        a = Agent(["launch", "--nproc-per-node", "2", "--master-port", str(free_port()), "--", PY, WORKER,
+                   "--marker", marker, "--sleep", "120"], tmp=str(tmp_path))
+    finally:
+        signal.signal(signal.SIGHUP, old)
+    agents.append(a)
+    assert wait_until(lambda: len(live_pids_with(marker)) == 2 and len(a.envs()) == 2, 20), a.err
+    scratch = a.envs()[0]["LF_NODE_SCRATCH"]
+    assert os.path.isdir(scratch), scratch
+    a.kill(signal.SIGHUP)
+    if ignored:
+        time.sleep(1.5)
+        assert a.poll() is None and len(live_pids_with(marker)) == 2, a.err
+        a.kill(signal.SIGTERM)
+    assert a.wait(20) == 128 + (signal.SIGTERM if ignored else signal.SIGHUP), a.err
+    assert wait_no_survivors(marker), live_pids_with(marker)
+    assert not os.path.exists(scratch), "the node's scratch folder outlived its agent"
+
+
 @pytest.mark.parametrize("ending", ["success", "failure"])
 def test_nothing_a_worker_started_outlives_the_job(tmp_path, agents, ending):
     """A worker leaves a daemon in a session of its own (setsid: outside its process group)

@@ -43,11 +43,12 @@ class LinearFormat {
   // is garbage (backward_only_linear.h: a checkpoint recompute); its backward is the same.
   virtual at::Tensor linear(const at::Tensor& x, const at::Tensor& bias, bool base_values) const = 0;
   // The same product outside autograd, for a node that fuses LoRA's update into it
-  // (format_lora_linear.h): x [.., in] -> x W^T [.., out] in x's dtype, not a view; and its input
-  // gradient g [M, out] -> g W [M, in], contiguous (the adapter's part is added into it in place).
-  // A format without them (has_product false) gets LoRA on top of linear() through autograd.
+  // (format_lora_linear.h): x [.., in] -> x W^T (+ bias) [.., out] in x's dtype, not a view, rounded
+  // as linear() rounds it; and its input gradient g [M, out] -> g W [M, in], contiguous (the adapter's
+  // part is added into it in place). A format without them (has_product false) gets LoRA on top of
+  // linear() through autograd.
   virtual bool has_product() const { return false; }
-  virtual at::Tensor product(const at::Tensor& x) const;
+  virtual at::Tensor product(const at::Tensor& x, const at::Tensor& bias) const;
   virtual at::Tensor product_grad_input(const at::Tensor& g) const;
 };
 
