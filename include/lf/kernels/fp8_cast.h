@@ -4,9 +4,9 @@
 // (1 / max(double(amax), 1e-12))) (rowwise: its power of two below, the exponent bits), each element
 // float32(x) * scale saturated to +-fmax and rounded to nearest even. Amax and scale stay on the device:
 // no host sync.
-// - rowwise: one block per row, the row read once into registers (cols <= kFp8RowMaxCols, in packs of
-//   kFp8RowPack), its amax
-//   reduced in the block, then scaled and written as FP8 with the row's scale;
+// - rowwise: the row read once into registers (cols <= kFp8RowMaxCols, in packs of kFp8RowPack), its amax
+//   reduced, then scaled and written as FP8 with the row's scale: a warp a row for 2-byte rows of up to
+//   4,096 (8 rows a block, shuffles), else a block a row;
 // - tensorwise: a grid-stride amax (atomicMax on the float's bits: non-negative floats order as their
 //   bits) into `amax` (zeroed by the launcher on the stream), then the cast, which reads the amax, computes
 //   the scale in every block and writes it once. x is read twice: the scale needs the whole tensor first.
