@@ -42,6 +42,29 @@ __device__ __forceinline__ uint8_t to_fp8(float v, float scale, bool e5m2) {
   return __nv_cvt_float_to_fp8(y, __NV_SATFINITE, e5m2 ? __NV_E5M2 : __NV_E4M3);
 }
 
+// The pack of x at column c, times the column factors if any (x * f rounded to T, as ATen's multiply
+// stores it); m takes its max |x|.
+template <typename T>
+__device__ __forceinline__ Pack<T, kVec> load_factored(const T* x, const float* col_mul, int64_t c, float& m) {
+  auto v = load_pack<T, kVec>(x + c);
+  if (col_mul) {
+#pragma unroll
+    for (int j = 0; j < kVec; ++j) v.v[j] = from_float<T>(to_float(v.v[j]) * col_mul[c + j]);
+  }
+#pragma unroll
+  for (int j = 0; j < kVec; ++j) m = fmaxf(m, fabsf(to_float(v.v[j])));
+  return v;
+}
+
+// v's FP8 bytes under scale s at out + c, 8 at a time.
+template <typename T>
+__device__ __forceinline__ void store_fp8(uint8_t* out, int64_t c, const Pack<T, kVec>& v, float s, bool e5m2) {
+  Pack<uint8_t, kVec> q;
+#pragma unroll
+  for (int j = 0; j < kVec; ++j) q.v[j] = to_fp8(to_float(v.v[j]), s, e5m2);
+  store_pack<uint8_t, kVec>(out + c, q);
+}
+
 // One block per row: the row read once into registers (packs of 8: cols % 8 == 0 and x 32-byte aligned,
 // fp8_cast_op's condition), multiplied by the column factors if any, its amax, its scale, its FP8 bytes
 // written 8 at a time.
@@ -54,15 +77,7 @@ __global__ void __launch_bounds__(kRowThreads) fp8_rowwise_kernel(const Fp8CastA
 #pragma unroll
   for (int i = 0; i < kVecsPerThread; ++i) {
     const int64_t c = (threadIdx.x + int64_t{i} * kRowThreads) * kVec;
-    if (c < a.cols) {
-      v[i] = load_pack<T, kVec>(x + c);
-      if (a.col_mul) {  // the folded factors: x * f rounded to T, as ATen's multiply stores it
-#pragma unroll
-        for (int j = 0; j < kVec; ++j) v[i].v[j] = from_float<T>(to_float(v[i].v[j]) * a.col_mul[c + j]);
-      }
-#pragma unroll
-      for (int j = 0; j < kVec; ++j) m = fmaxf(m, fabsf(to_float(v[i].v[j])));
-    }
+    if (c < a.cols) v[i] = load_factored(x, a.col_mul, c, m);
   }
   const float s = scale_of(block_max(m), a.e5m2, a.pow2);
   if (threadIdx.x == 0) a.scale[row] = s;
@@ -70,12 +85,7 @@ __global__ void __launch_bounds__(kRowThreads) fp8_rowwise_kernel(const Fp8CastA
 #pragma unroll
   for (int i = 0; i < kVecsPerThread; ++i) {
     const int64_t c = (threadIdx.x + int64_t{i} * kRowThreads) * kVec;
-    if (c < a.cols) {
-      Pack<uint8_t, kVec> q;
-#pragma unroll
-      for (int j = 0; j < kVec; ++j) q.v[j] = to_fp8(to_float(v[i].v[j]), s, a.e5m2);
-      store_pack<uint8_t, kVec>(out + c, q);
-    }
+    if (c < a.cols) store_fp8(out, c, v[i], s, a.e5m2);
   }
 }
 
@@ -98,15 +108,7 @@ __global__ void __launch_bounds__(kThreads) fp8_rowwise_warp_kernel(const Fp8Cas
 #pragma unroll
   for (int i = 0; i < kWarpRowPacks; ++i) {
     const int64_t p = lane + int64_t{i} * 32;
-    if (p < packs) {
-      v[i] = load_pack<T, kVec>(x + p * kVec);
-      if (a.col_mul) {  // as the block kernel: x * f rounded to T
-#pragma unroll
-        for (int j = 0; j < kVec; ++j) v[i].v[j] = from_float<T>(to_float(v[i].v[j]) * a.col_mul[p * kVec + j]);
-      }
-#pragma unroll
-      for (int j = 0; j < kVec; ++j) m = fmaxf(m, fabsf(to_float(v[i].v[j])));
-    }
+    if (p < packs) v[i] = load_factored(x, a.col_mul, p * kVec, m);
   }
   const float s = scale_of(warp_max(m), a.e5m2, a.pow2);
   if (lane == 0) a.scale[row] = s;
@@ -114,12 +116,7 @@ __global__ void __launch_bounds__(kThreads) fp8_rowwise_warp_kernel(const Fp8Cas
 #pragma unroll
   for (int i = 0; i < kWarpRowPacks; ++i) {
     const int64_t p = lane + int64_t{i} * 32;
-    if (p < packs) {
-      Pack<uint8_t, kVec> q;
-#pragma unroll
-      for (int j = 0; j < kVec; ++j) q.v[j] = to_fp8(to_float(v[i].v[j]), s, a.e5m2);
-      store_pack<uint8_t, kVec>(out + p * kVec, q);
-    }
+    if (p < packs) store_fp8(out, p * kVec, v[i], s, a.e5m2);
   }
 }
 
