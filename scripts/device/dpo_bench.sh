@@ -3,6 +3,7 @@
 #   scripts/device/dpo_bench.sh                # build (if needed), then both rows
 #   ROWS="7b-lora" STEPS=20 scripts/device/dpo_bench.sh
 #   TRACE=1 ROWS=7b-lora STEPS=4 scripts/device/dpo_bench.sh   # + a trace of the reference pass and step 1
+#   TRACE=1 TRACE_STEPS=0:0 ROWS=7b-lora STEPS=20 scripts/device/dpo_bench.sh   # the reference pass alone
 #   LF_SDPA_BACKEND=torch PEER=0 ROWS=7b-lora scripts/device/dpo_bench.sh   # lf-train alone, cuDNN attention
 #       kept (auto leaves it out on these varying-length pairs: train/attention_shapes.h); add
 #       TORCH_CUDNN_SDPA_AVOID_RECOMPILE=1 for torch's experimental plan reuse across lengths
@@ -69,9 +70,10 @@ row() {  # SIZE MODE
   local lr=5e-6 extra=""
   [[ $mode == lora ]] && extra="lora_rank=16 lora_alpha=32 lora_target=all"
   # lf-train: the whole train() timed by HF's train_samples_per_second (the reference pass included).
-  # TRACE=1: a Kineto trace of the reference pass and step 1 (LF_PROFILE_TRACE_STEPS=0:1), summarised.
+  # TRACE=1: a Kineto trace of the reference pass and step 1 (LF_PROFILE_TRACE_STEPS=0:1), summarised;
+  # TRACE_STEPS=10:11 a later window (a short run's first steps are mostly warm-up).
   local trace=()
-  [[ ${TRACE:-0} == 1 ]] && trace=(LF_PROFILE_TRACE=$WORK/trace_$size-$mode LF_PROFILE_TRACE_STEPS=0:1)
+  [[ ${TRACE:-0} == 1 ]] && trace=(LF_PROFILE_TRACE=$WORK/trace_$size-$mode LF_PROFILE_TRACE_STEPS=${TRACE_STEPS:-0:1})
   env "${trace[@]}" timeout 420 $LF configs/tiny_cpu.yaml model_name_or_path=$model init_weights=random stage=dpo pref_loss=sigmoid \
     pref_beta=0.1 finetuning_type=$mode $extra dataset=pairs dataset_dir=$WORK/data template=qwen cutoff_len=2048 \
     val_size=0 eval_strategy=no per_device_train_batch_size=2 gradient_accumulation_steps=1 max_steps=$STEPS \
@@ -80,7 +82,7 @@ row() {  # SIZE MODE
     disable_gradient_checkpointing=true > "$OUT/dpo_lf_$size-$mode.log" 2>&1
   local rc=$?
   grep -E "reference log-probabilities|perf:" "$OUT/dpo_lf_$size-$mode.log" | tail -3
-  [[ ${TRACE:-0} == 1 ]] && $PY scripts/bench/trace_summary.py "$WORK/trace_$size-$mode/trace-rank0.json" \
+  [[ ${TRACE:-0} == 1 ]] && $PY scripts/bench/trace_summary.py --top 20 "$WORK/trace_$size-$mode/trace-rank0.json" \
     > "$OUT/dpo_trace_$size-$mode.txt" 2>&1 && grep -E "^RESULT" "$OUT/dpo_trace_$size-$mode.txt" | cut -c1-600
   # the peer: the same tokenized pairs (lf-train's cache), the same steps (PEER=0: lf-train alone, for an A/B
   # of lf-train's own settings within a lease whose peer row is already measured).
