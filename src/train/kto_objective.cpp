@@ -40,9 +40,9 @@ class KtoObjective : public Objective {
   }
 
   void prepare(const std::vector<std::vector<int64_t>>& first_epoch) override {
-    spdlog::info("kto: reference log-probabilities of {} examples and their KL pairs ({}), computed once before "
-                 "training",
-                 ctx_.train->num_examples(), !o_.ref_model.empty() ? "ref_model " + o_.ref_model
+    spdlog::info("kto: reference log-probabilities of {} examples and their KL pairs ({} in all; {}), computed once "
+                 "before training",
+                 examples_in(first_epoch), ctx_.train->num_examples(), !o_.ref_model.empty() ? "ref_model " + o_.ref_model
                                              : ctx_.lora ? "the model with its adapters off" : "the initial weights");
     const auto ref = separate_reference(ctx_);  // freed at the end of the pass
     ref_train_ = reference_logps(ctx_, *ctx_.train, first_epoch, /*pairwise=*/false, ref.get());

@@ -26,6 +26,12 @@ std::vector<std::vector<int64_t>> strided_batches(int64_t n, int64_t batch_examp
   return out;
 }
 
+int64_t examples_in(const std::vector<std::vector<int64_t>>& batches) {
+  int64_t n = 0;
+  for (const auto& b : batches) n += static_cast<int64_t>(b.size());
+  return n;
+}
+
 std::vector<double> reference_logps(const ObjectiveContext& ctx, const TokenizedDataset& data,
                                     const std::vector<std::vector<int64_t>>& batches, bool pairwise,
                                     model::CausalLM* ref_model) {

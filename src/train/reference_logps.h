@@ -29,6 +29,10 @@ std::vector<double> reference_logps(const ObjectiveContext& ctx, const Tokenized
                                     model::CausalLM* ref_model = nullptr);
 
 
+// The examples in `batches`: what a rank's reference pass computes (the first epoch's steps that the run
+// takes: fewer than the dataset's when max_steps ends the run inside it).
+int64_t examples_in(const std::vector<std::vector<int64_t>>& batches);
+
 // This rank's evaluation batches: `batch_examples` consecutive examples, batch k to rank k % world, the
 // rounds padded with empty batches to the same count on every rank.
 std::vector<std::vector<int64_t>> strided_batches(int64_t num_examples, int64_t batch_examples, int64_t rank,

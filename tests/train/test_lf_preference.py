@@ -14,6 +14,7 @@ micro-batches (per_device_train_batch_size 2 on 2 ranks is one process's 4 with 
 KTO's KL estimate is per micro-step over every rank's rows, as TRL gathers it). And the bad inputs of the issue."""
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -126,6 +127,11 @@ def test_reference_pass_is_traced_as_step_0(model, tmp_path):
     assert "profile trace of steps 0-1" in log, log[-3000:]
     names = [e.get("name") for e in json.load(open(trace_dir / "trace-rank0.json"))["traceEvents"]]
     assert names.count("lf::reference") >= 1 and "lf::optimizer" in names, sorted(set(n for n in names if n and n.startswith("lf::")))
+    # Only the pairs of the steps the run takes: 2 steps x 2 micro-batches x 2 pairs (pref.yaml), in as many
+    # spans, of the dataset's more.
+    assert names.count("lf::reference") == 4, names.count("lf::reference")
+    m = re.search(r"reference log-probabilities of (\d+) pairs \((\d+) in all", log)
+    assert m and int(m.group(1)) == 8 and int(m.group(2)) > 8, log[-3000:]
 
 
 def ref_keys(keys):
