@@ -9,6 +9,8 @@
 #include <cstdio>
 
 #include "lf/kernels/fp8_cast_op.h"
+#include "lf/kernels/fp8_output_scale_op.h"
+#include "lf/kernels/transpose_op.h"
 #include "lf/quant/fp8.h"
 #include "gpu_timing.h"
 
@@ -109,6 +111,47 @@ TEST(Fp8Gpu, GemmThroughput) {
                 flop / bf16 / 1e9, bf16 / fp8);
   }
   lf::quant::set_fp8_cast_kernel(nullptr);
+}
+
+// A benchmark line, not a timed assertion: the rowwise input-gradient GEMM of a stored weight at 7B's down_proj
+// dgrad shape (g [8192, 18944] by W [18944, 3584]) as lf-train runs it (torchao's: unit scales, no fast
+// accumulation, then the row scales in a pass of their own: fp8_output_scale) against _scaled_mm taking the row
+// scales itself (cuBLASLt's outer-vector scaling), with and without fast accumulation; `differ` counts the
+// outputs that are not bit-equal to lf-train's. The scales are powers of two, so only the accumulation differs.
+TEST(Fp8Gpu, RowwiseGradInputThroughput) {
+  if (!fp8_gpu()) GTEST_SKIP() << "no sm_89+ GPU";
+  lf::quant::set_fp8_cast_kernel(lf::kernels::fp8_cast_kernel());
+  lf::quant::set_fp8_scale_kernel(lf::kernels::fp8_output_scale_kernel());
+  lf::quant::set_transpose_kernel(lf::kernels::transpose_kernel());
+  const auto r = Fp8Recipe::kRowwise;
+  const auto g = activations(8192, 18944, 5).mul(1e-3);
+  const auto w = (at::randn({18944, 3584}, g.options().dtype(at::kFloat)) * 0.02).to(at::kBFloat16);
+  const auto stored = lf::quant::fp8_store_weight(w.t().contiguous(), r);  // [3584, 18944]: dx = g W^T
+  const double flop = 2.0 * 8192 * 3584 * 18944;
+  at::Tensor ours;
+  const double lf_ms = gpu_ms_of([&] { ours = lf::quant::fp8_stored_grad_input(g, stored, r); });
+  const auto ga = lf::quant::fp8_cast_scaled_columns(g, stored.scale.reciprocal().t().to(g.scalar_type()),
+                                                     lf::quant::fp8_grad_scaling(r, 1));
+  const auto bd = stored.data.t().contiguous().t();  // column-major [18944, 3584]
+  const auto ones = at::ones({1, bd.size(1)}, ga.scale.options());
+  for (const bool fast : {false, true}) {
+    try {
+      at::Tensor y;
+      const double ms = gpu_ms_of([&] {
+        y = at::_scaled_mm(ga.data, bd, ga.scale.reciprocal(), ones, std::nullopt, std::nullopt, at::kBFloat16, fast);
+      });
+      const auto differ = at::ne(y, ours).sum().item<int64_t>();
+      std::printf("FP8DGRAD rowwise 8192x18944x3584: lf-train %.3f ms (%.0f TFLOP/s) | _scaled_mm row scales%s %.3f "
+                  "ms (%.0f TFLOP/s), %lld of %lld outputs differ, rel %.2e\n",
+                  lf_ms, flop / lf_ms / 1e9, fast ? " fast-accum" : "", ms, flop / ms / 1e9,
+                  static_cast<long long>(differ), static_cast<long long>(y.numel()), rel(y, ours));
+    } catch (const std::exception& e) {
+      std::printf("FP8DGRAD rowwise: _scaled_mm row scales%s refused: %.200s\n", fast ? " fast-accum" : "", e.what());
+    }
+  }
+  lf::quant::set_fp8_cast_kernel(nullptr);
+  lf::quant::set_fp8_scale_kernel(nullptr);
+  lf::quant::set_transpose_kernel(nullptr);
 }
 
 }  // namespace
