@@ -10,7 +10,8 @@
 # and the same channels of every down_proj / o_proj output rows x8 (outliers in the residual stream), saved as a
 # checkpoint both runs read (init_weights: pretrained). Prints CURVE lines: mean and max relative difference of
 # the per-step losses after step 20 (goal for the default recipe: mean <= 1%, max <= 3%).
-# Env: STEPS (200), RECIPES, SEQ (2048), RUN_TIMEOUT (600), SKIP_BUILD, OUT.
+# Env: STEPS (200), RECIPES, NOISE (1: a bf16 run on ATen's ops beside, the comparison's noise floor), SEQ (2048),
+# RUN_TIMEOUT (600), SKIP_BUILD, OUT.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 size=${1:-0.5b} mode=${2:-full}
@@ -56,8 +57,16 @@ init_weights=pretrained cutoff_len=${SEQ:-2048} learning_rate=1e-5 output_dir=$W
 losses() { "$PY" -c "import json,sys
 print(json.dumps([json.loads(l)['loss'] for l in open(sys.argv[1]) if '\"loss\"' in l]))" "$WORK/out/curve-$1/trainer_log.jsonl"; }
 run "curve-bf16-$size-$mode" $LF $(args bf16-$size-$mode)
-for r in ${RECIPES:-rowwise tensorwise}; do
-  run "curve-fp8-$r-$size-$mode" $LF $(args fp8-$r-$size-$mode fp8=true fp8_recipe=$r)
+# NOISE=1: the noise floor of the comparison. bf16 again with ATen's ops for the fused kernels
+# (LF_FUSED_KERNELS=0: the same arithmetic, other roundings), compared with bf16 by the same statistics
+# ("recipe" bf16-aten): what two bf16 runs differing by rounding alone read on these weights and data.
+runs=${RECIPES:-rowwise tensorwise}
+if [[ ${NOISE:-0} == 1 ]]; then
+  run "curve-bf16-aten-$size-$mode" env LF_FUSED_KERNELS=0 $LF $(args fp8-bf16-aten-$size-$mode)
+  runs="bf16-aten $runs"
+fi
+for r in $runs; do
+  [[ $r != bf16-aten ]] && run "curve-fp8-$r-$size-$mode" $LF $(args fp8-$r-$size-$mode fp8=true fp8_recipe=$r)
   "$PY" - "$size $mode" "$r" "$(losses bf16-$size-$mode)" "$(losses fp8-$r-$size-$mode)" <<'PYEOF'
 import json, sys
 shape, recipe, a, b = sys.argv[1], sys.argv[2], json.loads(sys.argv[3] or "[]"), json.loads(sys.argv[4] or "[]")
@@ -70,4 +79,6 @@ ok = "ok" if mean <= 0.01 and mx <= 0.03 else "BEYOND"
 print(f"CURVE {shape} {recipe} (outliers injected): {n} steps, after step 20 mean rel diff {mean:.4f} (goal <= 0.01), "
       f"max {mx:.4f} (goal <= 0.03) {ok}; final loss bf16 {a[n-1]:.4f} fp8 {b[n-1]:.4f}")
 PYEOF
+  losses fp8-$r-$size-$mode > "$OUT/losses-$r-$size-$mode.json"
 done
+losses bf16-$size-$mode > "$OUT/losses-bf16-$size-$mode.json"

@@ -126,7 +126,7 @@ TEST(Fp8Gpu, RowwiseGradInputThroughput) {
   const auto r = Fp8Recipe::kRowwise;
   const auto g = activations(8192, 18944, 5).mul(1e-3);
   const auto w = (at::randn({18944, 3584}, g.options().dtype(at::kFloat)) * 0.02).to(at::kBFloat16);
-  const auto stored = lf::quant::fp8_store_weight(w.t().contiguous(), r);  // [3584, 18944]: dx = g W^T
+  const auto stored = lf::quant::fp8_store_weight(w, r);  // W [N, K] = [18944, 3584]: dx = g W
   const double flop = 2.0 * 8192 * 3584 * 18944;
   at::Tensor ours;
   const double lf_ms = gpu_ms_of([&] { ours = lf::quant::fp8_stored_grad_input(g, stored, r); });
