@@ -53,10 +53,20 @@ std::pair<at::Tensor, at::Tensor> cublaslt_layout(const at::Tensor& a, const at:
 // inverse row scales post_a [M, 1] and b's post_b [1, N] (undefined: b has none, its scales folded away).
 // torchao multiplies by the [M, N] product post_a * post_b (Inductor fuses it); rowwise scales are powers of
 // two, so y * post_a * post_b, one broadcast at a time, rounds the same without an [M, N] float32 tensor.
+// On a GPU, the rowwise _scaled_mm takes the scales itself (cuBLASLt's outer-vector scaling) and writes the
+// same bits: power-of-two scales commute with the output's rounding, and it accumulates as the unit-scaled
+// GEMM does. Measured on an H100 at 7B's down_proj input gradient: 0 of 29M outputs differ, 0.855 ms against
+// 1.172 for the GEMM and the scale pass (fp8_gpu_test's FP8DGRAD line, 2026-12-06). The CPU's _scaled_mm
+// takes per-tensor scales only, so the emulation keeps torchao's two steps.
 at::Tensor unit_scaled_mm(const at::Tensor& ad, const at::Tensor& bd, const at::Tensor& post_a,
                           const at::Tensor& post_b, at::ScalarType out_dtype) {
-  const auto one = at::ones({}, post_a.options());
   const bool via_bf16 = out_dtype == at::kHalf || out_dtype == at::kFloat;
+  if (ad.is_cuda()) {
+    const auto pb = post_b.defined() ? post_b : at::ones({1, bd.size(1)}, post_a.options());
+    auto y = at::_scaled_mm(ad, bd, post_a, pb, std::nullopt, std::nullopt, at::kBFloat16, false);
+    return via_bf16 ? y.to(out_dtype) : y;
+  }
+  const auto one = at::ones({}, post_a.options());
   auto y = at::_scaled_mm(ad, bd, one, one, std::nullopt, std::nullopt, via_bf16 ? at::kBFloat16 : out_dtype, false);
   const auto k = kernel_slot<Fp8ScaleKernel>().load(std::memory_order_acquire);
   if (!k || !k(y, post_a, post_b)) {
