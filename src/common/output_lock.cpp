@@ -18,6 +18,7 @@
 #include "lf/common/error.h"
 #include "lf/common/hostname.h"
 #include "lf/common/job_token.h"
+#include "lf/common/wall_clock.h"
 
 namespace lf {
 
@@ -25,10 +26,6 @@ namespace fs = std::filesystem;
 using json = nlohmann::json;
 
 namespace {
-
-double wall_now() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
 
 std::string this_boot() {
   std::ifstream in("/proc/sys/kernel/random/boot_id");

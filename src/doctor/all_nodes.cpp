@@ -33,6 +33,7 @@
 
 #include "lf/common/error.h"
 #include "lf/common/version.h"
+#include "lf/common/wall_clock.h"
 #include "lf/doctor/doctor.h"
 #include "lf/doctor/net_probe.h"
 #include "lf/rendezvous/bind_address.h"
@@ -45,10 +46,6 @@ namespace fs = std::filesystem;
 using json = nlohmann::json;
 
 namespace {
-
-double wall_now() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
 
 std::chrono::milliseconds ms(double s) { return std::chrono::milliseconds(static_cast<int64_t>(s * 1000)); }
 

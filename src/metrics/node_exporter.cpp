@@ -9,16 +9,13 @@
 #include "lf/common/env.h"
 #include "lf/common/env_knobs.h"
 #include "lf/common/error.h"
+#include "lf/common/wall_clock.h"
 #include "lf/metrics/gpu_assignment.h"
 #include "lf/metrics/gpu_series.h"
 
 namespace lf::metrics {
 
 namespace {
-
-double wall_now() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
 
 double positive_seconds(const char* name, std::optional<double> v, double fallback) {
   if (!v) return fallback;

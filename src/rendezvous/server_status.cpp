@@ -4,15 +4,12 @@
 #include <fmt/format.h>
 
 #include "lf/common/error.h"
+#include "lf/common/wall_clock.h"
 #include "server_impl.h"
 
 namespace lf::rdzv {
 
 namespace {
-
-double wall_now() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
 
 const char* phase_name(RendezvousServer::Impl::Phase p) {
   using P = RendezvousServer::Impl::Phase;

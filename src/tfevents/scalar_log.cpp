@@ -7,6 +7,7 @@
 
 #include "lf/common/error.h"
 #include "lf/common/hostname.h"
+#include "lf/common/wall_clock.h"
 #include "lf/tfevents/record_writer.h"
 #include "tf_event.pb.h"
 
@@ -15,10 +16,6 @@ namespace lf::tfevents {
 namespace fs = std::filesystem;
 
 namespace {
-
-double wall_now() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
 
 }  // namespace
 

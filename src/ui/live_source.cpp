@@ -12,6 +12,7 @@
 #include "background_json.h"
 #include "curves.h"
 #include "job_health.h"
+#include "lf/common/wall_clock.h"
 #include "state_json.h"
 
 namespace lf::ui {

@@ -12,6 +12,7 @@
 #include "background_json.h"
 #include "curves.h"
 #include "lf/common/error.h"
+#include "lf/common/wall_clock.h"
 #include "state_json.h"
 
 namespace lf::ui {

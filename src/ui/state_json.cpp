@@ -5,6 +5,8 @@
 #include <chrono>
 #include <cstring>
 
+#include "lf/common/wall_clock.h"
+
 namespace lf::ui {
 
 namespace {
@@ -39,10 +41,6 @@ nlohmann::json progress_json(int64_t step, const ProgressMetrics& rank0, std::op
     if (auto s = curves.recent_step_seconds()) eta = (*rank0.total_steps - static_cast<double>(step)) * *s;
   p["eta_s"] = value(eta);
   return p;
-}
-
-double wall_now() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
 std::string dump(const nlohmann::json& j) { return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace); }

@@ -20,8 +20,6 @@ std::string exit_text(int64_t exit_code, int64_t signal);
 nlohmann::json progress_json(int64_t step, const ProgressMetrics& rank0, std::optional<double> tokens_per_s,
                              std::optional<double> mfu, const Curves& curves);
 
-double wall_now();
-
 // nlohmann's dump that never throws on text that is not UTF-8 (a worker's line may be anything).
 std::string dump(const nlohmann::json& j);
 
