@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One test binary of the device build with a gtest filter, ON the GPU machine (after queue.sh's `build`):
-#   scripts/device/gtest.sh kernels_test 'Transpose.*:Fp8CastKernel.*'
+#   scripts/device/gtest.sh kernels_test 'Transpose.*:Fp8OutputScale.*'
 #   scripts/device/gtest.sh model_test 'HostCopies.*'
 # Writes $OUT/<binary>.log; prints the binary's name with its PASSED / FAILED lines (queue.sh keeps them).
 set -uo pipefail

@@ -13,6 +13,7 @@
 
 #ifdef LF_HAVE_FUSED_KERNELS
 #include "lf/kernels/fp8_cast_op.h"
+#include "lf/kernels/fp8_output_scale_op.h"
 #include "lf/kernels/transpose_op.h"
 #endif
 
@@ -114,15 +115,18 @@ bool eligible(const Linear& lin) { return lin.in_features() % 16 == 0 && lin.out
 // The CUDA cast kernel (kernels/fp8_cast.cu) where this build has the fused kernels and they are on.
 void install_cast_kernel(CausalLM& model, Fp8Report& rep) {
   quant::Fp8CastKernel k = nullptr;
+  quant::Fp8ScaleKernel scale = nullptr;
   quant::TransposeKernel transpose = nullptr;
 #ifdef LF_HAVE_FUSED_KERNELS
   k = kernels::fp8_cast_kernel();
+  scale = kernels::fp8_output_scale_kernel();
   transpose = kernels::transpose_kernel();
 #endif
   const auto params = model.named_parameters();
   const bool on_gpu = !params.empty() && params.front().tensor->is_cuda();
   rep.fused_cast = k && built_fused_ops() && kernel_paths().fused_kernels && on_gpu;
   quant::set_fp8_cast_kernel(rep.fused_cast ? k : nullptr);
+  quant::set_fp8_scale_kernel(rep.fused_cast ? scale : nullptr);
   quant::set_transpose_kernel(rep.fused_cast ? transpose : nullptr);
 }
 

@@ -68,8 +68,11 @@ at::Tensor unit_scaled_mm(const at::Tensor& ad, const at::Tensor& bd, const at::
   }
   const auto one = at::ones({}, post_a.options());
   auto y = at::_scaled_mm(ad, bd, one, one, std::nullopt, std::nullopt, via_bf16 ? at::kBFloat16 : out_dtype, false);
-  y.mul_(post_a);
-  if (post_b.defined()) y.mul_(post_b);
+  const auto k = kernel_slot<Fp8ScaleKernel>().load(std::memory_order_acquire);
+  if (!k || !k(y, post_a, post_b)) {
+    y.mul_(post_a);
+    if (post_b.defined()) y.mul_(post_b);
+  }
   return via_bf16 ? y.to(out_dtype) : y;
 }
 
@@ -118,6 +121,7 @@ double fp8_max(at::ScalarType fp8_dtype) {
 }
 
 void set_fp8_cast_kernel(Fp8CastKernel k) { kernel_slot<Fp8CastKernel>().store(k, std::memory_order_release); }
+void set_fp8_scale_kernel(Fp8ScaleKernel k) { kernel_slot<Fp8ScaleKernel>().store(k, std::memory_order_release); }
 void set_transpose_kernel(TransposeKernel k) { kernel_slot<TransposeKernel>().store(k, std::memory_order_release); }
 
 at::Tensor Fp8Tensor::dequantize(at::ScalarType dtype) const { return data.to(at::kFloat).div(scale).to(dtype); }

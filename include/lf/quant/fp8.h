@@ -97,6 +97,13 @@ Fp8Tensor fp8_cast_scaled_columns(const at::Tensor& x, const at::Tensor& col_mul
 using Fp8CastKernel = bool (*)(const at::Tensor& x, const at::Tensor& col_mul, const Fp8Scaling& s, Fp8Tensor& out);
 void set_fp8_cast_kernel(Fp8CastKernel k);
 
+// A device kernel for the row (and column) scaling after the rowwise GEMMs without fast accumulation
+// (kernels/fp8_output_scale.cu: y = T(T(y * row_scale) * col_scale) in place, ATen's two multiplies in one
+// pass), installed beside the cast kernel; col_scale undefined: rows only. False: it does not take y (ATen
+// multiplies). Null: ATen always.
+using Fp8ScaleKernel = bool (*)(at::Tensor& y, const at::Tensor& row_scale, const at::Tensor& col_scale);
+void set_fp8_scale_kernel(Fp8ScaleKernel k);
+
 // A device kernel for the transposed copies cuBLASLt's FP8 layouts need (kernels/transpose.cu: a stored weight
 // seen along N for its input gradient, x and g along the tokens for dW): out = x^T, contiguous, for a contiguous
 // 2-D x; the same bits as x.t().contiguous(). False: it does not take x (ATen copies). Null: ATen always.
