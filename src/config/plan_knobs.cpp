@@ -27,6 +27,7 @@ void resolve_kernel_paths(KernelPaths& k) {
   k.quant_gemm = knob_string("LF_QUANT_GEMM").value_or("auto");
   k.pad_masked_logits = knob_string("LF_PAD_MASKED_LOGITS").value_or("auto");
   k.sdpa_backend = knob_string("LF_SDPA_BACKEND").value_or("auto");
+  k.fp8_scales_in_gemm = knob_string("LF_FP8_SCALES_IN_GEMM").value_or("auto");  // the table checks auto|0
   LF_CHECK(k.cuda_graph_bucket > 0 && k.cuda_graph_bucket % 8 == 0, ConfigError,
            "LF_CUDA_GRAPH_BUCKET: expected a positive multiple of 8 (tokens a graphed row is padded to), got {}; "
            "unset it for 128",

@@ -23,6 +23,12 @@ std::atomic<K>& kernel_slot() {
   return k;
 }
 
+// set_fp8_rowwise_scales_in_gemm's switch (off: torchao's two steps everywhere).
+std::atomic<bool>& rowwise_scales_in_gemm() {
+  static std::atomic<bool> on{false};
+  return on;
+}
+
 // x^T [C, R] contiguous, for x [R, C]: the kernel where it takes x, else ATen's strided copy.
 at::Tensor transposed_copy(const at::Tensor& x) {
   if (const auto k = kernel_slot<TransposeKernel>().load(std::memory_order_acquire)) {
@@ -49,19 +55,19 @@ std::pair<at::Tensor, at::Tensor> cublaslt_layout(const at::Tensor& a, const at:
 }
 
 // Rowwise operands without fast accumulation, as torchao's addmm_float8_unwrapped runs them: the tensorwise
-// GEMM with unit scales (the rowwise kernel is slow without fast accumulation), in bf16, then y times a's
-// inverse row scales post_a [M, 1] and b's post_b [1, N] (undefined: b has none, its scales folded away).
-// torchao multiplies by the [M, N] product post_a * post_b (Inductor fuses it); rowwise scales are powers of
-// two, so y * post_a * post_b, one broadcast at a time, rounds the same without an [M, N] float32 tensor.
-// On a GPU, the rowwise _scaled_mm takes the scales itself (cuBLASLt's outer-vector scaling) and writes the
-// same bits: power-of-two scales commute with the output's rounding, and it accumulates as the unit-scaled
-// GEMM does. Measured on an H100 at 7B's down_proj input gradient: 0 of 29M outputs differ, 0.855 ms against
-// 1.172 for the GEMM and the scale pass (fp8_gpu_test's FP8DGRAD line, 2026-12-06). The CPU's _scaled_mm
-// takes per-tensor scales only, so the emulation keeps torchao's two steps.
-at::Tensor unit_scaled_mm(const at::Tensor& ad, const at::Tensor& bd, const at::Tensor& post_a,
-                          const at::Tensor& post_b, at::ScalarType out_dtype) {
+// GEMM with unit scales (torchao: CUTLASS's rowwise kernel is slow without fast accumulation), in bf16, then y
+// times a's inverse row scales post_a [M, 1] and b's post_b [1, N] (undefined: b has none, its scales folded
+// away). torchao multiplies by the [M, N] product post_a * post_b (Inductor fuses it); rowwise scales are powers
+// of two, so y * post_a * post_b, one broadcast at a time, rounds the same without an [M, N] float32 tensor.
+// Where set_fp8_rowwise_scales_in_gemm is on (sm_90 with CUDA 12.9+, where ATen's rowwise _scaled_mm is
+// cuBLASLt's outer-vector scaling), _scaled_mm takes the scales itself: power-of-two scales commute with the
+// output's rounding, and on the H100 (torch 2.11 cu130) it accumulated as the unit-scaled GEMM: 0 of 29M outputs
+// differed at 7B's down_proj input gradient, 0.855 ms against 1.172 for the GEMM and the scale pass
+// (fp8_gpu_test's FP8DGRAD line, 2026-12-06). The CPU's _scaled_mm takes per-tensor scales only.
+at::Tensor rowwise_exact_accum_mm(const at::Tensor& ad, const at::Tensor& bd, const at::Tensor& post_a,
+                                  const at::Tensor& post_b, at::ScalarType out_dtype) {
   const bool via_bf16 = out_dtype == at::kHalf || out_dtype == at::kFloat;
-  if (ad.is_cuda()) {
+  if (ad.is_cuda() && rowwise_scales_in_gemm().load(std::memory_order_acquire)) {
     const auto pb = post_b.defined() ? post_b : at::ones({1, bd.size(1)}, post_a.options());
     auto y = at::_scaled_mm(ad, bd, post_a, pb, std::nullopt, std::nullopt, at::kBFloat16, false);
     return via_bf16 ? y.to(out_dtype) : y;
@@ -122,6 +128,8 @@ double fp8_max(at::ScalarType fp8_dtype) {
 
 void set_fp8_cast_kernel(Fp8CastKernel k) { kernel_slot<Fp8CastKernel>().store(k, std::memory_order_release); }
 void set_fp8_scale_kernel(Fp8ScaleKernel k) { kernel_slot<Fp8ScaleKernel>().store(k, std::memory_order_release); }
+void set_fp8_rowwise_scales_in_gemm(bool on) { rowwise_scales_in_gemm().store(on, std::memory_order_release); }
+bool fp8_rowwise_scales_in_gemm() { return rowwise_scales_in_gemm().load(std::memory_order_acquire); }
 void set_transpose_kernel(TransposeKernel k) { kernel_slot<TransposeKernel>().store(k, std::memory_order_release); }
 
 at::Tensor Fp8Tensor::dequantize(at::ScalarType dtype) const { return data.to(at::kFloat).div(scale).to(dtype); }
@@ -169,7 +177,7 @@ at::Tensor fp8_mm(const Fp8Tensor& a, const Fp8Tensor& b, at::ScalarType out_dty
   const auto [ad, bd] = cublaslt_layout(a.data, b.data);
   const auto ai = a.scale.reciprocal(), bi = b.scale.reciprocal();
   const bool rowwise = rowwise_pair(a, b);
-  if (rowwise && !fast_accum) return unit_scaled_mm(ad, bd, ai, bi, out_dtype);
+  if (rowwise && !fast_accum) return rowwise_exact_accum_mm(ad, bd, ai, bi, out_dtype);
   const bool via_bf16 = rowwise && (out_dtype == at::kHalf || out_dtype == at::kFloat);
   auto y = at::_scaled_mm(ad, bd, ai, bi, std::nullopt, std::nullopt, via_bf16 ? at::kBFloat16 : out_dtype, fast_accum);
   return via_bf16 ? y.to(out_dtype) : y;
@@ -241,7 +249,7 @@ at::Tensor fp8_stored_grad_input(const at::Tensor& g, const Fp8Tensor& w, Fp8Rec
   const auto ga = fp8_cast_scaled_columns(g2, w.scale.reciprocal().t().to(g2.scalar_type()), fp8_grad_scaling(r, 1));
   // b = W_q with its scales folded into g: only g's row scales remain to apply.
   const auto [ad, bd] = cublaslt_layout(ga.data, w.data);
-  return at::_unsafe_view(unit_scaled_mm(ad, bd, ga.scale.reciprocal(), at::Tensor(), g.scalar_type()), sizes);
+  return at::_unsafe_view(rowwise_exact_accum_mm(ad, bd, ga.scale.reciprocal(), at::Tensor(), g.scalar_type()), sizes);
 }
 
 }  // namespace lf::quant

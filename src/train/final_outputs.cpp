@@ -11,6 +11,7 @@
 #include "lf/common/output_set.h"
 #include "lf/common/remove_tree.h"
 #include "lf/common/progress_deadline.h"
+#include "lf/quant/fp8.h"
 #include "phase_profile.h"
 #include "pissa_outputs.h"
 #include "trainer_state.h"
@@ -113,6 +114,9 @@ void add_fp8_perf(json& perf, const config::JobPlan& c) {
                             c.adapter.lora() ? " (LoRA's base stored in e4m3; the adapters in high precision)"
                                              : " and weight-gradient GEMMs",
                             c.precision.bf16 ? "bf16" : c.precision.fp16 ? "fp16" : "fp32");
+  // rowwise: where its gradient GEMMs' row scales went (train/fp8_device.h's choice)
+  if (c.precision.fp8_recipe == "rowwise")
+    perf["fp8_gradient_scaling"] = quant::fp8_rowwise_scales_in_gemm() ? "in the GEMM" : "a pass after the GEMM";
   perf["mfu_vs_fp8_1979"] = perf["model_tflops_per_s"].get<double>() / 1979.0;
 }
 

@@ -1,9 +1,12 @@
 // Built without the shared PCH when LF_WITH_CUDA is on (the define is for this file only), as peak_flops.cpp.
 #include "fp8_device.h"
 
+#include <ATen/detail/CUDAHooksInterface.h>
+
 #include <string>
 
 #include "lf/common/error.h"
+#include "lf/quant/fp8.h"
 
 #ifdef LF_WITH_CUDA
 #include <cuda_runtime_api.h>
@@ -45,6 +48,16 @@ void check_fp8_device(const config::PrecisionSection& p, const c10::Device& devi
            "{} needs compute capability 8.9+ (cuBLASLt's FP8 GEMM: Ada, Hopper, Blackwell); {} is sm_{}{}. lf-train "
            "does not fall back to bf16: remove fp8 (or set it false) on this GPU",
            keys, c.name, c.major, c.minor);
+}
+
+bool choose_fp8_gemm_scaling(const config::PrecisionSection& p, const std::string& knob, const c10::Device& device) {
+  bool on = false;
+  if (p.fp8 && p.fp8_recipe == "rowwise" && knob == "auto" && device.is_cuda()) {
+    const auto c = capability_of(device);
+    on = c.major == 9 && c.minor == 0 && at::detail::getCUDAHooks().versionCUDART() >= 12090;
+  }
+  quant::set_fp8_rowwise_scales_in_gemm(on);
+  return on;
 }
 
 }  // namespace lf::train

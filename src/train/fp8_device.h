@@ -11,4 +11,9 @@ namespace lf::train {
 // `emulate` (LF_FP8_EMULATE=1, tests only) lets the CPU run FP8's numbers through torch's CPU _scaled_mm.
 void check_fp8_device(const config::PrecisionSection& p, const c10::Device& device, bool emulate);
 
+// The rowwise gradient GEMMs' scales inside the GEMM (quant::set_fp8_rowwise_scales_in_gemm) where ATen's rowwise
+// _scaled_mm is cuBLASLt's outer-vector scaling (sm_90, CUDA 12.9+: measured bit-equal to torchao's two steps)
+// and `knob` (LF_FP8_SCALES_IN_GEMM) is auto; off elsewhere (CUTLASS's kernel accumulates otherwise). Returns it.
+bool choose_fp8_gemm_scaling(const config::PrecisionSection& p, const std::string& knob, const c10::Device& device);
+
 }  // namespace lf::train

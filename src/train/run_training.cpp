@@ -397,6 +397,7 @@ void train_from_config(const config::LoadedConfig& loaded) {
            "with bf16: true");
   const auto device = pick_device();  // once: it also makes the GPU current
   check_fp8_device(c.precision, device, knob_bool("LF_FP8_EMULATE").value_or(false));  // fp8 on the CPU / a GPU without FP8: refused, never bf16
+  choose_fp8_gemm_scaling(c.precision, c.model.kernels.fp8_scales_in_gemm, device);
   const auto world = comm::WorldInfo::from_env();
   // --nnodes MIN:MAX: the first round's global batch on this round's ranks (exit 2 when it cannot be).
   const auto elastic = config::keep_elastic_global_batch(c, knob_int("LF_BASE_WORLD_SIZE").value_or(0), world.world_size);

@@ -3,12 +3,14 @@
 // GEMM of both recipes through cuBLASLt's _scaled_mm against the product of the same FP8 operands dequantized,
 // on a slice of Qwen2.5-7B's MLP with an outlier channel; FP8GEMM lines: FP8 vs bf16 GEMM throughput.
 #include <ATen/ATen.h>
+#include <ATen/detail/CUDAHooksInterface.h>
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
 #include <cstdio>
 
 #include "lf/kernels/fp8_cast_op.h"
+#include "lf/kernels/fp8_output_scale_op.h"
 #include "lf/kernels/transpose_op.h"
 #include "lf/quant/fp8.h"
 #include "gpu_timing.h"
@@ -122,45 +124,87 @@ at::Tensor torchao_two_steps(const at::Tensor& ad, const at::Tensor& bd, const a
   return post_b.defined() ? y.mul_(post_b) : y;
 }
 
-// lf-train's rowwise GEMMs without fast accumulation hand _scaled_mm the row scales (quant/fp8.cpp's
-// unit_scaled_mm on a GPU): bit for bit torchao's two steps. At 7B's down_proj input gradient (g [8192, 18944]
-// by the stored W [18944, 3584]) and a full fine-tuning weight gradient (dW [3584, 18944] over 8192 tokens, both
-// operands scaled). FP8DGRAD lines: the time of each (a benchmark line, not a timed assertion), and the
-// fast-accumulation variant's, which is not the same numbers.
+// Where train/fp8_device.cpp turns the scales-in-GEMM path on: sm_90 with CUDA 12.9+ (ATen's rowwise _scaled_mm
+// is cuBLASLt's outer-vector scaling there; CUTLASS's kernel elsewhere).
+bool outer_vector_scaling() {
+  cudaDeviceProp p{};
+  return cudaGetDeviceProperties(&p, 0) == cudaSuccess && p.major == 9 && p.minor == 0 &&
+         at::detail::getCUDAHooks().versionCUDART() >= 12090;
+}
+
+// The kernels and the switch this file's tests install, reset however a test ends.
+struct InstalledKernels {
+  explicit InstalledKernels(bool scales_in_gemm) {
+    lf::quant::set_fp8_cast_kernel(lf::kernels::fp8_cast_kernel());
+    lf::quant::set_fp8_scale_kernel(lf::kernels::fp8_output_scale_kernel());
+    lf::quant::set_transpose_kernel(lf::kernels::transpose_kernel());
+    lf::quant::set_fp8_rowwise_scales_in_gemm(scales_in_gemm);
+  }
+  ~InstalledKernels() {
+    lf::quant::set_fp8_cast_kernel(nullptr);
+    lf::quant::set_fp8_scale_kernel(nullptr);
+    lf::quant::set_transpose_kernel(nullptr);
+    lf::quant::set_fp8_rowwise_scales_in_gemm(false);
+  }
+};
+
+// With the scales in the GEMM (quant/fp8.cpp's rowwise_exact_accum_mm), lf-train's rowwise GEMMs without fast
+// accumulation are bit for bit torchao's two steps: at 7B's down_proj input gradient (g [8192, 18944] by the
+// stored W [18944, 3584]), at 40 tokens (LLaMA-Factory's fp8 example), and for full fine-tuning's weight
+// gradient (both operands scaled; 40 tokens: padded to 48). FP8DGRAD line: the three GEMMs alone (a benchmark
+// line, not a timed assertion), and how many outputs fast accumulation changes. Elsewhere than sm_90 with CUDA
+// 12.9+ the switch stays off in training, and the line is printed without the equality.
 TEST(Fp8Gpu, RowwiseScaledGemmIsTorchaosTwoSteps) {
   if (!fp8_gpu()) GTEST_SKIP() << "no sm_89+ GPU";
-  lf::quant::set_fp8_cast_kernel(lf::kernels::fp8_cast_kernel());
-  lf::quant::set_transpose_kernel(lf::kernels::transpose_kernel());
+  const bool exact_here = outer_vector_scaling();
+  InstalledKernels installed(/*scales_in_gemm=*/true);
   using namespace lf::quant;
   const auto r = Fp8Recipe::kRowwise;
-  const auto g = activations(8192, 18944, 5).mul(1e-3);
-  const auto w = (at::randn({18944, 3584}, g.options().dtype(at::kFloat)) * 0.02).to(at::kBFloat16);
+  const auto w = (at::randn({18944, 3584}, at::TensorOptions().dtype(at::kFloat)) * 0.02).to(at::kBFloat16).cuda();
   const auto stored = fp8_store_weight(w, r);  // W [N, K] = [18944, 3584]: dx = g W
-  const double flop = 2.0 * 8192 * 3584 * 18944;
-  at::Tensor ours, theirs, fast;
-  const double lf_ms = gpu_ms_of([&] { ours = fp8_stored_grad_input(g, stored, r); });
-  const auto ga = fp8_cast_scaled_columns(g, stored.scale.reciprocal().t().to(g.scalar_type()), fp8_grad_scaling(r, 1));
   const auto bd = stored.data.t().contiguous().t();  // column-major [18944, 3584]
-  const double two_ms = gpu_ms_of([&] { theirs = torchao_two_steps(ga.data, bd, ga.scale.reciprocal(), at::Tensor()); });
-  const auto ones = at::ones({1, bd.size(1)}, ga.scale.options());
-  const double fast_ms = gpu_ms_of([&] {
-    fast = at::_scaled_mm(ga.data, bd, ga.scale.reciprocal(), ones, std::nullopt, std::nullopt, at::kBFloat16, true);
-  });
-  std::printf("FP8DGRAD rowwise 8192x18944x3584: lf-train %.3f ms (%.0f TFLOP/s) | torchao's two steps %.3f ms | "
-              "fast accumulation %.3f ms (%lld outputs differ)\n",
-              lf_ms, flop / lf_ms / 1e9, two_ms, fast_ms, static_cast<long long>(at::ne(fast, ours).sum().item<int64_t>()));
-  EXPECT_TRUE(at::equal(ours, theirs)) << at::ne(ours, theirs).sum().item<int64_t>() << " outputs differ";
-
+  for (const int64_t tokens : {8192, 40}) {
+    SCOPED_TRACE(::testing::Message() << tokens << " tokens");
+    const auto g = activations(tokens, 18944, 5).mul(1e-3);
+    const auto ours = fp8_stored_grad_input(g, stored, r);
+    const auto ga = fp8_cast_scaled_columns(g, stored.scale.reciprocal().t().to(g.scalar_type()), fp8_grad_scaling(r, 1));
+    const auto ai = ga.scale.reciprocal();
+    const auto theirs = torchao_two_steps(ga.data, bd, ai, at::Tensor());
+    if (exact_here) {
+      EXPECT_TRUE(at::equal(ours, theirs)) << at::ne(ours, theirs).sum().item<int64_t>() << " differ";
+    }
+    if (tokens != 8192) continue;
+    const auto ones = at::ones({1, bd.size(1)}, ai.options());
+    const double flop = 2.0 * 8192 * 3584 * 18944;
+    at::Tensor fast;
+    const double in_ms = gpu_ms_of([&] {
+      (void)at::_scaled_mm(ga.data, bd, ai, ones, std::nullopt, std::nullopt, at::kBFloat16, false);
+    });
+    const double two_ms = gpu_ms_of([&] { (void)torchao_two_steps(ga.data, bd, ai, at::Tensor()); });
+    const double fast_ms = gpu_ms_of([&] {
+      fast = at::_scaled_mm(ga.data, bd, ai, ones, std::nullopt, std::nullopt, at::kBFloat16, true);
+    });
+    std::printf("FP8DGRAD rowwise 8192x18944x3584 (sm_90 + CUDA 12.9+: %s): scales in the GEMM %.3f ms (%.0f "
+                "TFLOP/s) | torchao's two steps %.3f ms | fast accumulation %.3f ms (%lld outputs differ)\n",
+                exact_here ? "yes" : "no", in_ms, flop / in_ms / 1e9, two_ms, fast_ms,
+                static_cast<long long>(at::ne(fast, ours).sum().item<int64_t>()));
+  }
   // dW = g^T x, both operands cast along the tokens (fp8_linear_grad_weight), against the same two steps.
-  const auto x = activations(8192, 3584, 6);
-  const auto gd = g.narrow(1, 0, 3584).contiguous();  // [8192, 3584]: dW [3584, 3584]
-  const auto dw = fp8_linear_grad_weight(gd, x, r, at::kBFloat16);
-  const auto gt = fp8_cast(gd.t().contiguous(), fp8_grad_scaling(r, 1));  // [N, M] rowwise: g's columns
-  const auto xc = fp8_cast(x.t().contiguous(), fp8_input_scaling(r, 1));  // [K, M] rowwise: x's columns
-  const auto ref = torchao_two_steps(gt.data, xc.data.t(), gt.scale.reciprocal(), xc.scale.reciprocal().t());
-  EXPECT_TRUE(at::equal(dw, ref)) << at::ne(dw, ref).sum().item<int64_t>() << " outputs differ";
-  set_fp8_cast_kernel(nullptr);
-  set_transpose_kernel(nullptr);
+  for (const int64_t tokens : {8192, 40}) {
+    SCOPED_TRACE(::testing::Message() << "dW, " << tokens << " tokens");
+    const auto x = activations(tokens, 3584, 6);
+    const auto gd = activations(tokens, 3584, 7).mul(1e-3);
+    const auto dw = fp8_linear_grad_weight(gd, x, r, at::kBFloat16);
+    const int64_t pad = (16 - tokens % 16) % 16;  // fp8_linear_grad_weight's zero rows
+    const auto gp = at::constant_pad_nd(gd, {0, 0, 0, pad}, 0), xp = at::constant_pad_nd(x, {0, 0, 0, pad}, 0);
+    const auto gt = fp8_cast(gp.t().contiguous(), fp8_grad_scaling(r, 1));   // [N, M]: g's columns
+    const auto xc = fp8_cast(xp.t().contiguous(), fp8_input_scaling(r, 1));  // [K, M]: x's columns
+    const auto ref = torchao_two_steps(gt.data, xc.data.t(), gt.scale.reciprocal(), xc.scale.reciprocal().t());
+    if (exact_here) {
+      EXPECT_TRUE(at::equal(dw, ref)) << at::ne(dw, ref).sum().item<int64_t>() << " differ";
+    }
+    EXPECT_LT(rel(dw, ref), 1e-2);
+  }
 }
 
 }  // namespace

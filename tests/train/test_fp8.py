@@ -11,12 +11,13 @@ sys.path.insert(0, os.path.dirname(__file__))
 from train_runs import ROOT, LF_TRAIN, free_port  # noqa: E402
 
 
-def run(out, *extra, emulate=False):
+def run(out, *extra, emulate=False, env_extra=None):
     args = [LF_TRAIN, "configs/tiny_cpu.yaml", f"output_dir={out}", "max_steps=6", "logging_steps=1", "val_size=0",
             "eval_strategy=no", "save_strategy=no", "plot_loss=false", "lora_rank=8", *extra]
     env = dict(os.environ, NNODES="1", NPROC_PER_NODE="1", MASTER_PORT=str(free_port()), OMP_NUM_THREADS="1")
     if emulate:
         env["LF_FP8_EMULATE"] = "1"
+    env.update(env_extra or {})
     p = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     return p.returncode, p.stdout + p.stderr
 
@@ -41,8 +42,22 @@ def test_fp8_emulated_trains_near_high_precision(tmp_path, mode, recipe, says):
     assert rc == 0, log[-3000:]
     assert f"FP8 ({recipe}): " in log and says in log, log[-3000:]
     assert '"fp8":' in log, "the perf line names the FP8 GEMMs"
+    # Rowwise's gradient GEMMs take their row scales inside the GEMM only on sm_90 with CUDA 12.9+ (bit-equal
+    # there); the CPU runs torchao's pass after the GEMM, and the plan and perf lines say which ran.
+    if recipe == "rowwise":
+        assert "gradient GEMMs' row scales: a pass after the GEMM" in log, log[-3000:]
+        assert '"fp8_gradient_scaling":"a pass after the GEMM"' in log, log[-3000:]
+    else:
+        assert "row scales" not in log and "fp8_gradient_scaling" not in log, log[-3000:]
     hp, f8 = losses(tmp_path / "hp"), losses(tmp_path / "fp8")
     assert len(hp) == len(f8) == 6
     rel = [abs(a - b) / abs(a) for a, b in zip(hp, f8)]
     assert max(rel) < 0.05, (hp, f8)
     assert hp != f8, "FP8 changed no number: the linears did not run in FP8"
+
+
+def test_fp8_scales_in_gemm_knob_refuses_a_bad_value(tmp_path):
+    rc, log = run(tmp_path / "o", "fp8=true", emulate=True, env_extra={"LF_FP8_SCALES_IN_GEMM": "1"})
+    assert rc == 2, log[-3000:]
+    assert "LF_FP8_SCALES_IN_GEMM='1': expected one of auto|0" in log, log[-3000:]
+    assert not (tmp_path / "o" / "trainer_log.jsonl").exists()

@@ -207,6 +207,10 @@ inline constexpr EnvKnob kEnvKnobs[] = {
     {"LF_FP8_EMULATE", KnobType::kBool, "0", "", "lf-worker",
      "tests only: 1 lets `fp8: true` run on the CPU, computing FP8's numbers with torch's CPU _scaled_mm (the "
      "same casts and calls as the GPU; slow), instead of the refusal; the plumbing's CI test (tests/train/test_fp8.py)"},
+    {"LF_FP8_SCALES_IN_GEMM", KnobType::kChoice, "auto", "auto|0", "lf-worker",
+     "fp8_recipe rowwise on a GPU: auto hands the input- and weight-gradient GEMMs their row scales (one cuBLASLt "
+     "GEMM) where that writes torchao's bits, sm_90 with CUDA 12.9+; elsewhere, and with 0, torchao's unit-scaled "
+     "GEMM and then a pass scaling its output (for comparison)"},
     {"LF_QUANT_GEMM", KnobType::kChoice, "auto", "auto|dequant|fused", "lf-worker",
      "QLoRA's 4-bit linear layers on a GPU: dequant (the weight dequantized into a reused buffer, then cuBLAS), "
      "fused (the forward's GEMM reads the 4 bits itself, 8 rows a launch: for few rows) or auto (fused for up to 8 "

@@ -41,6 +41,9 @@ struct KernelPaths {
   // pick (math stays as its fallback); torch: torch's own order; auto: the same without cuDNN when the rows'
   // lengths vary (model/sdpa.h, train/attention_shapes.h).
   std::string sdpa_backend = "auto";
+  // LF_FP8_SCALES_IN_GEMM: auto | 0: rowwise FP8's gradient GEMMs take their row scales where that is torchao's
+  // arithmetic bit for bit (train/fp8_device.h); 0: torchao's unit-scaled GEMM and output multiply everywhere.
+  std::string fp8_scales_in_gemm = "auto";
 };
 
 struct ModelSection {

@@ -38,6 +38,7 @@ struct Fp8Report {
   int64_t dense_bytes = 0;   // the stored linears' weights as they were
   int64_t stored_bytes = 0;  // their FP8 bytes + scales
   bool fused_cast = false;   // the CUDA cast kernel installed
+  bool scales_in_gemm = false;  // rowwise gradient GEMMs take their row scales (quant::fp8_rowwise_scales_in_gemm)
 };
 
 // Every eligible decoder linear to FP8, after LoRA / freeze chose what trains: with `store_frozen` (LoRA,

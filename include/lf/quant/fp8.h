@@ -64,8 +64,8 @@ Fp8Tensor fp8_cast(const at::Tensor& x, const Fp8Scaling& s);
 at::Tensor fp8_cast_with_scale(const at::Tensor& x, const at::Tensor& scale, at::ScalarType fp8_dtype);
 
 // a.data [M, K] @ b.data [K, N] -> [M, N] in out_dtype, each operand's scale undone: torchao's
-// addmm_float8_unwrapped (rowwise without fast accumulation: the scales applied after the GEMM, as it
-// does). On CUDA b must be column-major (b.data = W.t() of a row-major W); the CPU takes any layout.
+// addmm_float8_unwrapped (rowwise without fast accumulation: the scales applied after a unit-scaled GEMM, as it
+// does, or by the GEMM where set_fp8_rowwise_scales_in_gemm says it writes the same bits). On CUDA b must be column-major (b.data = W.t() of a row-major W); the CPU takes any layout.
 at::Tensor fp8_mm(const Fp8Tensor& a, const Fp8Tensor& b, at::ScalarType out_dtype, bool fast_accum);
 
 // The three GEMMs of one linear layer under a recipe (torchao's matmul_with_hp_or_float8_args):
@@ -103,6 +103,13 @@ void set_fp8_cast_kernel(Fp8CastKernel k);
 // multiplies). Null: ATen always.
 using Fp8ScaleKernel = bool (*)(at::Tensor& y, const at::Tensor& row_scale, const at::Tensor& col_scale);
 void set_fp8_scale_kernel(Fp8ScaleKernel k);
+
+// Whether the rowwise GEMMs without fast accumulation hand _scaled_mm their scales (one GEMM) instead of
+// torchao's unit-scaled GEMM and output multiply (two passes). Only where the two were measured bit-equal: sm_90
+// with CUDA 12.9+, where ATen's rowwise _scaled_mm is cuBLASLt's outer-vector scaling (train/fp8_device.cpp
+// decides; elsewhere it is CUTLASS's kernel, another accumulation). Off by default and on the CPU.
+void set_fp8_rowwise_scales_in_gemm(bool on);
+bool fp8_rowwise_scales_in_gemm();
 
 // A device kernel for the transposed copies cuBLASLt's FP8 layouts need (kernels/transpose.cu: a stored weight
 // seen along N for its input gradient, x and g along the tokens for dW): out = x^T, contiguous, for a contiguous
