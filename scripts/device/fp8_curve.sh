@@ -60,28 +60,34 @@ print(json.dumps([json.loads(l)['loss'] for l in open(sys.argv[1]) if '\"loss\"'
 # weights the loss falls 12 -> 2 in 200 steps with gradient norms in the thousands (every step clipped), and two
 # bf16 runs that differ only in rounding (NOISE=1) part by ~12% on average (2026-12-06b, call3): no recipe can
 # read <= 1% there. A warm start compares them where fine-tuning runs, on weights that already fit the data.
-if (( ${WARM:-0} > 0 )); then
+WARM=${WARM:-0}
+[[ $WARM =~ ^[0-9]+$ ]] || { echo "fp8_curve: WARM=$WARM: expected a number of steps" >&2; exit 2; }
+tag=""
+if (( WARM > 0 )); then
+  [[ $mode == full ]] || { echo "fp8_curve: WARM=$WARM expects mode full, seen $mode (LoRA saves an adapter): drop WARM" >&2; exit 2; }
   warm=$WORK/models/$size-outliers-warm$WARM
   if [[ ! -f $warm/model.safetensors && ! -f $warm/model.safetensors.index.json ]]; then
     run "curve-warm$WARM-$size-$mode" $LF $(args warm$WARM-$size-$mode max_steps=$WARM)
     rm -rf "$warm"; mkdir -p "$warm"
-    cp "$WORK/out/curve-warm$WARM-$size-$mode"/{config.json,tokenizer.json,tokenizer_config.json} "$warm"/
-    cp "$WORK/out/curve-warm$WARM-$size-$mode"/model*.safetensors* "$warm"/
+    cp "$WORK/out/curve-warm$WARM-$size-$mode"/config.json "$WORK/out/curve-warm$WARM-$size-$mode"/model*.safetensors* "$warm"/
+    cp "$ckpt"/tokenizer.json "$ckpt"/tokenizer_config.json "$warm"/  # the original tokenizer, not the run's rewrite
+    ls "$warm"/model*.safetensors* > /dev/null 2>&1 ||
+      { echo "fp8_curve: the warm-up run saved no weights (see $LOG)" >&2; exit 1; }
   fi
-  ckpt=$warm
+  ckpt=$warm tag=-warm$WARM
 fi
-run "curve-bf16-$size-$mode" $LF $(args bf16-$size-$mode)
+run "curve-bf16$tag-$size-$mode" $LF $(args bf16$tag-$size-$mode)
 # NOISE=1: the noise floor of the comparison. bf16 again with ATen's ops for the fused kernels
 # (LF_FUSED_KERNELS=0: the same arithmetic, other roundings), compared with bf16 by the same statistics
 # ("recipe" bf16-aten): what two bf16 runs differing by rounding alone read on these weights and data.
 runs=${RECIPES:-rowwise tensorwise}
 if [[ ${NOISE:-0} == 1 ]]; then
-  run "curve-bf16-aten-$size-$mode" env LF_FUSED_KERNELS=0 $LF $(args fp8-bf16-aten-$size-$mode)
+  run "curve-bf16-aten$tag-$size-$mode" env LF_FUSED_KERNELS=0 $LF $(args fp8-bf16-aten$tag-$size-$mode)
   runs="bf16-aten $runs"
 fi
 for r in $runs; do
-  [[ $r != bf16-aten ]] && run "curve-fp8-$r-$size-$mode" $LF $(args fp8-$r-$size-$mode fp8=true fp8_recipe=$r)
-  "$PY" - "$size $mode" "$r" "$(losses bf16-$size-$mode)" "$(losses fp8-$r-$size-$mode)" <<'PYEOF'
+  [[ $r != bf16-aten ]] && run "curve-fp8-$r$tag-$size-$mode" $LF $(args fp8-$r$tag-$size-$mode fp8=true fp8_recipe=$r)
+  "$PY" - "$size $mode${tag:+ (${tag#-})}" "$r" "$(losses bf16$tag-$size-$mode)" "$(losses fp8-$r$tag-$size-$mode)" <<'PYEOF'
 import json, sys
 shape, recipe, a, b = sys.argv[1], sys.argv[2], json.loads(sys.argv[3] or "[]"), json.loads(sys.argv[4] or "[]")
 n = min(len(a), len(b))
@@ -93,6 +99,6 @@ ok = "ok" if mean <= 0.01 and mx <= 0.03 else "BEYOND"
 print(f"CURVE {shape} {recipe} (outliers injected): {n} steps, after step 20 mean rel diff {mean:.4f} (goal <= 0.01), "
       f"max {mx:.4f} (goal <= 0.03) {ok}; final loss bf16 {a[n-1]:.4f} fp8 {b[n-1]:.4f}")
 PYEOF
-  losses fp8-$r-$size-$mode > "$OUT/losses-$r-$size-$mode.json"
+  losses fp8-$r$tag-$size-$mode > "$OUT/losses-$r$tag-$size-$mode.json"
 done
-losses bf16-$size-$mode > "$OUT/losses-bf16-$size-$mode.json"
+losses bf16$tag-$size-$mode > "$OUT/losses-bf16$tag-$size-$mode.json"

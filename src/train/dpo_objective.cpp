@@ -44,7 +44,7 @@ class DpoObjective : public Objective {
 
   void prepare(const std::vector<std::vector<int64_t>>& first_epoch) override {
     if (!o_.uses_reference()) return;
-    spdlog::info("dpo: reference log-probabilities of {} pairs ({} in all; {}), computed once before training",
+    spdlog::info("dpo: reference log-probabilities of {} pairs on this rank ({} in the dataset; {}), computed once before training",
                  examples_in(first_epoch), ctx_.train->num_examples(), !o_.ref_model.empty() ? "ref_model " + o_.ref_model
                                              : ctx_.lora ? "the model with its adapters off" : "the initial weights");
     const auto ref = separate_reference(ctx_);  // freed at the end of the pass

@@ -40,7 +40,7 @@ class KtoObjective : public Objective {
   }
 
   void prepare(const std::vector<std::vector<int64_t>>& first_epoch) override {
-    spdlog::info("kto: reference log-probabilities of {} examples and their KL pairs ({} in all; {}), computed once "
+    spdlog::info("kto: reference log-probabilities of {} examples and their KL pairs on this rank ({} in the dataset; {}), computed once "
                  "before training",
                  examples_in(first_epoch), ctx_.train->num_examples(), !o_.ref_model.empty() ? "ref_model " + o_.ref_model
                                              : ctx_.lora ? "the model with its adapters off" : "the initial weights");

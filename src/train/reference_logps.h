@@ -28,7 +28,6 @@ std::vector<double> reference_logps(const ObjectiveContext& ctx, const Tokenized
                                     const std::vector<std::vector<int64_t>>& batches, bool pairwise,
                                     model::CausalLM* ref_model = nullptr);
 
-
 // The examples in `batches`: what a rank's reference pass computes (the first epoch's steps that the run
 // takes: fewer than the dataset's when max_steps ends the run inside it).
 int64_t examples_in(const std::vector<std::vector<int64_t>>& batches);

@@ -120,7 +120,7 @@ def test_run_is_llamafactorys(run, model, tmp_path):
 def test_reference_pass_is_traced_as_step_0(model, tmp_path):
     """LF_PROFILE_TRACE_STEPS=0:1: the Kineto trace holds the pass before step 1 (dpo's reference
     log-probabilities, an lf::reference span per micro-batch) and step 1 (its lf::optimizer)."""
-    run = next(r for r in RUNS if RUNS[r]["keys"].get("stage", "dpo") == "dpo")
+    run = "dpo_hinge_lora"  # pref.yaml's batch: 2 pairs a micro-batch, 2 micro-batches a step
     trace_dir = tmp_path / "trace"
     _, log = train(tmp_path / "out", model, dict(RUNS[run]["keys"], max_steps=2),
                    env_extra={"LF_PROFILE_TRACE": str(trace_dir), "LF_PROFILE_TRACE_STEPS": "0:1"})
@@ -130,7 +130,7 @@ def test_reference_pass_is_traced_as_step_0(model, tmp_path):
     # Only the pairs of the steps the run takes: 2 steps x 2 micro-batches x 2 pairs (pref.yaml), in as many
     # spans, of the dataset's more.
     assert names.count("lf::reference") == 4, names.count("lf::reference")
-    m = re.search(r"reference log-probabilities of (\d+) pairs \((\d+) in all", log)
+    m = re.search(r"reference log-probabilities of (\d+) pairs on this rank \((\d+) in the dataset", log)
     assert m and int(m.group(1)) == 8 and int(m.group(2)) > 8, log[-3000:]
 
 
