@@ -63,18 +63,23 @@ def test_fp8_scales_in_gemm_knob_refuses_a_bad_value(tmp_path):
     assert not (tmp_path / "o" / "trainer_log.jsonl").exists()
 
 
-@pytest.mark.parametrize("recipe", ["rowwise", "tensorwise"])
-def test_fp8_zero_stages_equal_data_parallel(tmp_path, recipe):
+# (recipe, compute, loss bound, weight bound): fp32 compute on the fp32 weights; bf16 compute on their bf16
+# copies, whose gradients reach DDP's buckets and ZeRO's shards through the grad sink, as on a GPU.
+ZERO_CASES = [("rowwise", "false", 2e-3, 5e-3), ("tensorwise", "false", 2e-3, 5e-3), ("rowwise", "true", 5e-3, 2e-2)]
+
+
+@pytest.mark.parametrize("recipe,bf16,loss_tol,weight_tol", ZERO_CASES)
+def test_fp8_zero_stages_equal_data_parallel(tmp_path, recipe, bf16, loss_tol, weight_tol):
     """FP8 full fine-tuning (emulated) on 2 ranks: ZeRO-1, 2 and 3 train as DDP does. Each rank holds the same
     micro-batches in every layout, so every FP8 scale is the same (tensorwise's per tensor, rowwise's
     weight-gradient scales along a micro-batch's tokens), and without clipping each update adds the same two
     gradients: the first steps' losses are equal bit for bit. ZeRO's sharded AdamW then rounds an update here
-    and there differently from DDP's (fp32 runs: within 3e-7 of each other over 20 steps), and FP8 amplifies
-    that: an element that crosses a rounding boundary of e4m3 moves by 1/16 of itself. Measured 2026-12-06:
-    losses within 2e-4, weights within 7e-4 (DDP itself repeats exactly). A lost or stale gradient under a
-    sharded layout (ZeRO-3 gathers each unit's weights into the FP8 GEMMs and scatters their gradients) moves
-    the loss by tenths."""
-    extra = ("fp8=true", f"fp8_recipe={recipe}", "max_grad_norm=0")
+    and there differently from DDP's (fp32 runs without FP8: within 3e-7 of each other over 20 steps), and FP8
+    amplifies that: an element that crosses a rounding boundary of e4m3 moves by 1/16 of itself. Measured
+    2026-12-06: fp32 compute, losses within 2e-4 and weights within 7e-4; bf16 compute 1e-3 and 3e-3, equal
+    for 7 steps (DDP itself repeats exactly). A lost or stale gradient under a sharded layout (ZeRO-3 gathers
+    each unit's weights into the FP8 GEMMs and scatters their gradients) moves the loss by tenths."""
+    extra = ("fp8=true", f"fp8_recipe={recipe}", "max_grad_norm=0", f"bf16={bf16}")
     env = {"LF_FP8_EMULATE": "1"}
     outs = []
     ddp_losses, ddp_weights = train(tmp_path / "ddp", "full", (1, 2, 2), *extra, env_extra=env, outputs=outs)
@@ -84,7 +89,7 @@ def test_fp8_zero_stages_equal_data_parallel(tmp_path, recipe):
                                 env_extra=env, distributed_line=f"ZeRO-{stage}: rank 0 of 2")
         assert len(losses) == len(ddp_losses) and losses[:2] == ddp_losses[:2], (stage, losses, ddp_losses)
         worst = max(abs(a - b) for a, b in zip(losses, ddp_losses))
-        assert worst <= 2e-3, (stage, worst, losses, ddp_losses)
+        assert worst <= loss_tol, (stage, worst, losses, ddp_losses)
         for k, w in ddp_weights.items():
             diff = float(abs(weights[k].astype("float64") - w.astype("float64")).max())
-            assert diff <= 5e-3, (stage, k, diff)
+            assert diff <= weight_tol, (stage, k, diff)
