@@ -42,18 +42,21 @@ __device__ __forceinline__ uint8_t to_fp8(float v, float scale, bool e5m2) {
   return __nv_cvt_float_to_fp8(y, __NV_SATFINITE, e5m2 ? __NV_E5M2 : __NV_E4M3);
 }
 
-// The pack of x at column c, times the column factors if any (x * f rounded to T, as ATen's multiply
-// stores it); m takes its max |x|.
+// The pack v of x at column c times the column factors if any (x * f rounded to T, as ATen's multiply
+// stores it), in place; m takes its max |x|. The kernels call it once every pack of the row is loaded: a pack
+// multiplied as soon as it was loaded (the first version) made the next pack's load wait for this one (the
+// SASS of the bf16 block-a-row kernel: one 16-byte load in flight a thread, then ~60 instructions), so a
+// warp had 512 bytes in flight. The factors (one float a column, the same for every row) come from L1/L2,
+// a pack in two 16-byte loads (col_mul is 32-byte aligned: fp8_cast_op).
 template <typename T>
-__device__ __forceinline__ Pack<T, kVec> load_factored(const T* x, const float* col_mul, int64_t c, float& m) {
-  auto v = load_pack<T, kVec>(x + c);
+__device__ __forceinline__ void apply_factors(Pack<T, kVec>& v, const float* col_mul, int64_t c, float& m) {
   if (col_mul) {
+    const auto f = load_pack<float, kVec>(col_mul + c);
 #pragma unroll
-    for (int j = 0; j < kVec; ++j) v.v[j] = from_float<T>(to_float(v.v[j]) * col_mul[c + j]);
+    for (int j = 0; j < kVec; ++j) v.v[j] = from_float<T>(to_float(v.v[j]) * f.v[j]);
   }
 #pragma unroll
   for (int j = 0; j < kVec; ++j) m = fmaxf(m, fabsf(to_float(v.v[j])));
-  return v;
 }
 
 // v's FP8 bytes under scale s at out + c, 8 at a time.
@@ -67,17 +70,23 @@ __device__ __forceinline__ void store_fp8(uint8_t* out, int64_t c, const Pack<T,
 
 // One block per row: the row read once into registers (packs of 8: cols % 8 == 0 and x 32-byte aligned,
 // fp8_cast_op's condition), multiplied by the column factors if any, its amax, its scale, its FP8 bytes
-// written 8 at a time.
+// written 8 at a time. Two blocks an SM: with every load in flight before the factors, ptxas wanted 136
+// registers (one block an SM); bounded, it fits 128 without spills (scripts/check_cuda_sources.sh).
 template <typename T>
-__global__ void __launch_bounds__(kRowThreads) fp8_rowwise_kernel(const Fp8CastArgs a) {
+__global__ void __launch_bounds__(kRowThreads, 2) fp8_rowwise_kernel(const Fp8CastArgs a) {
   const int64_t row = blockIdx.x;
   const T* x = static_cast<const T*>(a.x) + row * a.cols;
   Pack<T, kVec> v[kVecsPerThread];
+#pragma unroll
+  for (int i = 0; i < kVecsPerThread; ++i) {  // every pack's load in flight at once
+    const int64_t c = (threadIdx.x + int64_t{i} * kRowThreads) * kVec;
+    if (c < a.cols) v[i] = load_pack<T, kVec>(x + c);
+  }
   float m = 0.f;
 #pragma unroll
   for (int i = 0; i < kVecsPerThread; ++i) {
     const int64_t c = (threadIdx.x + int64_t{i} * kRowThreads) * kVec;
-    if (c < a.cols) v[i] = load_factored(x, a.col_mul, c, m);
+    if (c < a.cols) apply_factors(v[i], a.col_mul, c, m);
   }
   const float s = scale_of(block_max(m), a.e5m2, a.pow2);
   if (threadIdx.x == 0) a.scale[row] = s;
@@ -104,11 +113,16 @@ __global__ void __launch_bounds__(kThreads) fp8_rowwise_warp_kernel(const Fp8Cas
   if (row >= a.rows) return;  // a dead warp returns whole: the shuffles are within the warp
   const T* x = static_cast<const T*>(a.x) + row * a.cols;
   Pack<T, kVec> v[kWarpRowPacks];
+#pragma unroll
+  for (int i = 0; i < kWarpRowPacks; ++i) {  // every pack's load in flight at once
+    const int64_t p = lane + int64_t{i} * 32;
+    if (p < packs) v[i] = load_pack<T, kVec>(x + p * kVec);
+  }
   float m = 0.f;
 #pragma unroll
   for (int i = 0; i < kWarpRowPacks; ++i) {
     const int64_t p = lane + int64_t{i} * 32;
-    if (p < packs) v[i] = load_factored(x, a.col_mul, p * kVec, m);
+    if (p < packs) apply_factors(v[i], a.col_mul, p * kVec, m);
   }
   const float s = scale_of(warp_max(m), a.e5m2, a.pow2);
   if (lane == 0) a.scale[row] = s;
@@ -158,6 +172,7 @@ void fp8_cast(const Fp8CastArgs& a, Stream stream) {
   if (a.rowwise && a.cols > kFp8RowMaxCols) fail("fp8_cast", "a row longer than kFp8RowMaxCols");
   if (a.rowwise && (a.cols % kFp8RowPack != 0 || reinterpret_cast<uintptr_t>(a.x) % 32 != 0))
     fail("fp8_cast", "rowwise: cols not a multiple of kFp8RowPack or x not 32-byte aligned");
+  if (a.col_mul && reinterpret_cast<uintptr_t>(a.col_mul) % 32 != 0) fail("fp8_cast", "col_mul not 32-byte aligned");
   auto* s = static_cast<cudaStream_t>(stream);
   dispatch_dtype(a.dtype, "fp8_cast", [&]<typename T>() {
     // 2-byte rows only: 16 packs of 8 floats would hold 128 registers a thread (1 block an SM).

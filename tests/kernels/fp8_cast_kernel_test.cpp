@@ -64,12 +64,14 @@ TEST(Fp8CastKernel, EqualsAtenBitForBit) {
 TEST(Fp8CastKernel, ColumnFactorsEqualAtensMultiplyThenCast) {
   if (!fp8_device()) GTEST_SKIP() << "no CUDA device";
   const int64_t rows = emulated() ? 3 : 512;
+  // 3,584 columns: bf16 takes the warp-a-row kernel; 18,944 (gate/up's gradients at 7B): the block-a-row one.
+  for (const int64_t cols : {3584, 18944})
   for (const auto dtype : {at::kBFloat16, at::kFloat})
     for (const bool pow2 : {true, false}) {
-      SCOPED_TRACE(::testing::Message() << at::toString(dtype) << (pow2 ? " powers of two" : " any factors"));
-      const auto x = activations(rows, 3584, dtype);
+      SCOPED_TRACE(::testing::Message() << cols << " cols " << at::toString(dtype) << (pow2 ? " powers of two" : " any factors"));
+      const auto x = activations(rows, cols, dtype);
       at::manual_seed(1);
-      auto f = at::rand({1, 3584}).mul(8).add(0.01);
+      auto f = at::rand({1, cols}).mul(8).add(0.01);
       if (pow2) f = at::exp2(at::floor(at::log2(f)).sub(12));
       f = f.to(dtype).to(x.device());
       const auto s = lf::quant::fp8_grad_scaling(Fp8Recipe::kRowwise, 1);
@@ -86,6 +88,15 @@ TEST(Fp8CastKernel, ColumnFactorsEqualAtensMultiplyThenCast) {
   const auto x = activations(3, 3584, at::kBFloat16);
   EXPECT_FALSE(lf::kernels::fp8_cast_kernel()(x, at::ones({1, 3584}, x.options()),
                                               lf::quant::fp8_grad_scaling(Fp8Recipe::kTensorwise, 1), out));
+  // float factors one element into their storage: the kernel reads them 32 bytes at a time, so the op copies them.
+  const auto xf = activations(3, 3584, at::kFloat);
+  const auto f = at::rand({1 + 3584}, xf.options()).add(0.5).narrow(0, 1, 3584);
+  ASSERT_NE(reinterpret_cast<uintptr_t>(f.const_data_ptr()) % 32, 0u);
+  const auto s = lf::quant::fp8_grad_scaling(Fp8Recipe::kRowwise, 1);
+  lf::quant::set_fp8_cast_kernel(nullptr);
+  const auto aten = lf::quant::fp8_cast_scaled_columns(xf, f, s);
+  ASSERT_TRUE(lf::kernels::fp8_cast_kernel()(xf, f, s, out));
+  EXPECT_TRUE(at::equal(aten.data.view(at::kByte).cpu(), out.data.view(at::kByte).cpu()));
 }
 
 TEST(Fp8CastKernel, UnalignedRowsAreCopiedAndOddWidthsLeftToAten) {
