@@ -50,14 +50,13 @@ void check_fp8_device(const config::PrecisionSection& p, const c10::Device& devi
            keys, c.name, c.major, c.minor);
 }
 
-bool choose_fp8_gemm_scaling(const config::PrecisionSection& p, const std::string& knob, const c10::Device& device) {
+void choose_fp8_gemm_scaling(const config::PrecisionSection& p, const std::string& knob, const c10::Device& device) {
   bool on = false;
   if (p.fp8 && p.fp8_recipe == "rowwise" && knob == "auto" && device.is_cuda()) {
     const auto c = capability_of(device);
     on = c.major == 9 && c.minor == 0 && at::detail::getCUDAHooks().versionCUDART() >= 12090;
   }
   quant::set_fp8_rowwise_scales_in_gemm(on);
-  return on;
 }
 
 }  // namespace lf::train

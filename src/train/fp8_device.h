@@ -13,7 +13,7 @@ void check_fp8_device(const config::PrecisionSection& p, const c10::Device& devi
 
 // The rowwise gradient GEMMs' scales inside the GEMM (quant::set_fp8_rowwise_scales_in_gemm) where ATen's rowwise
 // _scaled_mm is cuBLASLt's outer-vector scaling (sm_90, CUDA 12.9+: measured bit-equal to torchao's two steps)
-// and `knob` (LF_FP8_SCALES_IN_GEMM) is auto; off elsewhere (CUTLASS's kernel accumulates otherwise). Returns it.
-bool choose_fp8_gemm_scaling(const config::PrecisionSection& p, const std::string& knob, const c10::Device& device);
+// and `knob` (LF_FP8_SCALES_IN_GEMM) is auto; off elsewhere (CUTLASS's kernel accumulates otherwise).
+void choose_fp8_gemm_scaling(const config::PrecisionSection& p, const std::string& knob, const c10::Device& device);
 
 }  // namespace lf::train

@@ -68,7 +68,8 @@ TEST(Fp8CastKernel, ColumnFactorsEqualAtensMultiplyThenCast) {
   for (const int64_t cols : {3584, 18944})
   for (const auto dtype : {at::kBFloat16, at::kFloat})
     for (const bool pow2 : {true, false}) {
-      SCOPED_TRACE(::testing::Message() << cols << " cols " << at::toString(dtype) << (pow2 ? " powers of two" : " any factors"));
+      SCOPED_TRACE(::testing::Message() << cols << " cols " << at::toString(dtype)
+                                        << (pow2 ? " powers of two" : " any factors"));
       const auto x = activations(rows, cols, dtype);
       at::manual_seed(1);
       auto f = at::rand({1, cols}).mul(8).add(0.01);

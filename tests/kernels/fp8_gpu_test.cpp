@@ -167,7 +167,8 @@ TEST(Fp8Gpu, RowwiseScaledGemmIsTorchaosTwoSteps) {
     SCOPED_TRACE(::testing::Message() << tokens << " tokens");
     const auto g = activations(tokens, 18944, 5).mul(1e-3);
     const auto ours = fp8_stored_grad_input(g, stored, r);
-    const auto ga = fp8_cast_scaled_columns(g, stored.scale.reciprocal().t().to(g.scalar_type()), fp8_grad_scaling(r, 1));
+    const auto folded = stored.scale.reciprocal().t().to(g.scalar_type());  // W's row scales, into g's columns
+    const auto ga = fp8_cast_scaled_columns(g, folded, fp8_grad_scaling(r, 1));
     const auto ai = ga.scale.reciprocal();
     const auto theirs = torchao_two_steps(ga.data, bd, ai, at::Tensor());
     if (exact_here) {

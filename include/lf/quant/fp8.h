@@ -65,7 +65,8 @@ at::Tensor fp8_cast_with_scale(const at::Tensor& x, const at::Tensor& scale, at:
 
 // a.data [M, K] @ b.data [K, N] -> [M, N] in out_dtype, each operand's scale undone: torchao's
 // addmm_float8_unwrapped (rowwise without fast accumulation: the scales applied after a unit-scaled GEMM, as it
-// does, or by the GEMM where set_fp8_rowwise_scales_in_gemm says it writes the same bits). On CUDA b must be column-major (b.data = W.t() of a row-major W); the CPU takes any layout.
+// does, or by the GEMM where set_fp8_rowwise_scales_in_gemm says it writes the same bits). On CUDA b must be
+// column-major (b.data = W.t() of a row-major W); the CPU takes any layout.
 at::Tensor fp8_mm(const Fp8Tensor& a, const Fp8Tensor& b, at::ScalarType out_dtype, bool fast_accum);
 
 // The three GEMMs of one linear layer under a recipe (torchao's matmul_with_hp_or_float8_args):
