@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 
 #include "kernel_math.cuh"
 #include "lf/kernels/fp8_cast.h"
@@ -42,26 +43,52 @@ __device__ __forceinline__ uint8_t to_fp8(float v, float scale, bool e5m2) {
   return __nv_cvt_float_to_fp8(y, __NV_SATFINITE, e5m2 ? __NV_E5M2 : __NV_E4M3);
 }
 
-// The pack v of x at column c times the column factors if any (x * f rounded to T, as ATen's multiply
+// A pack of 2-byte T held as 32-bit words, two elements a register. Held as Pack<T, 8>, the row of 2-byte
+// T came to ptxas as one 16-bit PTX register an element (the loads split, the factors' results rounded one
+// element at a time), each given a whole 32-bit register: the warp kernel's 16 bf16 packs took 128
+// registers, not 64 (172 a thread, one block an SM; 96 as words). Only the bits' container changes: every
+// element goes through the same conversions and arithmetic in the same order.
+template <typename T>
+using Words = Pack<uint32_t, static_cast<int>(kVec * sizeof(T) / 4)>;
+
+template <typename T>
+__device__ __forceinline__ Words<T> as_words(const Pack<T, kVec>& v) {
+  static_assert(sizeof(Words<T>) == sizeof(Pack<T, kVec>));
+  Words<T> w;
+  memcpy(&w, &v, sizeof w);
+  return w;
+}
+
+template <typename T>
+__device__ __forceinline__ Pack<T, kVec> as_pack(const Words<T>& w) {
+  Pack<T, kVec> v;
+  memcpy(&v, &w, sizeof v);
+  return v;
+}
+
+// The pack w of x at column c times the column factors if any (x * f rounded to T, as ATen's multiply
 // stores it), in place; m takes its max |x|. The kernels call it once every pack of the row is loaded: a pack
 // multiplied as soon as it was loaded (the first version) made the next pack's load wait for this one (the
 // SASS of the bf16 block-a-row kernel: one 16-byte load in flight a thread, then ~60 instructions), so a
 // warp had 512 bytes in flight. The factors (one float a column, the same for every row) come from L1/L2,
 // a pack in two 16-byte loads (col_mul is 32-byte aligned: fp8_cast_op).
 template <typename T>
-__device__ __forceinline__ void apply_factors(Pack<T, kVec>& v, const float* col_mul, int64_t c, float& m) {
+__device__ __forceinline__ void apply_factors(Words<T>& w, const float* col_mul, int64_t c, float& m) {
+  auto v = as_pack<T>(w);
   if (col_mul) {
     const auto f = load_pack<float, kVec>(col_mul + c);
 #pragma unroll
     for (int j = 0; j < kVec; ++j) v.v[j] = from_float<T>(to_float(v.v[j]) * f.v[j]);
+    w = as_words(v);
   }
 #pragma unroll
   for (int j = 0; j < kVec; ++j) m = fmaxf(m, fabsf(to_float(v.v[j])));
 }
 
-// v's FP8 bytes under scale s at out + c, 8 at a time.
+// w's FP8 bytes under scale s at out + c, 8 at a time.
 template <typename T>
-__device__ __forceinline__ void store_fp8(uint8_t* out, int64_t c, const Pack<T, kVec>& v, float s, bool e5m2) {
+__device__ __forceinline__ void store_fp8(uint8_t* out, int64_t c, const Words<T>& w, float s, bool e5m2) {
+  const auto v = as_pack<T>(w);
   Pack<uint8_t, kVec> q;
 #pragma unroll
   for (int j = 0; j < kVec; ++j) q.v[j] = to_fp8(to_float(v.v[j]), s, e5m2);
@@ -71,22 +98,23 @@ __device__ __forceinline__ void store_fp8(uint8_t* out, int64_t c, const Pack<T,
 // One block per row: the row read once into registers (packs of 8: cols % 8 == 0 and x 32-byte aligned,
 // fp8_cast_op's condition), multiplied by the column factors if any, its amax, its scale, its FP8 bytes
 // written 8 at a time. Two blocks an SM: with every load in flight before the factors, ptxas wanted 136
-// registers (one block an SM); bounded, it fits 128 without spills (scripts/check_cuda_sources.sh).
+// registers (one block an SM); bounded, it fits 128 without spills (scripts/check_cuda_sources.sh). 2-byte
+// rows held as Words take 78 (bf16 and fp16; float's 12 packs still fill the 128).
 template <typename T>
 __global__ void __launch_bounds__(kRowThreads, 2) fp8_rowwise_kernel(const Fp8CastArgs a) {
   const int64_t row = blockIdx.x;
   const T* x = static_cast<const T*>(a.x) + row * a.cols;
-  Pack<T, kVec> v[kVecsPerThread];
+  Words<T> w[kVecsPerThread];
 #pragma unroll
   for (int i = 0; i < kVecsPerThread; ++i) {  // every pack's load in flight at once
     const int64_t c = (threadIdx.x + int64_t{i} * kRowThreads) * kVec;
-    if (c < a.cols) v[i] = load_pack<T, kVec>(x + c);
+    if (c < a.cols) w[i] = as_words(load_pack<T, kVec>(x + c));
   }
   float m = 0.f;
 #pragma unroll
   for (int i = 0; i < kVecsPerThread; ++i) {
     const int64_t c = (threadIdx.x + int64_t{i} * kRowThreads) * kVec;
-    if (c < a.cols) apply_factors(v[i], a.col_mul, c, m);
+    if (c < a.cols) apply_factors<T>(w[i], a.col_mul, c, m);
   }
   const float s = scale_of(block_max(m), a.e5m2, a.pow2);
   if (threadIdx.x == 0) a.scale[row] = s;
@@ -94,7 +122,7 @@ __global__ void __launch_bounds__(kRowThreads, 2) fp8_rowwise_kernel(const Fp8Ca
 #pragma unroll
   for (int i = 0; i < kVecsPerThread; ++i) {
     const int64_t c = (threadIdx.x + int64_t{i} * kRowThreads) * kVec;
-    if (c < a.cols) store_fp8(out, c, v[i], s, a.e5m2);
+    if (c < a.cols) store_fp8<T>(out, c, w[i], s, a.e5m2);
   }
 }
 
@@ -112,17 +140,17 @@ __global__ void __launch_bounds__(kThreads) fp8_rowwise_warp_kernel(const Fp8Cas
   const int64_t packs = a.cols / kVec;
   if (row >= a.rows) return;  // a dead warp returns whole: the shuffles are within the warp
   const T* x = static_cast<const T*>(a.x) + row * a.cols;
-  Pack<T, kVec> v[kWarpRowPacks];
+  Words<T> w[kWarpRowPacks];
 #pragma unroll
   for (int i = 0; i < kWarpRowPacks; ++i) {  // every pack's load in flight at once
     const int64_t p = lane + int64_t{i} * 32;
-    if (p < packs) v[i] = load_pack<T, kVec>(x + p * kVec);
+    if (p < packs) w[i] = as_words(load_pack<T, kVec>(x + p * kVec));
   }
   float m = 0.f;
 #pragma unroll
   for (int i = 0; i < kWarpRowPacks; ++i) {
     const int64_t p = lane + int64_t{i} * 32;
-    if (p < packs) apply_factors(v[i], a.col_mul, p * kVec, m);
+    if (p < packs) apply_factors<T>(w[i], a.col_mul, p * kVec, m);
   }
   const float s = scale_of(warp_max(m), a.e5m2, a.pow2);
   if (lane == 0) a.scale[row] = s;
@@ -130,7 +158,7 @@ __global__ void __launch_bounds__(kThreads) fp8_rowwise_warp_kernel(const Fp8Cas
 #pragma unroll
   for (int i = 0; i < kWarpRowPacks; ++i) {
     const int64_t p = lane + int64_t{i} * 32;
-    if (p < packs) store_fp8(out, p * kVec, v[i], s, a.e5m2);
+    if (p < packs) store_fp8<T>(out, p * kVec, w[i], s, a.e5m2);
   }
 }
 
@@ -175,11 +203,15 @@ void fp8_cast(const Fp8CastArgs& a, Stream stream) {
   if (a.col_mul && reinterpret_cast<uintptr_t>(a.col_mul) % 32 != 0) fail("fp8_cast", "col_mul not 32-byte aligned");
   auto* s = static_cast<cudaStream_t>(stream);
   dispatch_dtype(a.dtype, "fp8_cast", [&]<typename T>() {
-    // 2-byte rows only: 16 packs of 8 floats would hold 128 registers a thread (1 block an SM).
-    if (a.rowwise && sizeof(T) == 2 && a.cols <= int64_t{kWarpRowPacks} * 32 * kVec) {
-      auto* k = &fp8_rowwise_warp_kernel<T>;
-      LF_LAUNCH(k, dim3(static_cast<unsigned>((a.rows + kRowsPerBlock - 1) / kRowsPerBlock)), dim3(kThreads), 0, s, a);
-      return;
+    // 2-byte rows only: 16 packs of 8 floats would hold 128 registers a thread (1 block an SM). Not even
+    // instantiated for float: it would be compiled (191 registers) and never launched.
+    if constexpr (sizeof(T) == 2) {
+      if (a.rowwise && a.cols <= int64_t{kWarpRowPacks} * 32 * kVec) {
+        auto* k = &fp8_rowwise_warp_kernel<T>;
+        LF_LAUNCH(k, dim3(static_cast<unsigned>((a.rows + kRowsPerBlock - 1) / kRowsPerBlock)), dim3(kThreads), 0, s,
+                  a);
+        return;
+      }
     }
     if (a.rowwise) {
       auto* k = &fp8_rowwise_kernel<T>;
