@@ -26,6 +26,10 @@ void resolve_kernel_paths(KernelPaths& k) {
   k.cuda_graph_bucket = knob_int("LF_CUDA_GRAPH_BUCKET").value_or(128);
   k.quant_gemm = knob_string("LF_QUANT_GEMM").value_or("auto");
   k.pad_masked_logits = knob_string("LF_PAD_MASKED_LOGITS").value_or("auto");
+  k.pref_padding_free = knob_string("LF_PREF_PADDING_FREE").value_or("auto");
+  LF_CHECK(!(k.pref_padding_free == "1" && k.pad_masked_logits == "1"), ConfigError,
+           "LF_PREF_PADDING_FREE=1 with LF_PAD_MASKED_LOGITS=1: expected one of them (padding-free rows have no pad "
+           "positions to mask); unset one");
   k.sdpa_backend = knob_string("LF_SDPA_BACKEND").value_or("auto");
   k.fp8_scales_in_gemm = knob_string("LF_FP8_SCALES_IN_GEMM").value_or("auto");  // the table checks auto|0
   LF_CHECK(k.cuda_graph_bucket > 0 && k.cuda_graph_bucket % 8 == 0, ConfigError,

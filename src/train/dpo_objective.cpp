@@ -175,12 +175,17 @@ at::Tensor DpoObjective::pair_loss(const Batch& b, const std::vector<double>& re
   const auto sft_loss = -(averaged_ ? pc : pc / s.valid.narrow(0, 0, k));
   if (o_.pref_ftx > 1e-6) losses = losses + o_.pref_ftx * sft_loss;
   if (record || into) {
-    const double tv = static_cast<double>(k * s.length * s.vocab);  // a half's [B, T, V] elements
+    // A half's logits: [B, T, V] elements padded, its rows' real positions times V padding-free.
+    const auto logits_of = [&](int64_t first) {
+      int64_t positions = 0;
+      for (int64_t i = first; i < first + k; ++i) positions += s.positions[static_cast<size_t>(i)];
+      return s.logits_sum.narrow(0, first, k).sum() / static_cast<double>(positions * s.vocab);
+    };
     const auto stats = at::stack({chosen_rewards.mean().to(at::kDouble), rejected_rewards.mean().to(at::kDouble),
                                   (chosen_rewards > rejected_rewards).to(at::kFloat).mean().to(at::kDouble),
                                   (chosen_rewards - rejected_rewards).mean().to(at::kDouble),
                                   pc.detach().mean().to(at::kDouble), pr.detach().mean().to(at::kDouble),
-                                  s.logits_sum.narrow(0, 0, k).sum() / tv, s.logits_sum.narrow(0, k, k).sum() / tv,
+                                  logits_of(0), logits_of(k),
                                   sft_loss.detach().mean().to(at::kDouble),
                                   ((losses.detach() - sft_loss.detach()) / beta).mean().to(at::kDouble),
                                   at::ones({}, losses.options().dtype(at::kDouble))});  // kCount: one micro-batch

@@ -12,6 +12,7 @@
 #include "lf/model/loss.h"
 #include "lf/parallel/strategy.h"
 #include "lf/model/host_copies.h"
+#include "padding_free.h"
 
 namespace lf::train {
 
@@ -46,6 +47,22 @@ at::Tensor ld_weights(const at::Tensor& labels, double alpha) {
   return w.masked_select(mask);  // [M], the order of at::nonzero(mask.reshape(-1))
 }
 
+namespace {
+
+// Each row's logits summed over its positions and the vocabulary, from sum_v logits[t, v] = h_t . sum_v W_v
+// (sequence_logps.h): normed [N, T, C] padded, or [1, L, C] padding-free (row r: p's offsets[r], lengths[r]).
+at::Tensor logits_sums(const at::Tensor& normed, const at::Tensor& w, const PackedRows* p) {
+  c10::NoGradGuard no_grad;
+  const auto w_sum = at::sum(w, {0}, false, at::kFloat).to(at::kDouble);  // [C]
+  if (!p) return at::matmul(at::sum(normed, {1}, false, at::kFloat).to(at::kDouble), w_sum);  // [N]
+  std::vector<at::Tensor> rows;  // a sum a row, in order (index_add's atomics would not be deterministic)
+  for (size_t r = 0; r < p->lengths.size(); ++r)
+    rows.push_back(at::sum(normed[0].narrow(0, p->offsets[r], p->lengths[r]), {0}, false, at::kFloat));
+  return at::matmul(at::stack(rows).to(at::kDouble), w_sum);
+}
+
+}  // namespace
+
 SequenceLogps sequence_logps(const ObjectiveContext& ctx, const Batch& b, const LogpsOptions& options) {
   auto& m = options.model ? *options.model : *ctx.model;
   auto* hooks = options.model ? nullptr : ctx.strategy->unit_hooks();
@@ -56,26 +73,28 @@ SequenceLogps sequence_logps(const ObjectiveContext& ctx, const Batch& b, const 
   const auto mask = shifted != model::kIgnoreIndex;
   const auto flat = at::nonzero(mask.reshape({-1})).squeeze(1);  // [M]
   const auto targets = shifted.reshape({-1}).index_select(0, flat);
+  std::optional<PackedRows> packed;
+  if (preference_padding_free(m, b)) packed = pack_rows(b);
   SequenceLogps out;
-  out.length = t;
+  out.positions = packed ? packed->lengths : std::vector<int64_t>(static_cast<size_t>(n), t);
   out.valid = model::to_device(mask.sum(1).to(at::kFloat), device);
-  const auto ids = model::to_device(b.input_ids, device);
   const auto flat_d = model::to_device(flat, device), targets_d = model::to_device(targets, device);
+  // The target positions among the forward's rows: the padded [N, T-1] layout's, or the packed row's.
+  const auto at_d = packed ? model::to_device(packed_positions(*packed, flat, t), device) : flat_d;
   std::optional<model::KeyPaddingScope> pads;  // only on padded rows: the mask costs the flash kernel
-  if (b.attention_mask.defined() && b.num_tokens < n * t && model::pad_masked_logits(device))
+  if (!packed && b.attention_mask.defined() && b.num_tokens < n * t && model::pad_masked_logits(device))
     pads.emplace(model::to_device(b.attention_mask.sum(1).clamp_min(1), device));  // an all-pad row keeps one key (no NaN)
-  const auto x = m.hidden_states(ids, {}, hooks);  // [N,T,C]
+  const auto x = packed ? m.hidden_states(model::to_device(packed->input_ids, device),
+                                          model::to_device(packed->position_ids, device), hooks, packed->segment_ids)
+                        : m.hidden_states(model::to_device(b.input_ids, device), {}, hooks);  // [N,T,C] / [1,L,C]
   out.logps = model::run_unit(hooks, m.head_unit(), x, [&](const at::Tensor& h) {
-    const auto normed = m.final_norm(h);  // [N,T,C]
-    const auto& w = m.lm_head_weight();   // [V,C]
+    const auto normed = m.final_norm(h);
+    const auto& w = m.lm_head_weight();  // [V,C]
     out.vocab = w.size(0);
-    {
-      c10::NoGradGuard no_grad;
-      const auto w_sum = at::sum(w, {0}, false, at::kFloat).to(at::kDouble);          // [C]
-      out.logits_sum = at::matmul(at::sum(normed, {1}, false, at::kFloat).to(at::kDouble), w_sum);  // [N]
-    }
+    out.logits_sum = logits_sums(normed, w, packed ? &*packed : nullptr);
     const int64_t c = normed.size(2);
-    const auto rows = normed.narrow(1, 0, t - 1).reshape({n * (t - 1), c}).index_select(0, flat_d);
+    const auto all = packed ? normed.reshape({-1, c}) : normed.narrow(1, 0, t - 1).reshape({n * (t - 1), c});
+    const auto rows = all.index_select(0, at_d);
     const int64_t chunk = ctx.chunk_rows > 0 ? ctx.chunk_rows : std::max<int64_t>(1, (int64_t{1} << 30) / (4 * w.size(0)));
     auto row_logps = model::chunked_lm_head_logps(rows, w, targets_d, chunk, m.lm_head_grad_sink());
     if (options.ld_alpha) row_logps = row_logps * model::to_device(ld_weights(b.labels, *options.ld_alpha), device);

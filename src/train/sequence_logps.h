@@ -8,6 +8,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <optional>
+#include <vector>
 
 #include "lf/train/batch.h"
 #include "objective.h"
@@ -18,7 +19,9 @@ struct SequenceLogps {
   at::Tensor logps;       // [N] fp32 on the device: each row's summed target log-probabilities
   at::Tensor valid;       // [N] fp32 on the device: each row's target tokens (get_batch_logps' valid_length)
   at::Tensor logits_sum;  // [N] fp64 on the device, detached: sum of the row's logits over [T, V]
-  int64_t length = 0;     // T (padded)
+  // The positions each row ran (T padded; its real tokens padding-free, train/padding_free.h): what
+  // logits_sum sums over, per vocabulary entry.
+  std::vector<int64_t> positions;
   int64_t vocab = 0;      // V
 };
 
@@ -33,8 +36,9 @@ struct LogpsOptions {
 };
 
 // Rows `b` (collate()'d, on the host) of the model: differentiable when autograd is on. Padded rows run
-// under HF's padding mask (model/key_padding.h): the pad positions' logits, which TRL's logits/* metrics
-// average over, are LLaMA-Factory's; the log-probabilities do not depend on it.
+// padding-free (train/padding_free.h) or padded, then under HF's padding mask where asked (model/key_padding.h):
+// the pad positions' logits, which TRL's logits/* metrics average over, are LLaMA-Factory's; the
+// log-probabilities do not depend on it.
 SequenceLogps sequence_logps(const ObjectiveContext& ctx, const Batch& b, const LogpsOptions& options = {});
 
 // LD-DPO's weight of each target position of `labels` [N, T] (host), flattened over the shifted [N, T-1]

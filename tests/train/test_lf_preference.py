@@ -117,6 +117,54 @@ def test_run_is_llamafactorys(run, model, tmp_path):
     assert (out / "training_loss.png").exists()
 
 
+@pytest.mark.parametrize("run", ["dpo_sigmoid_lora", "dpo_sigmoid_full", "dpo_orpo_lora", "ref:dpo_ld_alpha_lora",
+                                 "ref:dpo_ref_model_lora"])
+def test_padding_free_rows_train_as_padded_ones(run, model, tmp_path):
+    """LF_PREF_PADDING_FREE=1 (auto's choice on a GPU): each micro-batch's rows end to end as one row, attention
+    within each (here under the block-diagonal mask, on a GPU flash's varlen kernel), no pad position computed.
+    The loss, gradient norm, rewards and log-probabilities stay LLaMA-Factory's padded run's, within the same
+    tolerance; logits/* average the real positions only, so where a micro-batch was padded they move off
+    LLaMA-Factory's (which average the pad positions too): the proof the rows ran without their padding.
+    (kto_en_demo's rows, all cut at 64 tokens, have no padding to drop.)"""
+    ref = run.startswith("ref:")  # LD-DPO's weights follow the packed targets; a reference model packs too
+    fixture = REF_RUNS[run[4:]] if ref else RUNS[run]
+    out = tmp_path / run.replace(":", "-")
+    _, log = train(out, model, ref_keys(fixture["keys"]), env_extra={"LF_PREF_PADDING_FREE": "1"})
+    assert "preference rows: padding-free" in log, log[-3000:]
+    got, want = steps_of(out), fixture["steps"]
+    logits = [k for k in want[0] if k.startswith("logits/")]
+    assert_same_steps([{k: v for k, v in g.items() if not k.startswith("logits/")} for g in got],
+                      [{k: v for k, v in w.items() if not k.startswith("logits/")} for w in want])
+    moved = [(g[k], w[k]) for g, w in zip(got, want) for k in logits if abs(g[k] - w[k]) > tolerance(k, w[k], w)]
+    assert moved, f"logits/* all equal the padded run's: no micro-batch ran padding-free ({logits})"
+
+
+def test_padding_free_two_ranks_and_zero3_equal_one_process(model, tmp_path):
+    """Padding-free under DDP and ZeRO-3 (each rank packs its own rows; ZeRO-3's gathers run per packed row)."""
+    keys = dict(finetuning_type="full", learning_rate=1e-3, max_steps=3)
+    env = {"LF_PREF_PADDING_FREE": "1"}
+    one = tmp_path / "one"
+    train(one, model, dict(keys, per_device_train_batch_size=4, gradient_accumulation_steps=1), env_extra=env)
+    want = steps_of(one)
+    for sharding in ({}, {"zero_stage": 3}):
+        out = tmp_path / f"two-{len(sharding)}"
+        train(out, model, dict(keys, per_device_train_batch_size=2, gradient_accumulation_steps=1, **sharding),
+              ranks=2, env_extra=env)
+        got = steps_of(out)
+        assert len(got) == len(want)
+        for g, w in zip(got, want):
+            for key in w:
+                if isinstance(w[key], float) and not key.startswith("logits/") and key != "train_runtime":
+                    assert abs(g[key] - w[key]) <= 2 * tolerance(key, w[key], w), (sharding, key, g[key], w[key])
+
+
+def test_padding_free_and_pad_masked_logits_together_are_an_error(model, tmp_path):
+    rc, log = train(tmp_path / "out", model, {}, expect_ok=False,
+                    env_extra={"LF_PREF_PADDING_FREE": "1", "LF_PAD_MASKED_LOGITS": "1"})
+    assert rc != 0 and "LF_PREF_PADDING_FREE=1 with LF_PAD_MASKED_LOGITS=1" in log, log[-3000:]
+    assert not (tmp_path / "out" / "trainer_state.json").exists()
+
+
 def test_reference_pass_is_traced_as_step_0(model, tmp_path):
     """LF_PROFILE_TRACE_STEPS=0:1: the Kineto trace holds the pass before step 1 (dpo's reference
     log-probabilities, an lf::reference span per micro-batch) and step 1 (its lf::optimizer)."""

@@ -229,6 +229,12 @@ inline constexpr EnvKnob kEnvKnobs[] = {
      "pure_bf16 (sft/pt) where it is 1: HF's bf16 rounding bit for bit (padded rows under HF's mask with repeated kv "
      "heads, the LM head unchunked as ForCausalLMLoss: [B,T,V] logits, HF's memory); 0: flash attention's GQA and "
      "the chunked head, whose bf16 gradients differ from HF's by an ulp here and there"},
+    {"LF_PREF_PADDING_FREE", KnobType::kChoice, "auto", "auto|1|0", "lf-worker",
+     "dpo/kto/orpo/simpo forwards of padded rows (chosen and rejected responses of different lengths): 1 runs a "
+     "micro-batch's rows as one row of their real tokens end to end, attention within each (TRL's padding_free: "
+     "no GEMM or attention on pad positions; the same log-probabilities, losses and gradients up to rounding; "
+     "logits/* average the real positions), 0 pads them; auto: 1 where flash's varlen kernel runs (a GPU) and "
+     "LF_PAD_MASKED_LOGITS is not 1. 1 with LF_PAD_MASKED_LOGITS=1 is an error"},
     {"LF_FP32_WEIGHT_GRADS", KnobType::kBool, "1", "", "lf-worker",
      "1: with the fused kernels, full fine-tuning's fp32 master weights get their gradients from a GEMM that "
      "writes fp32 (no bf16 gradient, no cast pass); 0: a bf16 gradient cast to fp32, as under autocast (for "

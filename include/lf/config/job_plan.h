@@ -37,6 +37,9 @@ struct KernelPaths {
   // LF_PAD_MASKED_LOGITS: auto | 1 | 0: preference forwards of padded rows under HF's padding mask
   // (model/key_padding.h; TRL's logits/* average the pad positions too); auto: off a GPU only.
   std::string pad_masked_logits = "auto";
+  // LF_PREF_PADDING_FREE: auto | 1 | 0: preference forwards of padded rows run as one row of their real tokens
+  // (train/padding_free.h); auto: where flash's varlen kernel runs and pad_masked_logits is off.
+  std::string pref_padding_free = "auto";
   // LF_SDPA_BACKEND: auto | torch | cudnn | flash | efficient | math: the one fused attention kernel SDPA may
   // pick (math stays as its fallback); torch: torch's own order; auto: the same without cuDNN when the rows'
   // lengths vary (model/sdpa.h, train/attention_shapes.h).

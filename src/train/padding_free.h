@@ -1,0 +1,43 @@
+#pragma once
+// Padding-free preference rows (LF_PREF_PADDING_FREE, TRL's padding_free): a micro-batch of padded rows
+// [N, T] (chosen and rejected responses of different lengths, each padded to the longest) runs as one row
+// of their real tokens end to end, [1, L], each row a sequence of its own: positions from 0, attention
+// within it (flash's varlen kernel on a GPU, neat_packing's path; the block-diagonal mask elsewhere). The
+// pad positions' GEMMs and attention are not computed at all: on 2 pairs of 1,100-2,000 tokens, ~15% of a
+// padded micro-batch. Every real position sees the same keys and positions as in its padded row, so the
+// log-probabilities, losses and gradients are the padded run's up to the kernels' rounding; TRL's
+// logits/* metrics average the real positions only (there are no pad positions), as TRL's own
+// padding_free does. Internal to lf_train.
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "lf/train/batch.h"
+
+namespace lf::model {
+class CausalLM;
+}
+
+namespace lf::train {
+
+struct PackedRows {
+  at::Tensor input_ids;          // [1, L] int64, host
+  at::Tensor position_ids;       // [1, L] int64, host: 0 at each row's first token
+  at::Tensor segment_ids;        // [1, L] int64, host: row r's tokens are r + 1
+  std::vector<int64_t> offsets;  // where each row starts in L
+  std::vector<int64_t> lengths;  // each row's real tokens (its attention_mask's sum)
+};
+
+// Whether `b`'s rows run padding-free under `m`: rows with padding, and LF_PREF_PADDING_FREE 1, or auto
+// where the varlen kernel runs and the pad positions are not wanted under HF's mask (LF_PAD_MASKED_LOGITS).
+bool preference_padding_free(const model::CausalLM& m, const Batch& b);
+
+// b's rows (right-padded: real tokens are each attention_mask's leading 1s) end to end.
+PackedRows pack_rows(const Batch& b);
+
+// `flat` [M] int64 (host): positions b * (T - 1) + j of the padded rows' shifted [N, T - 1] layout ->
+// the same positions in the packed row, offsets[b] + j.
+at::Tensor packed_positions(const PackedRows& p, const at::Tensor& flat, int64_t t);
+
+}  // namespace lf::train
