@@ -7,6 +7,9 @@
 #   LF_SDPA_BACKEND=torch PEER=0 ROWS=7b-lora scripts/device/dpo_bench.sh   # lf-train alone, cuDNN attention
 #       kept (auto leaves it out on these varying-length pairs: train/attention_shapes.h); add
 #       TORCH_CUDNN_SDPA_AVOID_RECOMPILE=1 for torch's experimental plan reuse across lengths
+#   WORDS=100:650 WORK=/tmp/dpo_var scripts/device/dpo_bench.sh   # responses of 100-650 words (~300-1,950
+#       tokens: rows of varying length, padded in a micro-batch; the default 700:1300 fills every row to
+#       cutoff_len 2048, so no row is padded); LF_PREF_PADDING_FREE=0 for the padded A/B
 #   LF_PAD_MASKED_LOGITS=1 scripts/device/dpo_bench.sh   # padded rows under HF's padding mask (TRL's exact
 #       logits/* on the GPU, SDPA with a mask instead of flash): its cost against the default run decides `auto`
 # with `.deps` carried: .deps/debs (scripts/device/fetch_debs.sh) and .deps/wheels, the peer's wheels the
@@ -47,14 +50,15 @@ $PY -c "import trl, datasets, peft, transformers, torch; print('peer stack: trl'
 # 3. synthetic ranking data: each pair's rows up to cutoff_len 2048 tokens (the tiny tokenizer: ~1.5 tokens a word).
 if [[ ! -f $WORK/data/dataset_info.json ]]; then
   mkdir -p "$WORK/data"
-  $PY - "$WORK/data" <<'PYEOF'
+  $PY - "$WORK/data" "${WORDS:-700:1300}" <<'PYEOF'
 import json, random, sys
 random.seed(3)
+lo, hi = map(int, sys.argv[2].split(":"))
 words = ("the model learns to follow instructions while the optimizer updates every weight of the network "
          "gradient loss token batch epoch data parallel shard rank checkpoint memory kernel attention layer").split()
 rows = [{"instruction": " ".join(random.choices(words, k=60)),
-         "chosen": " ".join(random.choices(words, k=random.randint(700, 1300))),
-         "rejected": " ".join(random.choices(words, k=random.randint(700, 1300)))} for _ in range(400)]
+         "chosen": " ".join(random.choices(words, k=random.randint(lo, hi))),
+         "rejected": " ".join(random.choices(words, k=random.randint(lo, hi)))} for _ in range(400)]
 json.dump(rows, open(f"{sys.argv[1]}/pairs.json", "w"))
 json.dump({"pairs": {"file_name": "pairs.json", "ranking": True,
                      "columns": {"prompt": "instruction", "chosen": "chosen", "rejected": "rejected"}}},
