@@ -5,9 +5,10 @@
 // within it (flash's varlen kernel on a GPU, neat_packing's path; the block-diagonal mask elsewhere). The
 // pad positions' GEMMs and attention are not computed at all: on 2 pairs of 1,100-2,000 tokens, ~15% of a
 // padded micro-batch. Every real position sees the same keys and positions as in its padded row, so the
-// log-probabilities, losses and gradients are the padded run's up to the kernels' rounding; TRL's
-// logits/* metrics average the real positions only (there are no pad positions), as TRL's own
-// padding_free does. Internal to lf_train.
+// log-probabilities, losses and gradients are the padded run's up to the kernels' rounding; the
+// logits/* metrics cover the real positions only (dpo's average them, kto's per-example sums drop the
+// pad positions): not LLaMA-Factory's figure (its [B, T] means and sums include the pad positions),
+// nor TRL's (the response tokens' mean, padded or padding-free). Internal to lf_train.
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>

@@ -158,6 +158,61 @@ def test_padding_free_two_ranks_and_zero3_equal_one_process(model, tmp_path):
                     assert abs(g[key] - w[key]) <= 2 * tolerance(key, w[key], w), (sharding, key, g[key], w[key])
 
 
+def padded_and_padding_free(tmp_path, model, keys, ranks=1):
+    """The same run padded (LF_PREF_PADDING_FREE=0) and padding-free (1): their logged entries, evaluations too."""
+    runs = []
+    for mode in ("0", "1"):
+        out = tmp_path / f"pf{mode}"
+        _, log = train(out, model, keys, ranks=ranks, env_extra={"LF_PREF_PADDING_FREE": mode})
+        assert ("preference rows: padding-free" in log) == (mode == "1"), log[-3000:]
+        runs.append(steps_of(out, evals=True))
+    return runs
+
+
+def assert_padding_free_is_padded(padded, free):
+    """Everything but logits/* (and timings) within the fixtures' tolerance; logits/* moved somewhere."""
+    assert [p["step"] for p in padded] == [f["step"] for f in free]
+    moved = False
+    for p, f in zip(padded, free):
+        for key, v in p.items():
+            if not isinstance(v, float) or "runtime" in key or "per_second" in key:
+                continue
+            if "logits/" in key:
+                moved = moved or abs(f[key] - v) > tolerance(key, v, p)
+                continue
+            assert abs(f[key] - v) <= tolerance(key, v, p), (p["step"], key, f[key], v)
+    assert moved, "logits/* all equal the padded run's: nothing ran padding-free"
+
+
+@pytest.mark.parametrize("keys", [
+    # KTO on rows that do have padding (kto_en_demo cut at 512 tokens, not 64): target and KL rows packed.
+    dict(stage="kto", dataset="kto_en_demo", cutoff_len=512),
+    dict(stage="kto", dataset="kto_en_demo", cutoff_len=512, finetuning_type="full", learning_rate=1e-3, pref_ftx=0.5),
+    # DPO's evaluation (and its reference pass over the eval set) on longer, more padded rows.
+    dict(cutoff_len=512, eval_steps=2, eval_strategy="steps", per_device_eval_batch_size=2, val_size=4),
+], ids=["kto_lora", "kto_full_ftx", "dpo_eval"])
+def test_padding_free_equals_padded_on_padded_rows(keys, model, tmp_path):
+    assert_padding_free_is_padded(*padded_and_padding_free(tmp_path, model, keys))
+
+
+@pytest.mark.parametrize("family", ["gemma3", "qwen3_moe", "mixtral"])
+def test_padding_free_families_equal_padded(family, tmp_path):
+    """Gemma 3's sliding layers (window 16 < the rows: the window within each packed row) and its local RoPE, and
+    the mixture-of-experts families, padding-free against padded."""
+    m = tmp_path / "model"
+    shutil.copytree(os.path.join(ROOT, "tests", "fixtures", "train", "lf_families", family, "model"), m)
+    for f in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copy(os.path.join(ROOT, "configs", "models", "tiny", f), m)
+    assert_padding_free_is_padded(*padded_and_padding_free(tmp_path, m, dict(cutoff_len=256)))
+
+
+def test_padding_free_kto_zero3_equals_padded(model, tmp_path):
+    """KTO's target and KL rows padding-free on 2 ranks under ZeRO-3 (each rank's own packed rows)."""
+    keys = dict(stage="kto", dataset="kto_en_demo", cutoff_len=512, finetuning_type="full", learning_rate=1e-3,
+                zero_stage=3)
+    assert_padding_free_is_padded(*padded_and_padding_free(tmp_path, model, keys, ranks=2))
+
+
 def test_padding_free_and_pad_masked_logits_together_are_an_error(model, tmp_path):
     rc, log = train(tmp_path / "out", model, {}, expect_ok=False,
                     env_extra={"LF_PREF_PADDING_FREE": "1", "LF_PAD_MASKED_LOGITS": "1"})

@@ -233,7 +233,8 @@ inline constexpr EnvKnob kEnvKnobs[] = {
      "dpo/kto/orpo/simpo forwards of padded rows (chosen and rejected responses of different lengths): 1 runs a "
      "micro-batch's rows as one row of their real tokens end to end, attention within each (TRL's padding_free: "
      "no GEMM or attention on pad positions; the same log-probabilities, losses and gradients up to rounding; "
-     "logits/* average the real positions), 0 pads them; auto: 1 where flash's varlen kernel runs (a GPU) and "
+     "logits/* cover the real positions only: dpo's average them, kto's per-example sums drop the pad "
+     "positions), 0 pads them; auto: 1 where flash's varlen kernel runs (a GPU) and "
      "LF_PAD_MASKED_LOGITS is not 1. 1 with LF_PAD_MASKED_LOGITS=1 is an error"},
     {"LF_FP32_WEIGHT_GRADS", KnobType::kBool, "1", "", "lf-worker",
      "1: with the fused kernels, full fine-tuning's fp32 master weights get their gradients from a GEMM that "
