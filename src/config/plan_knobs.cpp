@@ -27,9 +27,6 @@ void resolve_kernel_paths(KernelPaths& k) {
   k.quant_gemm = knob_string("LF_QUANT_GEMM").value_or("auto");
   k.pad_masked_logits = knob_string("LF_PAD_MASKED_LOGITS").value_or("auto");
   k.pref_padding_free = knob_string("LF_PREF_PADDING_FREE").value_or("auto");
-  LF_CHECK(!(k.pref_padding_free == "1" && k.pad_masked_logits == "1"), ConfigError,
-           "LF_PREF_PADDING_FREE=1 with LF_PAD_MASKED_LOGITS=1: expected one of them (padding-free rows have no pad "
-           "positions to mask); unset one");
   k.sdpa_backend = knob_string("LF_SDPA_BACKEND").value_or("auto");
   k.fp8_scales_in_gemm = knob_string("LF_FP8_SCALES_IN_GEMM").value_or("auto");  // the table checks auto|0
   LF_CHECK(k.cuda_graph_bucket > 0 && k.cuda_graph_bucket % 8 == 0, ConfigError,
@@ -64,6 +61,11 @@ void resolve_logging_knobs(LoggingSection& l) {
 
 void resolve_plan_knobs(JobPlan& plan) {
   resolve_kernel_paths(plan.model.kernels);
+  const auto& k = plan.model.kernels;  // sft's pure_bf16 reads LF_PAD_MASKED_LOGITS too: only these stages conflict
+  LF_CHECK(!(plan.objective.preference() && k.pref_padding_free == "1" && k.pad_masked_logits == "1"), ConfigError,
+           "stage {}: LF_PREF_PADDING_FREE=1 with LF_PAD_MASKED_LOGITS=1: expected one of them (padding-free rows have "
+           "no pad positions to mask); unset one",
+           plan.objective.stage);
   resolve_parallel_knobs(plan.parallel);
   plan.optim.fused_clip = knob_bool("LF_FUSED_CLIP").value_or(true);
   resolve_logging_knobs(plan.logging);

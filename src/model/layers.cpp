@@ -39,8 +39,9 @@ at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
   if (window > 0) {
     const int64_t t = q.size(2);
     // On a GPU, flash's own window within each row (or packed sequence): no [T, T] mask, no work outside it.
-    if (!rope.attn_mask.defined() && !key_padding_mask(t).defined() &&
-        varlen_attention_supported(q.device(), q.scalar_type(), q.size(3)))
+    // rope.varlen defined: packed sequences the varlen kernel must keep apart (the mask below would not).
+    if (rope.varlen.defined() || (!rope.attn_mask.defined() && !key_padding_mask(t).defined() &&
+                                  varlen_attention_supported(q.device(), q.scalar_type(), q.size(3))))
       return varlen_causal_attention(q, k, v, rope.varlen.defined() ? rope.varlen : rows_as_segments(q.size(0), t, q.device()),
                                      scale, window);
     const auto i = at::arange(t, at::TensorOptions().dtype(at::kLong).device(q.device()));

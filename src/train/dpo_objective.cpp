@@ -24,6 +24,7 @@
 #include "bco_baseline.h"
 #include "reference_logps.h"
 #include "reference_model.h"
+#include "padding_free.h"
 #include "sequence_logps.h"
 #include "lf/model/host_copies.h"
 
@@ -60,7 +61,7 @@ class DpoObjective : public Objective {
   MicroStep micro_step(const std::vector<int64_t>& examples, double factor, PhaseClock& phases) override {
     const auto b = collate(*ctx_.train, both_rows(examples), ctx_.pad_id);
     MicroStep out;
-    out.add_rows(b.num_tokens, b.input_ids.size(0), b.input_ids.size(1));
+    out.add_ran(b.num_tokens, b.input_ids.size(0), b.input_ids.size(1), ran_lengths(*ctx_.model, b));
     const auto r = pair_loss(b, ref_train_, examples, /*record=*/true);
     phases.lap(Phase::kForward);
     torch::autograd::backward({r * factor});

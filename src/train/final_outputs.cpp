@@ -51,13 +51,13 @@ json perf_report(const TrainSummary& sum, int64_t first_step, int64_t rank_token
   json perf = {{"steps", sum.global_step},
                {"real_tokens_per_s", steady_s > 0 ? steady_real / steady_s : 0.0},
                {"median_step_s", med->seconds},
-               {"tokens_per_s", med->seconds > 0 ? static_cast<double>(med->padded_tokens) / med->seconds : 0.0},
+               {"tokens_per_s", med->seconds > 0 ? static_cast<double>(med->computed_tokens) / med->seconds : 0.0},
                {"real_tokens_per_s_overall",
                 static_cast<double>(rank_tokens) / std::max(sum.runtime_s, 1e-9)},
                {"peak_memory_gib", static_cast<double>(sum.peak_memory_bytes) / (1 << 30)},
                // The median step's model FLOPs (active parameters: a mixture of experts' k of E) per second,
                // and their share of 790 TFLOP/s, the H200's measured dense bf16 ceiling (shared/bench's mfu_vs_790).
-               {"model_tflops_per_s", med->seconds > 0 ? step_model_flops(flops, static_cast<double>(med->padded_tokens),
+               {"model_tflops_per_s", med->seconds > 0 ? step_model_flops(flops, static_cast<double>(med->computed_tokens),
                                                                           static_cast<double>(med->padded_token_positions)) /
                                                              med->seconds / 1e12
                                                        : 0.0},

@@ -21,6 +21,7 @@
 #include "phase_profile.h"
 #include "reference_logps.h"
 #include "reference_model.h"
+#include "padding_free.h"
 #include "sequence_logps.h"
 #include "lf/model/host_copies.h"
 
@@ -106,8 +107,8 @@ MicroStep KtoObjective::micro_step(const std::vector<int64_t>& examples, double 
   const auto tb = collate(data, pair_rows(examples, false), ctx_.pad_id);
   const auto kb = collate(data, pair_rows(examples, true), ctx_.pad_id);
   MicroStep out;
-  out.add_rows(tb.num_tokens, tb.input_ids.size(0), tb.input_ids.size(1));
-  out.add_rows(kb.num_tokens, kb.input_ids.size(0), kb.input_ids.size(1));
+  out.add_ran(tb.num_tokens, tb.input_ids.size(0), tb.input_ids.size(1), ran_lengths(*ctx_.model, tb));
+  out.add_ran(kb.num_tokens, kb.input_ids.size(0), kb.input_ids.size(1), ran_lengths(*ctx_.model, kb));
   const auto target = sequence_logps(ctx_, tb);
   at::Tensor kl_logps;
   {

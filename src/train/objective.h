@@ -53,12 +53,20 @@ struct ObjectiveContext {
 struct MicroStep {
   at::Tensor loss;        // 0-dim on the device, unscaled (the step's loss: the sum / the divisor)
   int64_t tokens = 0;     // real tokens of its rows
-  int64_t padded = 0;     // rows x length, summed over its forwards (what the device computed)
-  int64_t positions = 0;  // rows x length x length (attention FLOPs)
+  int64_t padded = 0;     // rows x length, summed over its forwards (HF's numel: input_tokens_seen, flos)
+  int64_t computed = 0;   // the tokens the device ran: padded, or fewer padding-free (train/padding_free.h)
+  int64_t positions = 0;  // each computed row's length squared (attention FLOPs)
   void add_rows(int64_t real, int64_t rows, int64_t length) {
     tokens += real;
     padded += rows * length;
+    computed += rows * length;
     positions += rows * length * length;
+  }
+  // Rows [rows, length] of which row r ran ran[r] positions (padding_free.h's ran_lengths).
+  void add_ran(int64_t real, int64_t rows, int64_t length, const std::vector<int64_t>& ran) {
+    tokens += real;
+    padded += rows * length;
+    for (const auto l : ran) computed += l, positions += l * l;
   }
 };
 

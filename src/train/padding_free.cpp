@@ -49,20 +49,38 @@ PackedRows pack_rows(const Batch& b) {
     p.lengths.push_back(len);
     total += len;
   }
+  const int64_t l = (total + kPackedMultiple - 1) / kPackedMultiple * kPackedMultiple;
+  p.filler = l - total;
   const auto opts = at::TensorOptions().dtype(at::kLong);
-  p.input_ids = at::empty({1, total}, opts);
-  p.position_ids = at::empty({1, total}, opts);
-  p.segment_ids = at::empty({1, total}, opts);
+  p.input_ids = at::empty({1, l}, opts);
+  p.position_ids = at::empty({1, l}, opts);
+  p.segment_ids = at::zeros({1, l}, opts);
   const auto ids = b.input_ids.contiguous();
   const auto* src = ids.const_data_ptr<int64_t>();
   auto *dst = p.input_ids.data_ptr<int64_t>(), *pos = p.position_ids.data_ptr<int64_t>();
   auto* seg = p.segment_ids.data_ptr<int64_t>();
-  for (int64_t r = 0; r < n; ++r)
+  int64_t pad_token = src[0];  // the filler's token: one of b's pad positions' (a row shorter than T has one)
+  for (int64_t r = 0; r < n; ++r) {
     for (int64_t j = 0; j < p.lengths[r]; ++j) {
       const int64_t k = p.offsets[r] + j;
       dst[k] = src[r * t + j], pos[k] = j, seg[k] = r + 1;
     }
+    if (p.lengths[r] < t) pad_token = src[r * t + p.lengths[r]];
+  }
+  for (int64_t j = 0; j < p.filler; ++j) dst[total + j] = pad_token, pos[total + j] = j;
   return p;
+}
+
+std::vector<int64_t> ran_lengths(const model::CausalLM& m, const Batch& b) {
+  const int64_t n = b.input_ids.size(0), t = b.input_ids.size(1);
+  if (!preference_padding_free(m, b)) return std::vector<int64_t>(static_cast<size_t>(n), t);
+  const auto mask = b.attention_mask.sum(1).contiguous();  // right-padded: each row's real tokens
+  std::vector<int64_t> out(mask.const_data_ptr<int64_t>(), mask.const_data_ptr<int64_t>() + n);
+  int64_t total = 0;
+  for (const auto l : out) total += l;
+  if (const int64_t filler = (total + kPackedMultiple - 1) / kPackedMultiple * kPackedMultiple - total; filler > 0)
+    out.push_back(filler);
+  return out;
 }
 
 at::Tensor packed_positions(const PackedRows& p, const at::Tensor& flat, int64_t t) {

@@ -181,6 +181,7 @@ PendingStep Trainer::State::run_step(const std::vector<int64_t>& perm, int64_t s
     loss_acc += ms.loss.detach().to(at::kDouble);
     rec.num_tokens += ms.tokens;
     rec.padded_tokens += ms.padded;
+    rec.computed_tokens += ms.computed;
     rec.padded_token_positions += ms.positions;
   }
   {

@@ -174,7 +174,7 @@ void Trainer::State::report_progress(const StepRecord& r) {
   for (auto& [k, v] : last_step_metrics.items())
     if (v.is_number()) m.set(k, v.get<double>());
   if (peak_flops > 0)  // this rank's share of the step's model FLOPs over its time
-    m.mfu = step_model_flops(model_flops, static_cast<double>(r.padded_tokens),
+    m.mfu = step_model_flops(model_flops, static_cast<double>(r.computed_tokens),
                              static_cast<double>(r.padded_token_positions)) /
             std::max(r.seconds, 1e-9) / peak_flops;
   // The communication left after backward: measured only under LF_PROFILE_PHASES=1.

@@ -87,10 +87,11 @@ struct StepRecord {
   double loss_scale = 1;  // fp16: the scale used by this step
   int64_t num_targets = 0;
   int64_t num_tokens = 0;     // real tokens of this rank's micro-batches
-  int64_t padded_tokens = 0;  // B x T summed over this rank's micro-batches (what the GPU computed)
+  int64_t padded_tokens = 0;  // B x T summed over this rank's micro-batches (HF's numel)
+  int64_t computed_tokens = 0;  // what the device ran of them: B x T, or the real tokens padding-free
   int64_t step_tokens = 0;         // real tokens of the whole step (every rank)
   int64_t step_padded_tokens = 0;  // B x T of the whole step (every rank)
-  int64_t padded_token_positions = 0;  // B x T x T over this rank's micro-batches (attention FLOPs)
+  int64_t padded_token_positions = 0;  // each computed row's length squared, summed (attention FLOPs)
   double seconds = 0;         // wall time of the step (forward, backward, optimizer); read late: since the last read
   // Mixture of experts with the load-balancing loss on: its mean over the step's micro-batches (every
   // rank); `loss` holds router_aux_loss_coef x its sum, as HF's Trainer adds it per micro-batch.
