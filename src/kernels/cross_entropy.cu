@@ -24,7 +24,7 @@ __device__ __forceinline__ void online_add(float& m, float& s, float x) {
 template <typename T, int kV>
 __global__ void __launch_bounds__(kThreads)
     cross_entropy_rows_kernel(T* __restrict__ logits, const int64_t* __restrict__ targets, float* __restrict__ loss,
-                              int64_t vocab, int64_t ignore_index) {
+                              int64_t vocab, int64_t ignore_index, const float* __restrict__ row_scale) {
   T* x = logits + int64_t{blockIdx.x} * vocab;
   const int64_t y = targets[blockIdx.x];
   const bool ignored = y == ignore_index, valid = y >= 0 && y < vocab;
@@ -40,13 +40,14 @@ __global__ void __launch_bounds__(kThreads)
   const float row_max = block_max(m);
   const float sum = block_sum(m == -INFINITY ? 0.f : s * expf(m - row_max));
   const float lse = row_max + logf(sum);
+  const float sc = row_scale ? row_scale[blockIdx.x] : 1.f;  // g * 1.f is g exactly: unscaled rows as before
   if (threadIdx.x == 0) loss[blockIdx.x] = ignored ? 0.f : valid ? lse - picked : NAN;
   for (int64_t i = threadIdx.x; i < packs; i += blockDim.x) {
     auto p = load_pack<T, kV>(x + i * kV);
 #pragma unroll
     for (int j = 0; j < kV; ++j) {
       const float g = expf(to_float(p.v[j]) - lse) - (i * kV + j == y ? 1.f : 0.f);
-      p.v[j] = from_float<T>(ignored ? 0.f : g);
+      p.v[j] = from_float<T>(ignored ? 0.f : g * sc);
     }
     store_pack<T, kV>(x + i * kV, p);
   }
@@ -66,10 +67,10 @@ void cross_entropy_rows(const CrossEntropyRowsArgs& a, Stream stream) {
     const dim3 grid(static_cast<unsigned>(a.rows)), block(kThreads);
     if (a.vocab % kV == 0 && aligned16(a.logits)) {
       auto* k = &cross_entropy_rows_kernel<T, kV>;
-      LF_LAUNCH(k, grid, block, 0, s, x, a.targets, a.loss, a.vocab, a.ignore_index);
+      LF_LAUNCH(k, grid, block, 0, s, x, a.targets, a.loss, a.vocab, a.ignore_index, a.row_scale);
     } else {
       auto* k = &cross_entropy_rows_kernel<T, 1>;
-      LF_LAUNCH(k, grid, block, 0, s, x, a.targets, a.loss, a.vocab, a.ignore_index);
+      LF_LAUNCH(k, grid, block, 0, s, x, a.targets, a.loss, a.vocab, a.ignore_index, a.row_scale);
     }
   });
   check_launch("cross_entropy_rows");

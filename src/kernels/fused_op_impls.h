@@ -17,7 +17,8 @@ std::pair<at::Tensor, at::Tensor> add_rms_norm_op(const at::Tensor& x, const at:
 std::pair<at::Tensor, at::Tensor> rope_qk_op(const at::Tensor& q, const at::Tensor& k, const at::Tensor& cos,
                                              const at::Tensor& sin, int64_t seq_len, int64_t head_dim);
 at::Tensor swiglu_op(const at::Tensor& gate, const at::Tensor& up);
-at::Tensor cross_entropy_rows_op(const at::Tensor& logits, const at::Tensor& targets, int64_t ignore_index);
+at::Tensor cross_entropy_rows_op(const at::Tensor& logits, const at::Tensor& targets, int64_t ignore_index,
+                                 const at::Tensor& row_scale);
 // moe_op.cpp
 at::Tensor moe_combine_op(const at::Tensor& y, const at::Tensor& slot_of, const at::Tensor& weights, int64_t top_k);
 std::pair<at::Tensor, at::Tensor> moe_combine_backward_op(const at::Tensor& g, const at::Tensor& y,

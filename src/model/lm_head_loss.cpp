@@ -44,7 +44,7 @@ struct ChunkedLmLoss : public torch::autograd::Function<ChunkedLmLoss> {
       auto yc = y.narrow(0, begin, rows);  // [r]
       if (fused) {
         auto dl = at::matmul(hc, wc.t());  // [r,V]: logits, then their gradient
-        total.add_(fused->cross_entropy_rows(dl, yc, kIgnoreIndex).sum());
+        total.add_(fused->cross_entropy_rows(dl, yc, kIgnoreIndex, at::Tensor()).sum());
         if (need_grad_h) grad_h.narrow(0, begin, rows).copy_(at::matmul(dl, wc));
         if (need_grad_w) grad_w.add_(at::matmul(dl.t(), hc));
         continue;

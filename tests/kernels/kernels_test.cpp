@@ -29,6 +29,7 @@
 #include "lf/model/fused_dispatch.h"
 #include "lf/model/grad_sink.h"
 #include "lf/model/layers.h"
+#include "lf/model/lm_head_logps.h"
 #include "lf/model/lm_head_loss.h"
 #include "test_device.h"
 
@@ -461,7 +462,7 @@ TEST_F(KernelsTest, CrossEntropyRowsMatchesAten) {
       y.index_put_({1}, -100);  // an ignored row
       const auto [ref_loss, ref_grad] = aten_ce_rows(logits, y);
       auto inplace = logits.clone();
-      const auto loss = fused_ops().cross_entropy_rows(inplace, y, -100);
+      const auto loss = fused_ops().cross_entropy_rows(inplace, y, -100, at::Tensor());
       EXPECT_CLOSE(loss, ref_loss, 1e-5);  // fp32 math on both sides: only the summation order differs
       EXPECT_CLOSE(inplace, ref_grad, tolerance(dt));
       EXPECT_EQ(inplace[1].abs().max().item<double>(), 0.0);
@@ -471,7 +472,7 @@ TEST_F(KernelsTest, CrossEntropyRowsMatchesAten) {
   // A target outside the vocabulary is a NaN loss, never a read outside the row.
   auto x = randn({2, 1037}, at::kBFloat16);
   const auto bad = at::tensor({int64_t{3}, int64_t{5000}}, at::TensorOptions().dtype(at::kLong).device(test_device()));
-  const auto loss = fused_ops().cross_entropy_rows(x, bad, -100);
+  const auto loss = fused_ops().cross_entropy_rows(x, bad, -100, at::Tensor());
   EXPECT_TRUE(std::isfinite(loss[0].item<float>()));
   EXPECT_TRUE(std::isnan(loss[1].item<float>()));
 }
@@ -495,6 +496,50 @@ TEST_F(KernelsTest, LmHeadLossThroughTheKernelMatchesAten) {
   EXPECT_CLOSE(out[1], ref[1], 1e-2);
   EXPECT_CLOSE(out[2], ref[2], 1e-2);
   EXPECT_EQ(out[1][2].abs().max().item<double>(), 0.0);  // the ignored row's hidden state: no gradient
+}
+
+// Each row's gradient times its row_scale (fp32, before the rounding); unscaled rows as before.
+TEST_F(KernelsTest, CrossEntropyRowsScaledMatchesAten) {
+  const int64_t rows = emulated() ? 4 : 1765, vocab = 1037;
+  for (auto dt : {at::kBFloat16, at::kFloat}) {
+    SCOPED_TRACE(c10::toString(dt));
+    const auto logits = randn({rows, vocab}, dt, 4.0);
+    const auto y = at::randint(0, vocab, {rows}, at::TensorOptions().dtype(at::kLong).device(test_device()));
+    const auto scale = randn32({rows}, 3.0);
+    const auto x = logits.to(at::kFloat);
+    const auto lse = at::logsumexp(x, -1);
+    auto d = (x - lse.unsqueeze(1)).exp();
+    d.scatter_add_(1, y.unsqueeze(1), at::full({rows, 1}, -1.0f, d.options()));
+    const auto ref = (d * scale.unsqueeze(1)).to(dt);
+    auto inplace = logits.clone();
+    const auto loss = fused_ops().cross_entropy_rows(inplace, y, -100, scale);
+    EXPECT_CLOSE(loss, lse - x.gather(1, y.unsqueeze(1)).squeeze(1), 1e-5);  // the loss is not scaled
+    EXPECT_CLOSE(inplace, ref, tolerance(dt));
+  }
+}
+
+// The preference stages' log-probabilities (model/lm_head_logps.cpp) through the kernel equal the ATen
+// chunk's: the values, and with an upstream gradient per row the hidden states' and (trained) the weight's
+// gradients; a frozen weight takes the unit-gradient path.
+TEST_F(KernelsTest, LmHeadLogpsThroughTheKernelMatchesAten) {
+  const int64_t m = emulated() ? 6 : 4096, c = 896, v = emulated() ? 1037 : 151936;
+  const auto h0 = randn({m, c}, at::kBFloat16), w0 = randn32({v, c}, 0.05).to(at::kBFloat16);
+  const auto y = at::randint(0, v, {m}, at::TensorOptions().dtype(at::kLong).device(test_device()));
+  const auto up = randn32({m}, 1.0);  // each row's upstream gradient (DPO's: per pair, signed)
+  for (const bool train_w : {true, false}) {
+    SCOPED_TRACE(train_w ? "trained weight" : "frozen weight");
+    auto run = [&](bool fused) {
+      const OpsScope ops(fused);
+      auto h = h0.clone().requires_grad_(true), w = w0.clone().requires_grad_(train_w);
+      const auto logps = model::chunked_lm_head_logps(h, w, y, /*chunk_rows=*/emulated() ? 4 : 1765, nullptr);
+      torch::autograd::backward({logps}, {up});
+      return std::vector<at::Tensor>{logps.detach(), h.grad(), train_w ? w.grad() : at::zeros({1})};
+    };
+    const auto ref = run(false), out = run(true);
+    EXPECT_CLOSE(out[0], ref[0], 1e-5);  // fp32 logsumexps on both sides: the summation order differs
+    EXPECT_CLOSE(out[1], ref[1], 1e-2);
+    if (train_w) EXPECT_CLOSE(out[2], ref[2], 1e-2);
+  }
 }
 
 // ---- the launchers: every output element written, nothing outside ------------------------------

@@ -19,6 +19,9 @@ struct CrossEntropyRowsArgs {
   const int64_t* targets = nullptr;  // [rows]
   float* loss = nullptr;             // [rows]
   int64_t ignore_index = -100;
+  // [rows] or null: each row's gradient times its factor, in fp32 before the rounding (the preference
+  // stages' log-probabilities: d logp / d x = -(softmax - onehot), times the row's upstream gradient).
+  const float* row_scale = nullptr;
 };
 void cross_entropy_rows(const CrossEntropyRowsArgs& a, Stream stream);
 

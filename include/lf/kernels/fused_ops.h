@@ -33,8 +33,9 @@ struct FusedOps {
   // The LM head's cross-entropy of logits [rows, V] (contiguous) against targets [rows] int64:
   // returns each row's loss (fp32 [rows]; 0 where the target is ignore_index) and overwrites
   // the logits with d(sum loss)/d logits (zero rows where ignored). Not autograd; see
-  // lf/kernels/cross_entropy.h.
-  at::Tensor (*cross_entropy_rows)(const at::Tensor& logits, const at::Tensor& targets, int64_t ignore_index);
+  // lf/kernels/cross_entropy.h. row_scale [rows] fp32 (undefined: none): each row's gradient times it.
+  at::Tensor (*cross_entropy_rows)(const at::Tensor& logits, const at::Tensor& targets, int64_t ignore_index,
+                                   const at::Tensor& row_scale);
   // Mixture of experts (lf/kernels/moe.h; not autograd: model/moe_experts.cpp's node calls them).
   // y [S, C] contiguous, slot_of [N·k] int64, weights [N, k] (undefined: each 1) -> [N, C].
   at::Tensor (*moe_combine)(const at::Tensor& y, const at::Tensor& slot_of, const at::Tensor& weights, int64_t top_k);
