@@ -2,13 +2,17 @@
 // the two kernels it replaces, the SwiGLU kernel and then the FP8 cast kernel on its output (and ATen's cast),
 // in both builds: the GPU (kernels_test) and the CPU emulation of the same sources (kernels_emu_test). Rows of
 // 7B's intermediate size (18,944: a block a row), 3,584 (a block a row) and 1,024 (a warp a row), with each
-// row's amax on its first or last column, a zero row and large magnitudes; the same gradients as swiglu's.
+// row's amax on its first or last column, a zero row and large magnitudes; the same gradients as swiglu's;
+// and an MLP whose down_proj is stored in FP8 rowwise reading the seeded cast instead of casting act again.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 #include <torch/csrc/autograd/autograd.h>
 
 #include "lf/kernels/fp8_cast_op.h"
 #include "lf/kernels/fused_ops.h"
+#include "lf/model/fp8_linear.h"
+#include "lf/model/fused_dispatch.h"
+#include "lf/model/layers.h"
 #include "lf/quant/fp8.h"
 #include "test_device.h"
 
@@ -93,6 +97,49 @@ TEST(SwigluFp8, GradientsAreSwiglusAndUnsupportedInputsAreDeclined) {
   EXPECT_FALSE(fused_ops().swiglu_fp8(g0, u0, quant::fp8_input_scaling(Fp8Recipe::kTensorwise, -1), cast).defined());
   EXPECT_FALSE(fused_ops().swiglu_fp8(g0.narrow(-1, 0, 100), u0.narrow(-1, 0, 100), s, cast).defined());  // 100 % 8
   EXPECT_FALSE(cast.data.defined());
+}
+
+// Counts the FP8 casts; declines each (ATen casts).
+int casts = 0;
+bool count_cast(const at::Tensor&, const at::Tensor&, const quant::Fp8Scaling&, quant::Fp8Tensor&) {
+  ++casts;
+  return false;
+}
+
+// An MLP with its three projections stored in FP8 rowwise: on the fused path down_proj reads the cast the fused
+// SwiGLU seeded (one cast a forward: x's, shared by gate and up) instead of casting act (two without the fused
+// kernel), with the same output bits; tensorwise, nothing is seeded.
+TEST(SwigluFp8, DownProjReadsTheSeededCast) {
+  if (!device()) GTEST_SKIP() << "no CUDA device";
+  const int64_t hidden = 64, inter = emulated() ? 1024 : 18944, tokens = emulated() ? 4 : 256;
+  const auto dev = test_device();
+  for (const auto r : {Fp8Recipe::kRowwise, Fp8Recipe::kTensorwise}) {
+    SCOPED_TRACE(std::string(quant::fp8_recipe_name(r)));
+    at::manual_seed(5);
+    model::Mlp mlp;
+    const auto w = [&](int64_t out, int64_t in) { return (at::randn({out, in}) * 0.05).to(at::kBFloat16).to(dev); };
+    mlp.gate_proj_.format_ = model::make_fp8_linear(w(inter, hidden), r);
+    mlp.up_proj_.format_ = model::make_fp8_linear(w(inter, hidden), r);
+    mlp.down_proj_.format_ = model::make_fp8_linear(w(hidden, inter), r);
+    ASSERT_EQ(model::fp8_input_recipe(mlp.down_proj_), r);
+    const auto x = at::randn({1, tokens, hidden}).to(at::kBFloat16).to(dev);
+    FusedOps unfused_act = fused_ops();
+    unfused_act.swiglu_fp8 = nullptr;
+    auto run = [&](const FusedOps& ops) {
+      model::set_fused_ops(&ops);
+      quant::set_fp8_cast_kernel(&count_cast);
+      casts = 0;
+      const auto y = mlp.forward(x.clone(), /*training=*/true);
+      quant::set_fp8_cast_kernel(nullptr);
+      model::set_fused_ops(nullptr);
+      return std::make_pair(y, casts);
+    };
+    const auto [y, n] = run(fused_ops());
+    const auto [y_ref, n_ref] = run(unfused_act);
+    EXPECT_EQ(n_ref, 2);
+    EXPECT_EQ(n, r == Fp8Recipe::kRowwise ? 1 : 2);
+    EXPECT_TRUE(at::equal(bits(y), bits(y_ref)));
+  }
 }
 
 }  // namespace
