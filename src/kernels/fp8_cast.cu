@@ -1,16 +1,10 @@
 // FP8 training's cast on the GPU; see lf/kernels/fp8_cast.h. Bit-equal to quant::fp8_cast (ATen's, itself
 // torchao's): checked on the GPU by fp8_gpu_test (scripts/device/fp8_bench.sh) and on the CPU through the
 // emulation (cpu_emulation_fp8.h; tests/kernels/fp8_cast_kernel_test.cpp in kernels_emu_test).
-#ifdef LF_KERNELS_EMULATE
-#include "cpu_emulation_fp8.h"
-#else
-#include <cuda_fp8.h>
-#endif
-
 #include <algorithm>
 #include <cstdint>
-#include <cstring>
 
+#include "fp8_cast_math.cuh"
 #include "kernel_math.cuh"
 #include "lf/kernels/fp8_cast.h"
 
@@ -21,50 +15,10 @@ namespace {
 // (kFp8RowMaxCols) 12 such packs a thread in registers. The first version (1024 threads, one 2-byte element
 // at a time) cast a [8192, 3584] bf16 tensor in 0.243 ms on the H200, ~10x its bandwidth's time.
 constexpr int kRowThreads = 256;
-constexpr int kVec = 8;
+constexpr int kVec = kFp8Vec;
 constexpr int kVecsPerThread = static_cast<int>(kFp8RowMaxCols / (kRowThreads * kVec));
 static_assert(kFp8RowMaxCols % (kRowThreads * kVec) == 0);
 constexpr int kThreads = 256;
-
-__device__ __forceinline__ float fp8_limit(bool e5m2) { return e5m2 ? 57344.f : 448.f; }
-
-// torchao's amax_to_scale: float64 reciprocal of max(amax, 1e-12) times fmax, one rounding to float32;
-// its power-of-two rounding down, exp2(floor(log2(s))), is s's exponent bits (s is a normal float).
-__device__ __forceinline__ float scale_of(float amax, bool e5m2, bool pow2) {
-  const double r = __drcp_rn(fmax(static_cast<double>(amax), 1e-12));
-  const float s = __double2float_rn(__dmul_rn(r, static_cast<double>(fp8_limit(e5m2))));
-  return pow2 ? __int_as_float(__float_as_int(s) & 0x7f800000) : s;
-}
-
-// float32(x) * scale, saturated, rounded to nearest even (c10's Float8 conversion for |v| <= fmax).
-__device__ __forceinline__ uint8_t to_fp8(float v, float scale, bool e5m2) {
-  const float lim = fp8_limit(e5m2);
-  const float y = fminf(fmaxf(__fmul_rn(v, scale), -lim), lim);
-  return __nv_cvt_float_to_fp8(y, __NV_SATFINITE, e5m2 ? __NV_E5M2 : __NV_E4M3);
-}
-
-// A pack of 2-byte T held as 32-bit words, two elements a register. Held as Pack<T, 8>, the row of 2-byte
-// T came to ptxas as one 16-bit PTX register an element (the loads split, the factors' results rounded one
-// element at a time), each given a whole 32-bit register: the warp kernel's 16 bf16 packs took 128
-// registers, not 64 (172 a thread, one block an SM; 96 as words). Only the bits' container changes: every
-// element goes through the same conversions and arithmetic in the same order.
-template <typename T>
-using Words = Pack<uint32_t, static_cast<int>(kVec * sizeof(T) / 4)>;
-
-template <typename T>
-__device__ __forceinline__ Words<T> as_words(const Pack<T, kVec>& v) {
-  static_assert(sizeof(Words<T>) == sizeof(Pack<T, kVec>));
-  Words<T> w;
-  memcpy(&w, &v, sizeof w);
-  return w;
-}
-
-template <typename T>
-__device__ __forceinline__ Pack<T, kVec> as_pack(const Words<T>& w) {
-  Pack<T, kVec> v;
-  memcpy(&v, &w, sizeof v);
-  return v;
-}
 
 // The pack w of x at column c times the column factors if any (x * f rounded to T, as ATen's multiply
 // stores it), in place; m takes its max |x|. The kernels call it once every pack of the row is loaded: a pack
@@ -83,16 +37,6 @@ __device__ __forceinline__ void apply_factors(Words<T>& w, const float* col_mul,
   }
 #pragma unroll
   for (int j = 0; j < kVec; ++j) m = fmaxf(m, fabsf(to_float(v.v[j])));
-}
-
-// w's FP8 bytes under scale s at out + c, 8 at a time.
-template <typename T>
-__device__ __forceinline__ void store_fp8(uint8_t* out, int64_t c, const Words<T>& w, float s, bool e5m2) {
-  const auto v = as_pack<T>(w);
-  Pack<uint8_t, kVec> q;
-#pragma unroll
-  for (int j = 0; j < kVec; ++j) q.v[j] = to_fp8(to_float(v.v[j]), s, e5m2);
-  store_pack<uint8_t, kVec>(out + c, q);
 }
 
 // One block per row: the row read once into registers (packs of 8: cols % 8 == 0 and x 32-byte aligned,

@@ -1,10 +1,12 @@
 #pragma once
 // The ops of the FusedOps table (fused_ops.cpp), one file each: rms_norm_op.cpp, rope_op.cpp,
-// swiglu_op.cpp, cross_entropy_op.cpp. Arguments as in lf/kernels/fused_ops.h.
+// swiglu_op.cpp, swiglu_fp8_op.cpp, cross_entropy_op.cpp. Arguments as in lf/kernels/fused_ops.h.
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
 #include <utility>
+
+#include "lf/quant/fp8.h"
 
 namespace lf::kernels {
 
@@ -17,6 +19,12 @@ std::pair<at::Tensor, at::Tensor> add_rms_norm_op(const at::Tensor& x, const at:
 std::pair<at::Tensor, at::Tensor> rope_qk_op(const at::Tensor& q, const at::Tensor& k, const at::Tensor& cos,
                                              const at::Tensor& sin, int64_t seq_len, int64_t head_dim);
 at::Tensor swiglu_op(const at::Tensor& gate, const at::Tensor& up);
+// swiglu's backward (gelu: geglu's) from the saved gate and up, contiguous: {dgate, dup}.
+std::pair<at::Tensor, at::Tensor> swiglu_backward_op(const at::Tensor& gate, const at::Tensor& up,
+                                                     const at::Tensor& dout, bool gelu);
+// swiglu_fp8_op.cpp
+at::Tensor swiglu_fp8_op(const at::Tensor& gate, const at::Tensor& up, const quant::Fp8Scaling& s,
+                         quant::Fp8Tensor& cast);
 at::Tensor cross_entropy_rows_op(const at::Tensor& logits, const at::Tensor& targets, int64_t ignore_index,
                                  const at::Tensor& row_scale);
 // moe_op.cpp

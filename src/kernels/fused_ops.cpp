@@ -30,7 +30,8 @@ const FusedOps& fused_ops() {
                             &quant_gemv_4bit_op,
                             &head_rms_norm_op,
                             &one_plus_rms_norm_op,
-                            &geglu_op};
+                            &geglu_op,
+                            &swiglu_fp8_op};
   return ops;
 }
 

@@ -33,23 +33,29 @@ struct SwigluFn : public torch::autograd::Function<SwigluFn> {
 
   static variable_list backward(AutogradContext* ctx, variable_list grad) {
     const auto s = ctx->get_saved_variables();
-    const auto d = grad[0].contiguous();
-    auto dg = at::empty_like(s[0]), du = at::empty_like(s[1]);
-    SwigluBackwardArgs a;
-    a.dtype = kernel_dtype(s[0]);
-    a.n = s[0].numel();
-    a.gate = s[0].const_data_ptr();
-    a.up = s[1].const_data_ptr();
-    a.dout = d.const_data_ptr();
-    a.dgate = dg.mutable_data_ptr();
-    a.dup = du.mutable_data_ptr();
-    a.gelu_tanh = ctx->saved_data["gelu"].toBool();
-    run_on_device(d, [&](Stream st) { swiglu_backward(a, st); });
+    auto [dg, du] = swiglu_backward_op(s[0], s[1], grad[0], ctx->saved_data["gelu"].toBool());
     return {dg, du, at::Tensor()};
   }
 };
 
 }  // namespace
+
+std::pair<at::Tensor, at::Tensor> swiglu_backward_op(const at::Tensor& gate, const at::Tensor& up,
+                                                     const at::Tensor& dout, bool gelu) {
+  const auto d = dout.contiguous();
+  auto dg = at::empty_like(gate), du = at::empty_like(up);
+  SwigluBackwardArgs a;
+  a.dtype = kernel_dtype(gate);
+  a.n = gate.numel();
+  a.gate = gate.const_data_ptr();
+  a.up = up.const_data_ptr();
+  a.dout = d.const_data_ptr();
+  a.dgate = dg.mutable_data_ptr();
+  a.dup = du.mutable_data_ptr();
+  a.gelu_tanh = gelu;
+  run_on_device(d, [&](Stream st) { swiglu_backward(a, st); });
+  return {dg, du};
+}
 
 namespace {
 at::Tensor gated(const at::Tensor& gate, const at::Tensor& up, bool gelu) {

@@ -140,6 +140,13 @@ std::unique_ptr<LinearFormat> make_fp8_linear(const at::Tensor& w, Fp8Recipe r) 
   return std::make_unique<Fp8FrozenLinear>(w, r);
 }
 
+quant::Fp8Recipe fp8_input_recipe(const Linear& lin) {
+  if (lin.oft_ || (lin.lora_ && lin.lora_->magnitude_.defined())) return Fp8Recipe::kNone;
+  if (!lin.format_) return lin.fp8_;
+  const auto* f = dynamic_cast<const Fp8FrozenLinear*>(lin.format_.get());
+  return f ? f->recipe() : Fp8Recipe::kNone;
+}
+
 Fp8Report use_fp8(CausalLM& model, Fp8Recipe r, bool store_frozen) {
   LF_CHECK(r != Fp8Recipe::kNone, ConfigError, "use_fp8: expected a recipe (tensorwise or rowwise), got none");
   c10::NoGradGuard no_grad;

@@ -59,6 +59,22 @@ at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
   return causal_attention(q, k, v, scale);
 }
 
+// silu(gate) * up on the fused path. Where down's forward casts its input to FP8 rowwise, by the kernel that
+// also writes act's cast, handed to that forward (quant::fp8_seed_forward_cast): act is not read again to be
+// cast. Not for a recompute that leaves down's output unwritten (down_values false): nothing casts act there.
+at::Tensor fused_swiglu(const kernels::FusedOps& ops, const at::Tensor& gate, const at::Tensor& up, const Linear& down,
+                        bool down_values) {
+  const auto r = ops.swiglu_fp8 && down_values ? fp8_input_recipe(down) : quant::Fp8Recipe::kNone;
+  if (r == quant::Fp8Recipe::kRowwise) {
+    quant::Fp8Tensor cast;
+    if (auto act = ops.swiglu_fp8(gate, up, quant::fp8_input_scaling(r, -1), cast); act.defined()) {
+      quant::fp8_seed_forward_cast(act, r, cast);
+      return act;
+    }
+  }
+  return ops.swiglu(gate, up);
+}
+
 }  // namespace
 
 at::Tensor Linear::forward(const at::Tensor& x, bool training) const { return forward_with(x, training, true); }
@@ -213,7 +229,7 @@ at::Tensor Mlp::forward_with(const at::Tensor& x, bool training, bool down_value
     up = up_proj_.forward(x, training);
     gate = gate_proj_.forward(x, training);
   }
-  auto act = fused ? fused->swiglu(gate, up) : at::silu(gate) * up;
+  auto act = fused ? fused_swiglu(*fused, gate, up, down_proj_, down_values) : at::silu(gate) * up;
   return down_values ? down_proj_.forward(act, training) : down_proj_.forward_for_backward(act, training);
 }
 

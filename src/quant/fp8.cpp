@@ -238,6 +238,14 @@ at::Tensor fp8_stored_forward(const at::Tensor& x, const Fp8Tensor& w, Fp8Recipe
   return at::_unsafe_view(fp8_mm(xa, transposed(w), x.scalar_type(), /*fast_accum=*/true), sizes);
 }
 
+void fp8_seed_forward_cast(const at::Tensor& x, Fp8Recipe r, const Fp8Tensor& cast) {
+  const auto x2 = x.reshape({-1, x.size(-1)});  // the view fp8_stored_forward keys its cast by
+  LF_CHECK(r != Fp8Recipe::kNone && cast.data.sizes() == x2.sizes(), ConfigError,
+           "fp8_seed_forward_cast: expected a recipe and a cast of x's [{}], got {} and [{}]",
+           fmt::join(x2.sizes(), ", "), fp8_recipe_name(r), fmt::join(cast.data.sizes(), ", "));
+  fp8_seed_cast(x2, fp8_input_scaling(r, 1), /*columns=*/false, cast);
+}
+
 at::Tensor fp8_stored_grad_input(const at::Tensor& g, const Fp8Tensor& w, Fp8Recipe r) {
   const auto g2 = g.reshape({-1, g.size(-1)});
   auto sizes = g.sizes().vec();

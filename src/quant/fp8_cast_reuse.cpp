@@ -2,6 +2,7 @@
 
 #include <array>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 namespace lf::quant {
@@ -33,21 +34,42 @@ struct Slots {
 
 thread_local Slots slots;
 
+bool keepable(const at::Tensor& x) { return !x.is_inference() && x.has_storage(); }
+
+Entry* find(const at::Tensor& x, const Fp8Scaling& s, bool columns) {
+  const int64_t version = x._version();
+  for (auto& e : slots.entries)
+    if (e.source.defined() && e.version == version && e.columns == columns && same_scaling(e.scaling, s) &&
+        same_view(e.source, x))
+      return &e;
+  return nullptr;
+}
+
+// In the oldest slot.
+const Entry& keep(const at::Tensor& x, const Fp8Scaling& s, bool columns, Fp8Tensor cast) {
+  auto& e = slots.entries[static_cast<size_t>(slots.next)];
+  slots.next = (slots.next + 1) % kFp8CastReuseSlots;
+  e = Entry{x.detach(), x._version(), s, columns, std::move(cast)};
+  return e;
+}
+
 }  // namespace
 
 Fp8Tensor fp8_reused_cast(const at::Tensor& x, const Fp8Scaling& s, bool columns,
                           const std::function<Fp8Tensor(const at::Tensor&)>& cast) {
   // Inference tensors carry no version counter to tell a rewrite by.
-  if (x.is_inference() || !x.has_storage()) return cast(x);
-  const int64_t version = x._version();
-  for (const auto& e : slots.entries)
-    if (e.source.defined() && e.version == version && e.columns == columns && same_scaling(e.scaling, s) &&
-        same_view(e.source, x))
-      return e.cast;
-  auto& e = slots.entries[static_cast<size_t>(slots.next)];
-  slots.next = (slots.next + 1) % kFp8CastReuseSlots;
-  e = Entry{x.detach(), version, s, columns, cast(x)};
-  return e.cast;
+  if (!keepable(x)) return cast(x);
+  if (const auto* e = find(x, s, columns)) return e->cast;
+  return keep(x, s, columns, cast(x)).cast;
+}
+
+void fp8_seed_cast(const at::Tensor& x, const Fp8Scaling& s, bool columns, const Fp8Tensor& cast) {
+  if (!keepable(x)) return;
+  if (auto* e = find(x, s, columns)) {
+    e->cast = cast;
+    return;
+  }
+  keep(x, s, columns, cast);
 }
 
 }  // namespace lf::quant

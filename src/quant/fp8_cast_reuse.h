@@ -25,4 +25,10 @@ inline constexpr int kFp8CastReuseSlots = 4;
 Fp8Tensor fp8_reused_cast(const at::Tensor& x, const Fp8Scaling& s, bool columns,
                           const std::function<Fp8Tensor(const at::Tensor&)>& cast);
 
+// Keeps `cast` as x's cast along `s` (by rows, or with `columns` along its first axis), made elsewhere from
+// x's bytes (the fused SwiGLU writes act and its cast in one pass): the next fp8_reused_cast of the same x,
+// scaling and kind returns it. The caller vouches that `cast` is the one `cast(x)` would have made. Nothing
+// kept for a tensor fp8_reused_cast would not keep (an inference tensor, no storage).
+void fp8_seed_cast(const at::Tensor& x, const Fp8Scaling& s, bool columns, const Fp8Tensor& cast);
+
 }  // namespace lf::quant

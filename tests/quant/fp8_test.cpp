@@ -242,6 +242,37 @@ TEST(Fp8CastReuse, LayersSharingAnInputCastItOnce) {
   }
 }
 
+// A producer's cast handed to the forward (the fused SwiGLU's of act, down_proj's input): the forward reads it
+// and casts nothing, keyed as the reuse above (a write to x or another view casts anew; a tensorwise forward
+// is not handed a rowwise cast). Seeded here with the cast of 2x, so that reading it shows in the output.
+TEST(Fp8CastReuse, ASeededForwardCastIsReadNotRecomputed) {
+  const auto in = inputs(6, 64, 96, 48);
+  const auto x = in.x.clone().view({2, 32, 96});
+  const auto r = Fp8Recipe::kRowwise;
+  const auto w = lf::quant::fp8_store_weight(in.w, r);
+  const auto wt = lf::quant::fp8_store_weight(in.w, Fp8Recipe::kTensorwise);
+  const auto doubled = lf::quant::fp8_stored_forward(x.mul(2), w, r);
+  const auto seed = lf::quant::fp8_cast(x.mul(2).view({64, 96}), lf::quant::fp8_input_scaling(r, 1));
+  lf::quant::fp8_seed_forward_cast(x, r, seed);
+  lf::quant::set_fp8_cast_kernel(&count_cast);
+  cast_calls = 0;
+  EXPECT_TRUE(at::equal(lf::quant::fp8_stored_forward(x, w, r), doubled));
+  EXPECT_EQ(cast_calls, 0);
+  (void)lf::quant::fp8_stored_forward(x, wt, Fp8Recipe::kTensorwise);
+  EXPECT_EQ(cast_calls, 1);
+  (void)lf::quant::fp8_stored_forward(x.narrow(1, 0, 16), w, r);
+  EXPECT_EQ(cast_calls, 2);
+  lf::quant::fp8_seed_forward_cast(x, r, seed);
+  x.mul_(1);  // a write: the seeded cast is of the bytes before it
+  lf::quant::set_fp8_cast_kernel(nullptr);
+  const auto fresh = lf::quant::fp8_stored_forward(x.clone(), w, r);
+  lf::quant::set_fp8_cast_kernel(&count_cast);
+  EXPECT_TRUE(at::equal(lf::quant::fp8_stored_forward(x, w, r), fresh));
+  EXPECT_EQ(cast_calls, 3);
+  lf::quant::set_fp8_cast_kernel(nullptr);
+  EXPECT_THROW(lf::quant::fp8_seed_forward_cast(x.narrow(1, 0, 16), r, seed), lf::ConfigError);  // not x's shape
+}
+
 TEST(Fp8Cast, ScalesAndNames) {
   EXPECT_EQ(lf::quant::fp8_max(at::ScalarType::Float8_e4m3fn), 448.0);
   EXPECT_EQ(lf::quant::fp8_max(at::ScalarType::Float8_e5m2), 57344.0);

@@ -13,6 +13,8 @@
 #include <cstdint>
 #include <utility>
 
+#include "lf/quant/fp8.h"
+
 namespace lf::kernels {
 
 struct FusedOps {
@@ -63,6 +65,13 @@ struct FusedOps {
   at::Tensor (*one_plus_rms_norm)(const at::Tensor& x, const at::Tensor& weight, double eps) = nullptr;
   // Gemma's GeGLU: gelu(gate, tanh approximation) * up, rounded as swiglu's. Null where the build has none.
   at::Tensor (*geglu)(const at::Tensor& gate, const at::Tensor& up) = nullptr;
+  // swiglu's act, and into `cast` act's FP8 cast along its rows under s (data [rows, C], scale [rows, 1] for
+  // act [.., C]: quant::fp8_cast's of act.reshape({-1, C}), bit for bit), from one pass over gate and up
+  // (lf/kernels/swiglu_fp8.h). Undefined (and `cast` untouched) where the kernel does not take the inputs or
+  // the scaling: 2-byte dtypes, rowwise along the last axis, C a multiple of 8 up to 24,576. The same backward
+  // as swiglu's. Null where the build has none.
+  at::Tensor (*swiglu_fp8)(const at::Tensor& gate, const at::Tensor& up, const quant::Fp8Scaling& s,
+                           quant::Fp8Tensor& cast) = nullptr;
 };
 
 // This build's table (lf_kernels: CUDA tensors; the tests' emulated build: CPU tensors).

@@ -24,11 +24,17 @@
 namespace lf::model {
 
 class CausalLM;
+struct Linear;
 
 // y = x W^T (+ bias) in FP8 with autograd to x and w (w: the weight in x's dtype, its own gradient route).
 at::Tensor fp8_linear(const at::Tensor& x, const at::Tensor& w, quant::Fp8Recipe r, bool base_values);
 // A frozen weight [out, in] stored in FP8 under the recipe.
 std::unique_ptr<LinearFormat> make_fp8_linear(const at::Tensor& w, quant::Fp8Recipe r);
+// The recipe under which lin's forward casts its input through quant::fp8_stored_forward (a frozen weight
+// stored in FP8, or a trainable one cast per step), so that the input's producer may hand that forward the
+// cast (quant::fp8_seed_forward_cast); kNone where its forward casts no input so (high precision, another
+// format, DoRA, OFT).
+quant::Fp8Recipe fp8_input_recipe(const Linear& lin);
 
 struct Fp8Report {
   quant::Fp8Recipe recipe = quant::Fp8Recipe::kNone;

@@ -82,6 +82,12 @@ at::Tensor fp8_linear_grad_weight(const at::Tensor& g, const at::Tensor& x, Fp8R
 // or one per output row n), kept as is; the forward and the input gradient read it each step.
 Fp8Tensor fp8_store_weight(const at::Tensor& w, Fp8Recipe r);
 at::Tensor fp8_stored_forward(const at::Tensor& x, const Fp8Tensor& w, Fp8Recipe r);       // x W^T [M, N]
+// Hands the FP8 forwards (fp8_stored_forward, fp8_linear_forward) the cast of their input x [.., K] under r,
+// made by x's producer in the pass that wrote x (the fused SwiGLU: down_proj's input), so that the next such
+// forward of x, unwritten since, reads it instead of casting x again. cast: what fp8_cast(x.reshape({-1, K}),
+// fp8_input_scaling(r, 1)) returns, bit for bit (data [M, K], scale [M, 1] rowwise); the caller vouches for it.
+// Per thread, as the reuse of q/k/v's shared cast (src/quant/fp8_cast_reuse.h).
+void fp8_seed_forward_cast(const at::Tensor& x, Fp8Recipe r, const Fp8Tensor& cast);
 // g W [M, K] from the stored W: tensorwise reuses W's cast; rowwise folds W's row scales (along the
 // GEMM's reduction dimension N here) into g before g's own row-wise cast: g W = (g diag(1/s_w)) W_q.
 at::Tensor fp8_stored_grad_input(const at::Tensor& g, const Fp8Tensor& w, Fp8Recipe r);
