@@ -3,7 +3,8 @@
 // kernel with column factors (fp8_cast_scaled_columns', as quant::fp8_stored_grad_input casts g), and ATen's cast;
 // in both builds (kernels_test on the GPU, kernels_emu_test in the CPU emulation). Rows of 7B's intermediate size
 // (18,944: 512 threads a row) and 3,584 (256), dout's amax on a row's first or last column, a zero row, large
-// magnitudes, factors of several powers of two.
+// magnitudes, factors of several powers of two. Then an MLP whose three projections are stored in FP8 rowwise:
+// gate's and up's input gradients read the casts the backward seeded (two casts fewer a step), same bits.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 #include <torch/csrc/autograd/autograd.h>
@@ -12,6 +13,9 @@
 
 #include "lf/kernels/fp8_cast_op.h"
 #include "lf/kernels/fused_ops.h"
+#include "lf/model/fp8_linear.h"
+#include "lf/model/fused_dispatch.h"
+#include "lf/model/layers.h"
 #include "lf/quant/fp8.h"
 #include "test_device.h"
 
@@ -127,6 +131,48 @@ TEST(SwigluFp8Backward, ForwardCastAndDeclinedInputs) {
   EXPECT_FALSE(fused_ops()
                    .swiglu_fp8_grads(in.gate.to(at::kFloat), in.up.to(at::kFloat), nullptr, nullptr, ws, ws)
                    .defined());
+}
+
+// gate, up and down stored in FP8 rowwise, x trained: a step casts x (forward, shared by gate and up), act
+// (seeded by swiglu_fp8), dy (down's input gradient), dgate and dup (gate's and up's). The counter sees each
+// rowwise gradient cast twice (fp8_cast_scaled_columns asks the kernel, then its ATen fallback fp8_cast does):
+// 2 + 3 * 2 = 8 calls without the fused kernels' casts, 1 + 2 = 3 with them (act, dgate and dup not cast), the
+// output and the input gradient bit-equal; tensorwise, nothing is seeded (5 either way).
+TEST(SwigluFp8Backward, GateAndUpInputGradientsReadTheSeededCasts) {
+  if (!device()) GTEST_SKIP() << "no CUDA device";
+  const int64_t hidden = 64, inter = emulated() ? 1024 : 18944, tokens = emulated() ? 4 : 256;
+  const auto dev = test_device();
+  for (const auto r : {Fp8Recipe::kRowwise, Fp8Recipe::kTensorwise}) {
+    SCOPED_TRACE(std::string(quant::fp8_recipe_name(r)));
+    at::manual_seed(7);
+    model::Mlp mlp;
+    const auto w = [&](int64_t out, int64_t in) { return (at::randn({out, in}) * 0.05).to(at::kBFloat16).to(dev); };
+    mlp.gate_proj_.format_ = model::make_fp8_linear(w(inter, hidden), r);
+    mlp.up_proj_.format_ = model::make_fp8_linear(w(inter, hidden), r);
+    mlp.down_proj_.format_ = model::make_fp8_linear(w(hidden, inter), r);
+    const auto x0 = at::randn({1, tokens, hidden}).to(at::kBFloat16).to(dev);
+    const auto dy = at::randn({1, tokens, hidden}).to(at::kBFloat16).to(dev);
+    FusedOps unfused = fused_ops();
+    unfused.swiglu_fp8 = nullptr;
+    unfused.swiglu_fp8_grads = nullptr;
+    auto run = [&](const FusedOps& ops) {
+      model::set_fused_ops(&ops);
+      quant::set_fp8_cast_kernel(&count_cast);
+      casts = 0;
+      auto x = x0.clone().requires_grad_(true);
+      const auto y = mlp.forward(x, /*training=*/true);
+      torch::autograd::backward({y}, {dy});
+      quant::set_fp8_cast_kernel(nullptr);
+      model::set_fused_ops(nullptr);
+      return std::make_tuple(y.detach(), x.grad(), casts);
+    };
+    const auto [y, dx, n] = run(fused_ops());
+    const auto [y_ref, dx_ref, n_ref] = run(unfused);
+    EXPECT_EQ(n_ref, r == Fp8Recipe::kRowwise ? 8 : 5);
+    EXPECT_EQ(n, r == Fp8Recipe::kRowwise ? 3 : 5);
+    EXPECT_TRUE(at::equal(bits(y), bits(y_ref)));
+    EXPECT_TRUE(at::equal(bits(dx), bits(dx_ref)));
+  }
 }
 
 }  // namespace
