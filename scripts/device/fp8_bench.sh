@@ -43,8 +43,8 @@ if [[ ${PEER:-1} == 1 ]] && ! "$PY" -c "import torchao.float8" 2>/dev/null; then
 fi
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.limit,memory.total --format=csv,noheader | tee -a "$LOG"
 
-timeout 300 "$BUILD_DIR/tests/kernels/kernels_test" --gtest_filter='Fp8Gpu.*:Fp8CastKernel.*:Fp8OutputScale.*:Transpose.*:SwigluFp8.*' > "$OUT/fp8_kernels_test.log" 2>&1
-echo "kernels_test Fp8Gpu/Fp8CastKernel/SwigluFp8 exit $?"; grep -E "^\[  (PASSED|FAILED) |Failure|FP8GEMM|FP8DGRAD|TRANSPOSE" "$OUT/fp8_kernels_test.log" | head -20
+timeout 300 "$BUILD_DIR/tests/kernels/kernels_test" --gtest_filter='Fp8Gpu.*:Fp8CastKernel.*:Fp8OutputScale.*:Transpose.*:SwigluFp8.*:SwigluFp8Backward.*' > "$OUT/fp8_kernels_test.log" 2>&1
+echo "kernels_test Fp8Gpu/Fp8CastKernel/SwigluFp8(Backward) exit $?"; grep -E "^\[  (PASSED|FAILED) |Failure|FP8GEMM|FP8DGRAD|TRANSPOSE" "$OUT/fp8_kernels_test.log" | head -20
 
 ex=tests/fixtures/train/lf_examples/fp8__llama3_fp8_deepspeed_sft.yaml
 timeout 120 $LF $ex output_dir=$WORK/out/fp8-example max_steps=2 save_strategy=no > "$OUT/fp8_example.log" 2>&1

@@ -20,25 +20,6 @@ constexpr int kVecsPerThread = static_cast<int>(kFp8RowMaxCols / (kRowThreads * 
 static_assert(kFp8RowMaxCols % (kRowThreads * kVec) == 0);
 constexpr int kThreads = 256;
 
-// The pack w of x at column c times the column factors if any (x * f rounded to T, as ATen's multiply
-// stores it), in place; m takes its max |x|. The kernels call it once every pack of the row is loaded: a pack
-// multiplied as soon as it was loaded (the first version) made the next pack's load wait for this one (the
-// SASS of the bf16 block-a-row kernel: one 16-byte load in flight a thread, then ~60 instructions), so a
-// warp had 512 bytes in flight. The factors (one float a column, the same for every row) come from L1/L2,
-// a pack in two 16-byte loads (col_mul is 32-byte aligned: fp8_cast_op).
-template <typename T>
-__device__ __forceinline__ void apply_factors(Words<T>& w, const float* col_mul, int64_t c, float& m) {
-  auto v = as_pack<T>(w);
-  if (col_mul) {
-    const auto f = load_pack<float, kVec>(col_mul + c);
-#pragma unroll
-    for (int j = 0; j < kVec; ++j) v.v[j] = from_float<T>(to_float(v.v[j]) * f.v[j]);
-    w = as_words(v);
-  }
-#pragma unroll
-  for (int j = 0; j < kVec; ++j) m = fmaxf(m, fabsf(to_float(v.v[j])));
-}
-
 // One block per row: the row read once into registers (packs of 8: cols % 8 == 0 and x 32-byte aligned,
 // fp8_cast_op's condition), multiplied by the column factors if any, its amax, its scale, its FP8 bytes
 // written 8 at a time. Two blocks an SM: with every load in flight before the factors, ptxas wanted 136

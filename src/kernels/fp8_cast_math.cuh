@@ -1,7 +1,8 @@
 #pragma once
 // The rowwise FP8 cast's arithmetic (torchao's amax_to_scale, the saturated conversion) and its packs of
 // 2-byte elements held as 32-bit words, shared by fp8_cast.cu and swiglu_fp8.cu so that both write the same
-// bytes and scales: one definition, one rounding order.
+// bytes and scales: one definition, one rounding order (and the column factors of fp8_cast_scaled_columns'
+// cast, for swiglu_fp8_backward.cu).
 #ifdef LF_KERNELS_EMULATE
 #include "cpu_emulation_fp8.h"
 #else
@@ -66,6 +67,25 @@ __device__ __forceinline__ void store_fp8(uint8_t* out, int64_t c, const Words<T
 #pragma unroll
   for (int j = 0; j < kFp8Vec; ++j) q.v[j] = to_fp8(to_float(v.v[j]), s, e5m2);
   store_pack<uint8_t, kFp8Vec>(out + c, q);
+}
+
+// The pack w of x at column c times the column factors if any (x * f rounded to T, as ATen's multiply
+// stores it), in place; m takes its max |x|. The kernels call it once every pack of the row is loaded: a pack
+// multiplied as soon as it was loaded (the first version) made the next pack's load wait for this one (the
+// SASS of the bf16 block-a-row kernel: one 16-byte load in flight a thread, then ~60 instructions), so a
+// warp had 512 bytes in flight. The factors (one float a column, the same for every row) come from L1/L2,
+// a pack in two 16-byte loads (col_mul is 32-byte aligned: fp8_cast_op).
+template <typename T>
+__device__ __forceinline__ void apply_factors(Words<T>& w, const float* col_mul, int64_t c, float& m) {
+  auto v = as_pack<T>(w);
+  if (col_mul) {
+    const auto f = load_pack<float, kFp8Vec>(col_mul + c);
+#pragma unroll
+    for (int j = 0; j < kFp8Vec; ++j) v.v[j] = from_float<T>(to_float(v.v[j]) * f.v[j]);
+    w = as_words(v);
+  }
+#pragma unroll
+  for (int j = 0; j < kFp8Vec; ++j) m = fmaxf(m, fabsf(to_float(v.v[j])));
 }
 
 }  // namespace lf::kernels

@@ -25,6 +25,8 @@ std::pair<at::Tensor, at::Tensor> swiglu_backward_op(const at::Tensor& gate, con
 // swiglu_fp8_op.cpp
 at::Tensor swiglu_fp8_op(const at::Tensor& gate, const at::Tensor& up, const quant::Fp8Scaling& s,
                          quant::Fp8Tensor& cast);
+at::Tensor swiglu_fp8_grads_op(const at::Tensor& gate, const at::Tensor& up, const quant::Fp8Scaling* s,
+                               quant::Fp8Tensor* cast, const at::Tensor& gate_w_scale, const at::Tensor& up_w_scale);
 at::Tensor cross_entropy_rows_op(const at::Tensor& logits, const at::Tensor& targets, int64_t ignore_index,
                                  const at::Tensor& row_scale);
 // moe_op.cpp

@@ -31,7 +31,8 @@ const FusedOps& fused_ops() {
                             &head_rms_norm_op,
                             &one_plus_rms_norm_op,
                             &geglu_op,
-                            &swiglu_fp8_op};
+                            &swiglu_fp8_op,
+                            &swiglu_fp8_grads_op};
   return ops;
 }
 

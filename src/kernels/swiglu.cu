@@ -35,11 +35,7 @@ __global__ void __launch_bounds__(kThreads)
     const auto dv = load_pack<T, kV>(dout + i * kV);
     Pack<T, kV> og, ou;
 #pragma unroll
-    for (int j = 0; j < kV; ++j) {
-      const float x = to_float(gv.v[j]), d = to_float(dv.v[j]);
-      ou.v[j] = from_float<T>(d * round_to<T>(gate_act<kGelu>(x)));
-      og.v[j] = from_float<T>(round_to<T>(d * to_float(uv.v[j])) * gate_act_grad<kGelu>(x));
-    }
+    for (int j = 0; j < kV; ++j) gated_grads<T, kGelu>(gv.v[j], uv.v[j], dv.v[j], og.v[j], ou.v[j]);
     store_pack<T, kV>(dg + i * kV, og);
     store_pack<T, kV>(du + i * kV, ou);
   }

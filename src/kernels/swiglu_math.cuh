@@ -1,6 +1,7 @@
 #pragma once
-// The gate's activation of SwiGLU (and Gemma's GeGLU) and its derivative in fp32, shared by swiglu.cu and
-// swiglu_fp8.cu so that both write the same bits: one definition, one rounding order.
+// The gate's activation of SwiGLU (and Gemma's GeGLU), its derivative in fp32 and the backward's rounding, shared by
+// swiglu.cu, swiglu_fp8.cu and swiglu_fp8_backward.cu so that they write the same bits: one definition, one rounding
+// order.
 #include "kernel_math.cuh"
 
 namespace lf::kernels {
@@ -30,6 +31,15 @@ __device__ __forceinline__ float gate_act_grad(float x) {
     const float sg = sigmoid(x);
     return sg * (1.f + x * (1.f - sg));
   }
+}
+
+// The backward at one element from dout d, rounded as the ATen path: dup = T(d * T(act(g))), dgate =
+// T(T(d * up) * act'(g)).
+template <typename T, bool kGelu>
+__device__ __forceinline__ void gated_grads(T g, T up, T dout, T& dgate, T& dup) {
+  const float x = to_float(g), d = to_float(dout);
+  dup = from_float<T>(d * round_to<T>(gate_act<kGelu>(x)));
+  dgate = from_float<T>(round_to<T>(d * to_float(up)) * gate_act_grad<kGelu>(x));
 }
 
 }  // namespace lf::kernels

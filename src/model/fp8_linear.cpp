@@ -147,6 +147,11 @@ quant::Fp8Recipe fp8_input_recipe(const Linear& lin) {
   return f ? f->recipe() : Fp8Recipe::kNone;
 }
 
+at::Tensor fp8_stored_rowwise_scale(const Linear& lin) {
+  if (!lin.format_ || fp8_input_recipe(lin) != Fp8Recipe::kRowwise) return at::Tensor();
+  return static_cast<const Fp8FrozenLinear*>(lin.format_.get())->weight().scale;
+}
+
 Fp8Report use_fp8(CausalLM& model, Fp8Recipe r, bool store_frozen) {
   LF_CHECK(r != Fp8Recipe::kNone, ConfigError, "use_fp8: expected a recipe (tensorwise or rowwise), got none");
   c10::NoGradGuard no_grad;

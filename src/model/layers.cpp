@@ -1,6 +1,7 @@
 #include "lf/model/layers.h"
 
 #include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
 
 #include <tuple>
 
@@ -62,17 +63,24 @@ at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
 // silu(gate) * up on the fused path. Where down's forward casts its input to FP8 rowwise, by the kernel that
 // also writes act's cast, handed to that forward (quant::fp8_seed_forward_cast): act is not read again to be
 // cast. Not for a recompute that leaves down's output unwritten (down_values false): nothing casts act there.
-at::Tensor fused_swiglu(const kernels::FusedOps& ops, const at::Tensor& gate, const at::Tensor& up, const Linear& down,
-                        bool down_values) {
-  const auto r = ops.swiglu_fp8 && down_values ? fp8_input_recipe(down) : quant::Fp8Recipe::kNone;
-  if (r == quant::Fp8Recipe::kRowwise) {
-    quant::Fp8Tensor cast;
-    if (auto act = ops.swiglu_fp8(gate, up, quant::fp8_input_scaling(r, -1), cast); act.defined()) {
-      quant::fp8_seed_forward_cast(act, r, cast);
-      return act;
-    }
+// Where gate_proj's and up_proj's weights are stored in FP8 rowwise (LoRA's frozen base) and their input x takes a
+// gradient, the backward also casts dgate and dup for their input gradients in its pass
+// (quant::fp8_seed_grad_input_cast); where x takes none (LoRA's first layer) nothing would read those casts.
+at::Tensor fused_swiglu(const kernels::FusedOps& ops, const at::Tensor& gate, const at::Tensor& up, const Mlp& mlp,
+                        bool down_values, bool x_grad) {
+  const auto r = ops.swiglu_fp8 && down_values ? fp8_input_recipe(mlp.down_proj_) : quant::Fp8Recipe::kNone;
+  const bool act_cast = r == quant::Fp8Recipe::kRowwise;
+  const auto s = quant::fp8_input_scaling(r, -1);
+  quant::Fp8Tensor cast;
+  at::Tensor act;
+  if (ops.swiglu_fp8_grads && x_grad && at::GradMode::is_enabled()) {
+    const auto gs = fp8_stored_rowwise_scale(mlp.gate_proj_), us = fp8_stored_rowwise_scale(mlp.up_proj_);
+    if (gs.defined() && us.defined())
+      act = ops.swiglu_fp8_grads(gate, up, act_cast ? &s : nullptr, act_cast ? &cast : nullptr, gs, us);
   }
-  return ops.swiglu(gate, up);
+  if (!act.defined() && act_cast) act = ops.swiglu_fp8(gate, up, s, cast);
+  if (act.defined() && cast.data.defined()) quant::fp8_seed_forward_cast(act, r, cast);
+  return act.defined() ? act : ops.swiglu(gate, up);
 }
 
 }  // namespace
@@ -229,7 +237,7 @@ at::Tensor Mlp::forward_with(const at::Tensor& x, bool training, bool down_value
     up = up_proj_.forward(x, training);
     gate = gate_proj_.forward(x, training);
   }
-  auto act = fused ? fused_swiglu(*fused, gate, up, down_proj_, down_values) : at::silu(gate) * up;
+  auto act = fused ? fused_swiglu(*fused, gate, up, *this, down_values, x.requires_grad()) : at::silu(gate) * up;
   return down_values ? down_proj_.forward(act, training) : down_proj_.forward_for_backward(act, training);
 }
 

@@ -246,15 +246,32 @@ void fp8_seed_forward_cast(const at::Tensor& x, Fp8Recipe r, const Fp8Tensor& ca
   fp8_seed_cast(x2, fp8_input_scaling(r, 1), /*columns=*/false, cast);
 }
 
+void fp8_seed_grad_input_cast(const at::Tensor& g, const at::Tensor& w_scale, Fp8Recipe r, const Fp8Tensor& cast) {
+  const auto g2 = g.reshape({-1, g.size(-1)});  // the view fp8_stored_grad_input keys its cast by
+  LF_CHECK(r == Fp8Recipe::kRowwise && cast.data.sizes() == g2.sizes() && w_scale.numel() == g2.size(1), ConfigError,
+           "fp8_seed_grad_input_cast: expected rowwise, a cast of g's [{}] and a scale a column, got {}, [{}] and {}",
+           fmt::join(g2.sizes(), ", "), fp8_recipe_name(r), fmt::join(cast.data.sizes(), ", "), w_scale.numel());
+  fp8_seed_cast(g2, fp8_grad_scaling(r, 1), /*columns=*/false, cast, w_scale);
+}
+
+// W = diag(1/s) W_q with s [N, 1] powers of two: g W = (g diag(1/s)) W_q, the fold exact in g's own dtype (a power
+// of two moves only the exponent; bf16 has float32's range), so no float32 copy of g. g's producer may have made
+// this cast in its own pass (fp8_seed_grad_input_cast: the fused SwiGLU backward), keyed by g and w.scale.
+Fp8Tensor fp8_stored_grad_cast(const at::Tensor& g, const Fp8Tensor& w, Fp8Recipe r) {
+  LF_CHECK(r == Fp8Recipe::kRowwise, ConfigError, "fp8_stored_grad_cast: rowwise only, got {}", fp8_recipe_name(r));
+  const auto g2 = g.reshape({-1, g.size(-1)});
+  const auto gs = fp8_grad_scaling(r, 1);
+  if (auto seeded = fp8_take_seeded_cast(g2, gs, w.scale)) return std::move(*seeded);
+  return fp8_cast_scaled_columns(g2, w.scale.reciprocal().t().to(g2.scalar_type()), gs);
+}
+
 at::Tensor fp8_stored_grad_input(const at::Tensor& g, const Fp8Tensor& w, Fp8Recipe r) {
   const auto g2 = g.reshape({-1, g.size(-1)});
   auto sizes = g.sizes().vec();
   sizes.back() = w.data.size(1);
   if (r == Fp8Recipe::kTensorwise)
     return at::_unsafe_view(fp8_mm(fp8_cast(g2, fp8_grad_scaling(r, 1)), w, g.scalar_type(), false), sizes);
-  // W = diag(1/s) W_q with s [N, 1] powers of two: g W = (g diag(1/s)) W_q, the fold exact in g's own dtype
-  // (a power of two moves only the exponent; bf16 has float32's range), so no float32 copy of g.
-  const auto ga = fp8_cast_scaled_columns(g2, w.scale.reciprocal().t().to(g2.scalar_type()), fp8_grad_scaling(r, 1));
+  const auto ga = fp8_stored_grad_cast(g2, w, r);
   // b = W_q with its scales folded into g: only g's row scales remain to apply.
   const auto [ad, bd] = cublaslt_layout(ga.data, w.data);
   return at::_unsafe_view(rowwise_exact_accum_mm(ad, bd, ga.scale.reciprocal(), at::Tensor(), g.scalar_type()), sizes);

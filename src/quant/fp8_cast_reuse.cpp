@@ -2,6 +2,7 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -14,6 +15,8 @@ struct Entry {
   int64_t version = -1;
   Fp8Scaling scaling;
   bool columns = false;
+  at::Tensor factors;  // the column factors' source (a stored weight's scales), a detached alias; or undefined
+  int64_t factors_version = -1;
   Fp8Tensor cast;
 };
 
@@ -36,20 +39,28 @@ thread_local Slots slots;
 
 bool keepable(const at::Tensor& x) { return !x.is_inference() && x.has_storage(); }
 
-Entry* find(const at::Tensor& x, const Fp8Scaling& s, bool columns) {
+// Both undefined, or the same view unwritten since.
+bool same_factors(const Entry& e, const at::Tensor& factors) {
+  if (e.factors.defined() != factors.defined()) return false;
+  return !factors.defined() || (e.factors_version == factors._version() && same_view(e.factors, factors));
+}
+
+Entry* find(const at::Tensor& x, const Fp8Scaling& s, bool columns, const at::Tensor& factors) {
   const int64_t version = x._version();
   for (auto& e : slots.entries)
     if (e.source.defined() && e.version == version && e.columns == columns && same_scaling(e.scaling, s) &&
-        same_view(e.source, x))
+        same_view(e.source, x) && same_factors(e, factors))
       return &e;
   return nullptr;
 }
 
 // In the oldest slot.
-const Entry& keep(const at::Tensor& x, const Fp8Scaling& s, bool columns, Fp8Tensor cast) {
+const Entry& keep(const at::Tensor& x, const Fp8Scaling& s, bool columns, Fp8Tensor cast,
+                  const at::Tensor& factors = at::Tensor()) {
   auto& e = slots.entries[static_cast<size_t>(slots.next)];
   slots.next = (slots.next + 1) % kFp8CastReuseSlots;
-  e = Entry{x.detach(), x._version(), s, columns, std::move(cast)};
+  e = Entry{x.detach(), x._version(), s, columns, factors.defined() ? factors.detach() : at::Tensor(),
+            factors.defined() ? factors._version() : -1, std::move(cast)};
   return e;
 }
 
@@ -59,17 +70,27 @@ Fp8Tensor fp8_reused_cast(const at::Tensor& x, const Fp8Scaling& s, bool columns
                           const std::function<Fp8Tensor(const at::Tensor&)>& cast) {
   // Inference tensors carry no version counter to tell a rewrite by.
   if (!keepable(x)) return cast(x);
-  if (const auto* e = find(x, s, columns)) return e->cast;
+  if (const auto* e = find(x, s, columns, at::Tensor())) return e->cast;
   return keep(x, s, columns, cast(x)).cast;
 }
 
-void fp8_seed_cast(const at::Tensor& x, const Fp8Scaling& s, bool columns, const Fp8Tensor& cast) {
-  if (!keepable(x)) return;
-  if (auto* e = find(x, s, columns)) {
+void fp8_seed_cast(const at::Tensor& x, const Fp8Scaling& s, bool columns, const Fp8Tensor& cast,
+                   const at::Tensor& factors) {
+  if (!keepable(x) || (factors.defined() && !keepable(factors))) return;
+  if (auto* e = find(x, s, columns, factors)) {
     e->cast = cast;
     return;
   }
-  keep(x, s, columns, cast);
+  keep(x, s, columns, cast, factors);
+}
+
+std::optional<Fp8Tensor> fp8_take_seeded_cast(const at::Tensor& x, const Fp8Scaling& s, const at::Tensor& factors) {
+  if (!keepable(x)) return std::nullopt;
+  auto* e = find(x, s, /*columns=*/false, factors);
+  if (!e) return std::nullopt;
+  auto cast = std::move(e->cast);
+  *e = Entry{};  // released: x's storage and the cast go with their last other user
+  return cast;
 }
 
 }  // namespace lf::quant

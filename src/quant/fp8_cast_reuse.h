@@ -13,6 +13,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <functional>
+#include <optional>
 
 #include "lf/quant/fp8.h"
 
@@ -29,6 +30,14 @@ Fp8Tensor fp8_reused_cast(const at::Tensor& x, const Fp8Scaling& s, bool columns
 // x's bytes (the fused SwiGLU writes act and its cast in one pass): the next fp8_reused_cast of the same x,
 // scaling and kind returns it. The caller vouches that `cast` is the one `cast(x)` would have made. Nothing
 // kept for a tensor fp8_reused_cast would not keep (an inference tensor, no storage).
-void fp8_seed_cast(const at::Tensor& x, const Fp8Scaling& s, bool columns, const Fp8Tensor& cast);
+// factors (defined: the cast is of x's columns times factors derived from this tensor, the fused SwiGLU backward's
+// casts of dgate and dup for an FP8-stored weight's input gradient, factors its scales): part of the key, by view
+// and version, and only fp8_take_seeded_cast reads such an entry.
+void fp8_seed_cast(const at::Tensor& x, const Fp8Scaling& s, bool columns, const Fp8Tensor& cast,
+                   const at::Tensor& factors = at::Tensor());
+
+// The cast seeded for x along its rows under s with these factors (fp8_seed_cast), removed from the slots (a
+// gradient's cast is read once: kept, it would hold the gradient's storage); nullopt where none was seeded.
+std::optional<Fp8Tensor> fp8_take_seeded_cast(const at::Tensor& x, const Fp8Scaling& s, const at::Tensor& factors);
 
 }  // namespace lf::quant

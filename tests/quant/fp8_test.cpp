@@ -273,6 +273,37 @@ TEST(Fp8CastReuse, ASeededForwardCastIsReadNotRecomputed) {
   EXPECT_THROW(lf::quant::fp8_seed_forward_cast(x.narrow(1, 0, 16), r, seed), lf::ConfigError);  // not x's shape
 }
 
+// A gradient's cast handed to a stored weight's input gradient (the fused SwiGLU backward's of dgate for
+// gate_proj): read once, only for that g and that weight's scales; seeded with the cast of 2g, so that reading it
+// shows in the output. Another weight, a write to g or a second read casts anew.
+TEST(Fp8CastReuse, ASeededGradInputCastIsReadOnceForItsWeight) {
+  const auto in = inputs(7, 64, 96, 48);
+  const auto r = Fp8Recipe::kRowwise;
+  const auto g = in.g.clone().view({2, 32, 48});
+  const auto w = lf::quant::fp8_store_weight(in.w, r), w2 = lf::quant::fp8_store_weight(in.w.mul(3), r);
+  const auto doubled = lf::quant::fp8_stored_grad_input(g.mul(2), w, r);
+  const auto plain = lf::quant::fp8_stored_grad_input(g.clone(), w, r);
+  const auto col_mul = w.scale.reciprocal().t().to(g.scalar_type());
+  const auto seed =
+      lf::quant::fp8_cast_scaled_columns(g.mul(2).view({64, 48}), col_mul, lf::quant::fp8_grad_scaling(r, 1));
+  lf::quant::set_fp8_cast_kernel(&count_cast);
+  cast_calls = 0;
+  lf::quant::fp8_seed_grad_input_cast(g, w.scale, r, seed);
+  // A cast counts twice: fp8_cast_scaled_columns asks the kernel, then its ATen fallback fp8_cast does.
+  (void)lf::quant::fp8_stored_grad_input(g, w2, r);  // another weight's scales: not its cast
+  EXPECT_EQ(cast_calls, 2);
+  EXPECT_TRUE(at::equal(lf::quant::fp8_stored_grad_input(g, w, r), doubled));
+  EXPECT_EQ(cast_calls, 2);
+  EXPECT_TRUE(at::equal(lf::quant::fp8_stored_grad_input(g, w, r), plain));  // taken: read once
+  EXPECT_EQ(cast_calls, 4);
+  lf::quant::fp8_seed_grad_input_cast(g, w.scale, r, seed);
+  g.mul_(1);  // a write: the seeded cast is of the bytes before it
+  EXPECT_TRUE(at::equal(lf::quant::fp8_stored_grad_input(g, w, r), plain));
+  EXPECT_EQ(cast_calls, 6);
+  lf::quant::set_fp8_cast_kernel(nullptr);
+  EXPECT_THROW(lf::quant::fp8_seed_grad_input_cast(g, w.scale, Fp8Recipe::kTensorwise, seed), lf::ConfigError);
+}
+
 TEST(Fp8Cast, ScalesAndNames) {
   EXPECT_EQ(lf::quant::fp8_max(at::ScalarType::Float8_e4m3fn), 448.0);
   EXPECT_EQ(lf::quant::fp8_max(at::ScalarType::Float8_e5m2), 57344.0);

@@ -72,6 +72,15 @@ struct FusedOps {
   // as swiglu's. Null where the build has none.
   at::Tensor (*swiglu_fp8)(const at::Tensor& gate, const at::Tensor& up, const quant::Fp8Scaling& s,
                            quant::Fp8Tensor& cast) = nullptr;
+  // swiglu (swiglu_fp8 where s and cast are given) whose backward also writes the casts gate_proj's and up_proj's
+  // input gradients make of dgate and dup when their weights are stored in FP8 rowwise (quant::fp8_stored_grad_input:
+  // each column times the inverse of the weight's row scale, gate_w_scale / up_w_scale [I, 1] for gate [.., I]),
+  // from the pass that writes dgate and dup (lf/kernels/swiglu_fp8_backward.h), and hands them to those input
+  // gradients (quant::fp8_seed_grad_input_cast). Undefined (and `cast` untouched) where the kernels do not take the
+  // inputs: as swiglu_fp8, and scales of float32, one a column. Null where the build has none.
+  at::Tensor (*swiglu_fp8_grads)(const at::Tensor& gate, const at::Tensor& up, const quant::Fp8Scaling* s,
+                                 quant::Fp8Tensor* cast, const at::Tensor& gate_w_scale,
+                                 const at::Tensor& up_w_scale) = nullptr;
 };
 
 // This build's table (lf_kernels: CUDA tensors; the tests' emulated build: CPU tensors).

@@ -35,6 +35,10 @@ std::unique_ptr<LinearFormat> make_fp8_linear(const at::Tensor& w, quant::Fp8Rec
 // cast (quant::fp8_seed_forward_cast); kNone where its forward casts no input so (high precision, another
 // format, DoRA, OFT).
 quant::Fp8Recipe fp8_input_recipe(const Linear& lin);
+// The row scales [out, 1] of lin's weight where it is stored in FP8 rowwise and its input gradient is
+// quant::fp8_stored_grad_input's (so that the gradient's producer may hand it the cast:
+// quant::fp8_seed_grad_input_cast); undefined otherwise (another recipe or format, trainable, DoRA, OFT).
+at::Tensor fp8_stored_rowwise_scale(const Linear& lin);
 
 struct Fp8Report {
   quant::Fp8Recipe recipe = quant::Fp8Recipe::kNone;

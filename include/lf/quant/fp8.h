@@ -88,6 +88,15 @@ at::Tensor fp8_stored_forward(const at::Tensor& x, const Fp8Tensor& w, Fp8Recipe
 // fp8_input_scaling(r, 1)) returns, bit for bit (data [M, K], scale [M, 1] rowwise); the caller vouches for it.
 // Per thread, as the reuse of q/k/v's shared cast (src/quant/fp8_cast_reuse.h).
 void fp8_seed_forward_cast(const at::Tensor& x, Fp8Recipe r, const Fp8Tensor& cast);
+// Hands fp8_stored_grad_input(g, w, r) the cast of g it would make (rowwise only): fp8_cast_scaled_columns of
+// g.reshape({-1, N}) by w.scale's inverse (w_scale: w.scale [N, 1], the stored weight's own tensor) under
+// fp8_grad_scaling(r, 1), bit for bit, made by g's producer in the pass that wrote g (the fused SwiGLU backward:
+// gate's and up's input gradients). Keyed by g's view and version and w_scale's: the next fp8_stored_grad_input
+// of that g and weight reads it, once; the caller vouches for it. Per thread (autograd's).
+void fp8_seed_grad_input_cast(const at::Tensor& g, const at::Tensor& w_scale, Fp8Recipe r, const Fp8Tensor& cast);
+// fp8_stored_grad_input's (rowwise) cast of g [.., N]: the one seeded for g and w.scale, taken (read once), else
+// fp8_cast_scaled_columns(g.reshape({-1, N}), w.scale's inverse in g's dtype, fp8_grad_scaling(r, 1)).
+Fp8Tensor fp8_stored_grad_cast(const at::Tensor& g, const Fp8Tensor& w, Fp8Recipe r);
 // g W [M, K] from the stored W: tensorwise reuses W's cast; rowwise folds W's row scales (along the
 // GEMM's reduction dimension N here) into g before g's own row-wise cast: g W = (g diag(1/s_w)) W_q.
 at::Tensor fp8_stored_grad_input(const at::Tensor& g, const Fp8Tensor& w, Fp8Recipe r);
