@@ -5,10 +5,19 @@
 
 #include <cstdint>
 
+#include "fused_op_impls.h"
 #include "kernel_device.h"
 #include "lf/kernels/fp8_cast.h"
 
 namespace lf::kernels {
+
+at::Tensor cast_factors(const at::Tensor& col_mul, at::ScalarType dtype) {
+  // The factors' values in x's dtype (ATen's multiply's), passed as float32 (exact from any 16-bit float).
+  auto factors = col_mul.reshape({-1}).to(dtype).to(at::kFloat).contiguous();
+  // The kernel reads the factors a pack at a time too (8 floats, 32 bytes, at a multiple of 8 columns).
+  return reinterpret_cast<uintptr_t>(factors.const_data_ptr()) % 32 != 0 ? factors.clone() : factors;
+}
+
 namespace {
 
 // Tensorwise over any shape, rowwise along the last dimension of a row at most kFp8RowMaxCols long, a
@@ -29,11 +38,7 @@ bool takes_factors(const at::Tensor& x, const at::Tensor& col_mul, const quant::
 
 bool fp8_cast_op(const at::Tensor& x, const at::Tensor& col_mul, const quant::Fp8Scaling& s, quant::Fp8Tensor& out) {
   if (!takes(x, s) || !takes_factors(x, col_mul, s)) return false;
-  // The factors' values in x's dtype (ATen's multiply's), passed as float32 (exact from any 16-bit float).
-  auto factors =
-      col_mul.defined() ? col_mul.reshape({-1}).to(x.scalar_type()).to(at::kFloat).contiguous() : at::Tensor();
-  // The kernel reads the factors a pack at a time too (8 floats, 32 bytes, at a multiple of 8 columns).
-  if (factors.defined() && reinterpret_cast<uintptr_t>(factors.const_data_ptr()) % 32 != 0) factors = factors.clone();
+  const auto factors = col_mul.defined() ? cast_factors(col_mul, x.scalar_type()) : at::Tensor();
   auto xc = x.contiguous();
   // The rowwise kernel loads a pack (16 bytes of bf16, 32 of float32) at once: a view at another offset is copied.
   if (s.rowwise && reinterpret_cast<uintptr_t>(xc.const_data_ptr()) % 32 != 0) xc = xc.clone();

@@ -19,6 +19,11 @@ std::pair<at::Tensor, at::Tensor> add_rms_norm_op(const at::Tensor& x, const at:
 std::pair<at::Tensor, at::Tensor> rope_qk_op(const at::Tensor& q, const at::Tensor& k, const at::Tensor& cos,
                                              const at::Tensor& sin, int64_t seq_len, int64_t head_dim);
 at::Tensor swiglu_op(const at::Tensor& gate, const at::Tensor& up);
+// fp8_cast_op.cpp: column factors as the cast kernel reads them: col_mul's values in dtype (ATen's multiply's),
+// as float32 [cols], contiguous and 32-byte aligned.
+at::Tensor cast_factors(const at::Tensor& col_mul, at::ScalarType dtype);
+// swiglu (gelu: geglu) of contiguous gate and up, not autograd: the launch SwigluFn and swiglu_fp8_op share.
+at::Tensor swiglu_forward_op(const at::Tensor& gate, const at::Tensor& up, bool gelu);
 // swiglu's backward (gelu: geglu's) from the saved gate and up, contiguous: {dgate, dup}.
 std::pair<at::Tensor, at::Tensor> swiglu_backward_op(const at::Tensor& gate, const at::Tensor& up,
                                                      const at::Tensor& dout, bool gelu);

@@ -46,8 +46,12 @@ bool takes_weight_scale(const at::Tensor& x, const at::Tensor& w_scale) {
 // The factors fp8_stored_grad_input's cast multiplies g's columns by, as fp8_cast_op.cpp passes them to the cast
 // kernel: w.scale's inverse in g's dtype, as float32 [cols], contiguous and 32-byte aligned.
 at::Tensor column_factors(const at::Tensor& w_scale, at::ScalarType dtype) {
-  auto f = w_scale.reciprocal().reshape({-1}).to(dtype).to(at::kFloat).contiguous();
-  return reinterpret_cast<uintptr_t>(f.const_data_ptr()) % 32 != 0 ? f.clone() : f;
+  return cast_factors(w_scale.reciprocal(), dtype);
+}
+
+// An FP8 cast's buffers for [rows, cols]: its data in s's dtype, a float32 scale a row.
+quant::Fp8Tensor empty_cast(int64_t rows, int64_t cols, const at::TensorOptions& o, const quant::Fp8Scaling& s) {
+  return {at::empty({rows, cols}, o.dtype(s.dtype)), at::empty({rows, 1}, o.dtype(at::kFloat))};
 }
 
 at::Tensor forward_with_cast(const at::Tensor& g, const at::Tensor& u, const quant::Fp8Scaling& s,
@@ -59,26 +63,13 @@ at::Tensor forward_with_cast(const at::Tensor& g, const at::Tensor& u, const qua
   a.pow2 = s.pow2;
   a.cols = g.size(-1);
   a.rows = g.numel() / a.cols;
-  cast.data = at::empty({a.rows, a.cols}, g.options().dtype(s.dtype));
-  cast.scale = at::empty({a.rows, 1}, g.options().dtype(at::kFloat));
+  cast = empty_cast(a.rows, a.cols, g.options(), s);
   a.gate = g.const_data_ptr();
   a.up = u.const_data_ptr();
   a.out = out.mutable_data_ptr();
   a.fp8 = static_cast<uint8_t*>(cast.data.data_ptr());
   a.scale = cast.scale.data_ptr<float>();
   run_on_device(g, [&](Stream st) { swiglu_fp8_forward(a, st); });
-  return out;
-}
-
-at::Tensor forward_plain(const at::Tensor& g, const at::Tensor& u) {
-  auto out = at::empty_like(g);
-  SwigluForwardArgs a;
-  a.dtype = kernel_dtype(g);
-  a.n = g.numel();
-  a.gate = g.const_data_ptr();
-  a.up = u.const_data_ptr();
-  a.out = out.mutable_data_ptr();
-  run_on_device(g, [&](Stream st) { swiglu_forward(a, st); });
   return out;
 }
 
@@ -101,10 +92,8 @@ GradsAndCasts backward_with_casts(const at::Tensor& g, const at::Tensor& u, cons
   a.pow2 = s.pow2;
   a.cols = g.size(-1);
   a.rows = g.numel() / a.cols;
-  for (auto* c : {&r.gate_cast, &r.up_cast}) {
-    c->data = at::empty({a.rows, a.cols}, g.options().dtype(s.dtype));
-    c->scale = at::empty({a.rows, 1}, g.options().dtype(at::kFloat));
-  }
+  r.gate_cast = empty_cast(a.rows, a.cols, g.options(), s);
+  r.up_cast = empty_cast(a.rows, a.cols, g.options(), s);
   a.gate = g.const_data_ptr();
   a.up = u.const_data_ptr();
   a.dout = d.const_data_ptr();
@@ -129,7 +118,7 @@ struct SwigluFp8Fn : public torch::autograd::Function<SwigluFp8Fn> {
                             const quant::Fp8Scaling* s, quant::Fp8Tensor* cast, const at::Tensor* gate_w_scale,
                             const at::Tensor* up_w_scale) {
     const auto g = gate.contiguous(), u = up.contiguous();
-    auto out = cast ? forward_with_cast(g, u, *s, *cast) : forward_plain(g, u);
+    auto out = cast ? forward_with_cast(g, u, *s, *cast) : swiglu_forward_op(g, u, /*gelu=*/false);
     ctx->save_for_backward({g, u});
     ctx->saved_data["gate_w_scale"] = *gate_w_scale;
     ctx->saved_data["up_w_scale"] = *up_w_scale;

@@ -17,15 +17,7 @@ using torch::autograd::variable_list;
 struct SwigluFn : public torch::autograd::Function<SwigluFn> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& gate, const at::Tensor& up, bool gelu) {
     const auto g = gate.contiguous(), u = up.contiguous();
-    auto out = at::empty_like(g);
-    SwigluForwardArgs a;
-    a.dtype = kernel_dtype(g);
-    a.n = g.numel();
-    a.gate = g.const_data_ptr();
-    a.up = u.const_data_ptr();
-    a.out = out.mutable_data_ptr();
-    a.gelu_tanh = gelu;
-    run_on_device(g, [&](Stream s) { swiglu_forward(a, s); });
+    auto out = swiglu_forward_op(g, u, gelu);
     ctx->save_for_backward({g, u});
     ctx->saved_data["gelu"] = gelu;
     return out;
@@ -39,6 +31,19 @@ struct SwigluFn : public torch::autograd::Function<SwigluFn> {
 };
 
 }  // namespace
+
+at::Tensor swiglu_forward_op(const at::Tensor& gate, const at::Tensor& up, bool gelu) {
+  auto out = at::empty_like(gate);
+  SwigluForwardArgs a;
+  a.dtype = kernel_dtype(gate);
+  a.n = gate.numel();
+  a.gate = gate.const_data_ptr();
+  a.up = up.const_data_ptr();
+  a.out = out.mutable_data_ptr();
+  a.gelu_tanh = gelu;
+  run_on_device(gate, [&](Stream s) { swiglu_forward(a, s); });
+  return out;
+}
 
 std::pair<at::Tensor, at::Tensor> swiglu_backward_op(const at::Tensor& gate, const at::Tensor& up,
                                                      const at::Tensor& dout, bool gelu) {

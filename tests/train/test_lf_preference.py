@@ -88,6 +88,16 @@ def tolerance(key, want, step):
     return 1e-5 * abs(want)
 
 
+def assert_same_as_one_process(got, want, sharding):
+    """A distributed run's steps against one process's: every float but logits/* and the runtime, within twice
+    the fixtures' tolerance."""
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        for key in w:
+            if isinstance(w[key], float) and not key.startswith("logits/") and key != "train_runtime":
+                assert abs(g[key] - w[key]) <= 2 * tolerance(key, w[key], w), (sharding, key, g[key], w[key])
+
+
 def assert_same_steps(got, want):
     assert [g["step"] for g in got] == [w["step"] for w in want], (got, want)
     for g, w in zip(got, want):
@@ -150,12 +160,7 @@ def test_padding_free_two_ranks_and_zero3_equal_one_process(model, tmp_path):
         out = tmp_path / f"two-{len(sharding)}"
         train(out, model, dict(keys, per_device_train_batch_size=2, gradient_accumulation_steps=1, **sharding),
               ranks=2, env_extra=env)
-        got = steps_of(out)
-        assert len(got) == len(want)
-        for g, w in zip(got, want):
-            for key in w:
-                if isinstance(w[key], float) and not key.startswith("logits/") and key != "train_runtime":
-                    assert abs(g[key] - w[key]) <= 2 * tolerance(key, w[key], w), (sharding, key, g[key], w[key])
+        assert_same_as_one_process(steps_of(out), want, sharding)
 
 
 def padded_and_padding_free(tmp_path, model, keys, ranks=1):
@@ -263,12 +268,7 @@ def test_bco_and_ref_model_two_ranks_and_zero3_equal_one_process(model, tmp_path
     for sharding in ({}, {"zero_stage": 3}):
         out = tmp_path / f"two-{len(sharding)}"
         train(out, model, dict(keys, per_device_train_batch_size=2, gradient_accumulation_steps=1, **sharding), ranks=2)
-        got = steps_of(out)
-        assert len(got) == len(want)
-        for g, w in zip(got, want):
-            for key in w:
-                if isinstance(w[key], float) and not key.startswith("logits/") and key != "train_runtime":
-                    assert abs(g[key] - w[key]) <= 2 * tolerance(key, w[key], w), (sharding, key, g[key], w[key])
+        assert_same_as_one_process(steps_of(out), want, sharding)
 
 
 @pytest.mark.parametrize("keys,words", [
@@ -300,13 +300,8 @@ def test_two_ranks_and_zero3_equal_one_process(model, tmp_path):
             out = tmp_path / f"{name}-two-{len(sharding)}"
             train(out, model, dict(keys, per_device_train_batch_size=2, gradient_accumulation_steps=1, **sharding),
                   ranks=2)
-            got = steps_of(out)
-            assert len(got) == len(want)
-            for g, w in zip(got, want):
-                for key in w:
-                    # logits/* average over the padded rows: one process pads 8 rows together, two ranks 4 each.
-                    if isinstance(w[key], float) and not key.startswith("logits/") and key != "train_runtime":
-                        assert abs(g[key] - w[key]) <= 2 * tolerance(key, w[key], w), (name, sharding, key, g[key], w[key])
+            # logits/* average over the padded rows: one process pads 8 rows together, two ranks 4 each.
+            assert_same_as_one_process(steps_of(out), want, (name, sharding))
 
 
 def test_preview_shows_chosen_and_rejected(model):
