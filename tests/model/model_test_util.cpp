@@ -1,11 +1,15 @@
 #include "model_test_util.h"
 
 #include <ATen/ATen.h>
+#include <fcntl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <array>
 #include <atomic>
+#include <csignal>
 #include <cstdio>
+#include <memory>
 
 #include "lf/common/remove_tree.h"
 #include "lf/model/tensor_io.h"
@@ -37,16 +41,70 @@ TempDir::TempDir() {
 
 TempDir::~TempDir() { remove_tree(path_); }
 
+namespace {
+
+// One interpreter per script for the whole binary (the script's --serve mode): each call writes its
+// arguments as a line and reads the output up to the sentinel line with the exit code. A python, torch,
+// transformers and peft started for each of the eight checks was ~6 s of CPU each, most of model_test.
+class PythonServer {
+ public:
+  PythonServer(const std::string& python, const std::string& script) {
+    std::signal(SIGPIPE, SIG_IGN);  // a server that died is a failed call, not a killed test
+    int to[2], from[2];
+    if (::pipe2(to, O_CLOEXEC) != 0 || ::pipe2(from, O_CLOEXEC) != 0) return;  // dup2 keeps 0-2 open
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      ::dup2(to[0], 0);
+      ::dup2(from[1], 1);
+      ::dup2(from[1], 2);
+      ::execl(python.c_str(), python.c_str(), script.c_str(), "--serve", static_cast<char*>(nullptr));
+      ::_exit(127);
+    }
+    ::close(to[0]);
+    ::close(from[1]);
+    in_ = ::fdopen(to[1], "w");
+    out_ = ::fdopen(from[0], "r");
+  }
+  ~PythonServer() {
+    if (in_) std::fclose(in_);  // end of input: the server returns
+    if (out_) std::fclose(out_);
+    if (pid_ > 0) ::waitpid(pid_, nullptr, 0);
+  }
+  PythonServer(const PythonServer&) = delete;
+  PythonServer& operator=(const PythonServer&) = delete;
+
+  // The call's exit code, or -3 when the server ended without one (its output is in *output).
+  int call(const std::string& args, std::string* output) {
+    if (!in_ || !out_ || std::fprintf(in_, "%s\n", args.c_str()) < 0 || std::fflush(in_) != 0) return -2;
+    static const std::string sentinel = "\x1e--serve exit ";
+    std::array<char, 4096> buf{};
+    std::string line;
+    while (std::fgets(buf.data(), buf.size(), out_)) {
+      line += buf.data();
+      if (line.back() != '\n') continue;
+      if (line.rfind(sentinel, 0) == 0) return std::stoi(line.substr(sentinel.size()));
+      output->append(line);
+      line.clear();
+    }
+    output->append(line);
+    return -3;
+  }
+
+ private:
+  pid_t pid_ = -1;
+  FILE* in_ = nullptr;
+  FILE* out_ = nullptr;
+};
+
+}  // namespace
+
 int run_python(const std::string& script, const std::string& args, std::string* output) {
   const std::string python = LF_PYTHON_EXE;
   if (python.empty()) return -1;
-  const std::string cmd = "'" + python + "' " + LF_SOURCE_DIR + "/scripts/fixtures/" + script + " " + args + " 2>&1";
-  FILE* pipe = ::popen(cmd.c_str(), "r");
-  if (!pipe) return -2;
-  std::array<char, 4096> buf{};
-  while (fgets(buf.data(), buf.size(), pipe)) output->append(buf.data());
-  const int status = ::pclose(pipe);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -3;
+  static std::map<std::string, std::unique_ptr<PythonServer>> servers;
+  auto& server = servers[script];
+  if (!server) server = std::make_unique<PythonServer>(python, std::string(LF_SOURCE_DIR) + "/scripts/fixtures/" + script);
+  return server->call(args, output);
 }
 
 }  // namespace lf::model::test

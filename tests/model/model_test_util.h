@@ -25,8 +25,8 @@ class TempDir {
   std::filesystem::path path_;
 };
 
-// Runs LF_PYTHON with scripts/fixtures/<script> args; returns its exit code, or -1
-// when no LF_PYTHON was configured (the caller skips).
+// Runs scripts/fixtures/<script> args in LF_PYTHON (one `script --serve` interpreter for every call);
+// returns its exit code, or -1 when no LF_PYTHON was configured (the caller skips).
 int run_python(const std::string& script, const std::string& args, std::string* output);
 
 }  // namespace lf::model::test
