@@ -6,6 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BIN=${BUILD_DIR:-build}
+cmake --build "$BIN" --target lf-train lf-rdzv-load >/dev/null  # lf-rdzv-load is not in `all`
 ulimit -n "$(ulimit -Hn)"
 for n in "${@:-256 1024 4096}"; do
   for rep in 1 2 3; do

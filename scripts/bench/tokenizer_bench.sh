@@ -2,7 +2,7 @@
 # Side-by-side encode throughput: lf-tokenize-bench vs PyPI `tokenizers`, same
 # corpus, same machine, one run; prints a markdown table for docs/BENCHMARKS.md.
 #   scripts/bench/tokenizer_bench.sh [BUILD_DIR] [PYTHON]
-# Needs: BUILD_DIR with lf-tokenize-bench built, PYTHON with `tokenizers`,
+# Needs: a configured BUILD_DIR (lf-tokenize-bench, not in `all`, is built here), PYTHON with `tokenizers`,
 # ../shared/assets/tokenizers.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -10,6 +10,7 @@ BUILD=${1:-$ROOT/build-data}
 PY=${2:-$ROOT/.venv-data/bin/python}
 ASSETS=$ROOT/../shared/assets/tokenizers
 BENCH=$BUILD/tests/tokenizer/lf-tokenize-bench
+cmake --build "$BUILD" --target lf-tokenize-bench >/dev/null
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 
