@@ -1,10 +1,13 @@
 #include "lf/model/checkpointing.h"
 
 #include "lf/model/backward_only_linear.h"
+#include "lf/model/key_padding.h"
 
 #include <ATen/ATen.h>
 #include <torch/csrc/autograd/autograd.h>
 #include <torch/csrc/autograd/custom_function.h>
+
+#include <optional>
 
 namespace lf::model {
 namespace {
@@ -28,6 +31,7 @@ struct LayerCheckpoint : public torch::autograd::Function<LayerCheckpoint> {
     ctx->saved_data["cu_seqlens"] = rope->varlen.cu_seqlens;
     ctx->saved_data["max_seqlen"] = rope->varlen.max_seqlen;
     ctx->saved_data["training"] = training;
+    ctx->saved_data["key_lengths"] = key_padding_lengths();  // undefined outside a KeyPaddingScope
     if (!lean_recompute_enabled()) {
       ctx->save_for_backward({x});
       return layer->forward(x, *rope, training);
@@ -52,6 +56,9 @@ struct LayerCheckpoint : public torch::autograd::Function<LayerCheckpoint> {
     const bool rng = ctx->saved_data.count("rng") > 0;
     const auto now = rng ? gen.get_state() : at::Tensor();
     if (rng) gen.set_state(ctx->saved_data["rng"].toTensor());
+    // The forward's key padding again: a GPU's backward runs on the autograd engine's thread, outside the scope.
+    std::optional<KeyPaddingScope> pads;
+    if (const auto lengths = ctx->saved_data["key_lengths"].toTensor(); lengths.defined()) pads.emplace(lengths);
     auto input = x.detach().requires_grad_(true);
     if (saved.size() == 1) {  // LF_LEAN_RECOMPUTE=0: the whole layer again
       at::Tensor y;

@@ -13,6 +13,8 @@ KeyPaddingScope::KeyPaddingScope(const at::Tensor& lengths) : previous_(g_length
 
 KeyPaddingScope::~KeyPaddingScope() { g_lengths = previous_; }
 
+at::Tensor key_padding_lengths() { return g_lengths; }
+
 at::Tensor key_padding_mask(int64_t t) {
   if (!g_lengths.defined()) return {};
   const auto opts = g_lengths.options().dtype(at::kLong);

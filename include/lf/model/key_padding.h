@@ -3,8 +3,10 @@
 // logits/* metrics average the logits over every position of the padded rows): while a KeyPaddingScope
 // lives on this thread, each decoder layer's causal attention also masks the padding keys, so a pad
 // position attends to its row's real tokens only, as transformers' sdpa mask has it. Real positions do
-// not change (their keys precede the padding), nor does any loss or gradient (pads carry no target), so
-// an activation-checkpointing recompute outside the scope gives the same gradients. Without a scope
+// not change (their keys precede the padding), nor does any loss (pads carry no target). A checkpointed
+// layer's recompute reopens its forward's scope (checkpointing.cpp): on a GPU the backward runs on the autograd
+// engine's own thread, outside the step's scope, and pure_bf16's HF rounding (below) needs the mask in the
+// recompute's backward too. Without a scope
 // (every other forward) attention is causal over the row. The mask costs the fused kernel's speed
 // (SDPA with a [B,1,T,T] mask instead of flash attention): the scope is only opened on padded batches.
 #include <ATen/core/Tensor.h>
@@ -22,6 +24,9 @@ class KeyPaddingScope {
  private:
   at::Tensor previous_;
 };
+
+// The lengths of this thread's innermost open scope, or undefined (a checkpoint keeps them for its recompute).
+at::Tensor key_padding_lengths();
 
 // The causal mask [B,1,T,T] (true: attend) with the open scope's padding keys masked, or undefined
 // without a scope (or when its batch is not `t` long).
