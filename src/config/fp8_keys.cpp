@@ -61,9 +61,10 @@ std::vector<KeyDecl> fp8_keys() {
                   "lf-train's own, with fp8 (torchao's Float8LinearRecipeName): rowwise (a power-of-two scale per "
                   "row of each GEMM operand, every operand e4m3: LLaMA-Factory's choice, robust to outlier "
                   "channels) or tensorwise (one scale per tensor, the output gradient in e5m2, fast accumulation "
-                  "in the forward: torchao's fastest)")
+                  "in the forward: torchao's fastest) or rowwise_with_gw_hp (rowwise's forward and input gradient, the weight "
+                  "gradient a bf16 GEMM: torchtitan's choice for accuracy; no casts along the tokens)")
           .own()
-          .choices({"rowwise", "tensorwise"})
+          .choices({"rowwise", "tensorwise", "rowwise_with_gw_hp"})
           .check([](const Reader& r, const std::string& key, const std::string&) {
             LF_CHECK(!r.has(key) || r.has("fp8"), ConfigError,
                      "{}: `{}` is FP8's recipe and fp8 is not set: set `fp8: true` (an sm_89+ GPU), or remove {}",

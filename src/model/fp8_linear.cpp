@@ -148,7 +148,7 @@ quant::Fp8Recipe fp8_input_recipe(const Linear& lin) {
 }
 
 at::Tensor fp8_stored_rowwise_scale(const Linear& lin) {
-  if (!lin.format_ || fp8_input_recipe(lin) != Fp8Recipe::kRowwise) return at::Tensor();
+  if (!lin.format_ || !quant::fp8_rowwise(fp8_input_recipe(lin))) return at::Tensor();
   return static_cast<const Fp8FrozenLinear*>(lin.format_.get())->weight().scale;
 }
 
@@ -158,7 +158,7 @@ Fp8Report use_fp8(CausalLM& model, Fp8Recipe r, bool store_frozen) {
   Fp8Report rep;
   rep.recipe = r;
   install_cast_kernel(model, rep);
-  rep.scales_in_gemm = r == Fp8Recipe::kRowwise && quant::fp8_rowwise_scales_in_gemm();
+  rep.scales_in_gemm = quant::fp8_rowwise(r) && quant::fp8_rowwise_scales_in_gemm();
   for (auto& [spec, lin] : model.linears()) {
     LF_CHECK(!lin->format_, ConfigError, "{}: FP8 over a weight already in the {} format is not supported",
              spec->module, lin->format_->name());
@@ -181,12 +181,14 @@ Fp8Report use_fp8(CausalLM& model, Fp8Recipe r, bool store_frozen) {
 }
 
 std::string describe(const Fp8Report& r) {
-  std::string gemms = r.cast > 0 ? "forward, input gradient, weight gradient" : "forward, input gradient";
+  std::string gemms = r.cast == 0                                    ? "forward, input gradient"
+                     : quant::fp8_weight_grad_in_fp8(r.recipe) ? "forward, input gradient, weight gradient"
+                                                               : "forward, input gradient (weight gradient in bf16)";
   return fmt::format("FP8 ({}): {} frozen linears stored in e4m3 ({} bytes, {} before), {} cast per step, {} kept in "
                      "high precision (a dimension not divisible by 16); GEMMs in FP8: {}; cast kernel: {}{}",
                      quant::fp8_recipe_name(r.recipe), r.stored, r.stored_bytes, r.dense_bytes, r.cast, r.kept, gemms,
                      r.fused_cast ? "fused CUDA" : "ATen",
-                     r.recipe != Fp8Recipe::kRowwise ? ""
+                     !quant::fp8_rowwise(r.recipe) ? ""
                      : r.scales_in_gemm              ? "; gradient GEMMs' row scales: in the GEMM"
                                                      : "; gradient GEMMs' row scales: a pass after the GEMM");
 }

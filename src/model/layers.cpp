@@ -69,7 +69,7 @@ at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
 at::Tensor fused_swiglu(const kernels::FusedOps& ops, const at::Tensor& gate, const at::Tensor& up, const Mlp& mlp,
                         bool down_values, bool x_grad) {
   const auto r = ops.swiglu_fp8 && down_values ? fp8_input_recipe(mlp.down_proj_) : quant::Fp8Recipe::kNone;
-  const bool act_cast = r == quant::Fp8Recipe::kRowwise;
+  const bool act_cast = quant::fp8_rowwise(r);
   const auto s = quant::fp8_input_scaling(r, -1);
   quant::Fp8Tensor cast;
   at::Tensor act;

@@ -22,7 +22,7 @@ QuantizedBase fp8_base(const config::PrecisionSection& p, const model::ModelConf
     if (l.in % 16 || l.out % 16) continue;  // kept in the compute dtype
     const double n = static_cast<double>(l.in * l.out);
     q.weights_per_layer += n;
-    scale_bytes += p.fp8_recipe == "rowwise" ? 4.0 * static_cast<double>(l.out) : 4.0;
+    scale_bytes += p.fp8_recipe != "tensorwise" ? 4.0 * static_cast<double>(l.out) : 4.0;
     q.largest_linear = std::max(q.largest_linear, n / c);  // one byte a weight, in compute-dtype elements
   }
   if (q.weights_per_layer == 0) return q;

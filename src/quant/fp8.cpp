@@ -102,19 +102,37 @@ Fp8Tensor fp8_cast_columns(const at::Tensor& x, Fp8Scaling s) {
   return transposed(fp8_cast(transposed_copy(x), s));
 }
 
+// rowwise_with_gw_hp's dx = g W: g [M, N] rowwise along N, W with one power-of-two scale (torchao's
+// cast_config_weight_for_grad_input: tensorwise, e4m3). torchao hands _scaled_mm g's [M, 1] and W's [] inverse
+// scales; both are powers of two, so W's folds into each of g's exactly and the product is the stored path's
+// GEMM with row scales alone (exact accumulation, the scales after it, one rounding).
+at::Tensor grad_input_tensorwise_weight(const at::Tensor& g2, const at::Tensor& w, Fp8Recipe r) {
+  const auto ga = fp8_cast(g2, fp8_grad_scaling(r, 1));
+  Fp8Scaling ws = fp8_input_scaling(r, 0);
+  ws.rowwise = false;  // one scale, still a power of two (the recipe's round_scales_to_power_of_2)
+  const auto wb = fp8_cast(w, ws);
+  const auto [ad, bd] = cublaslt_layout(ga.data, wb.data);
+  return rowwise_exact_accum_mm(ad, bd, ga.scale.reciprocal().mul(wb.scale.reciprocal()), at::Tensor(),
+                                g2.scalar_type());
+}
+
 }  // namespace
 
 Fp8Recipe fp8_recipe_from_name(std::string_view name) {
   if (name == "tensorwise") return Fp8Recipe::kTensorwise;
   if (name == "rowwise") return Fp8Recipe::kRowwise;
+  if (name == "rowwise_with_gw_hp") return Fp8Recipe::kRowwiseGwHp;
   if (name == "none") return Fp8Recipe::kNone;
-  LF_THROW(ConfigError, "fp8_recipe `{}`: expected tensorwise or rowwise (torchao's Float8LinearRecipeName)", name);
+  LF_THROW(ConfigError,
+           "fp8_recipe `{}`: expected tensorwise, rowwise or rowwise_with_gw_hp (torchao's Float8LinearRecipeName)",
+           name);
 }
 
 std::string_view fp8_recipe_name(Fp8Recipe r) {
   switch (r) {
     case Fp8Recipe::kTensorwise: return "tensorwise";
     case Fp8Recipe::kRowwise: return "rowwise";
+    case Fp8Recipe::kRowwiseGwHp: return "rowwise_with_gw_hp";
     case Fp8Recipe::kNone: break;
   }
   return "none";
@@ -186,7 +204,7 @@ at::Tensor fp8_mm(const Fp8Tensor& a, const Fp8Tensor& b, at::ScalarType out_dty
 Fp8Scaling fp8_input_scaling(Fp8Recipe r, int64_t axis) {
   Fp8Scaling s;
   s.dtype = at::ScalarType::Float8_e4m3fn;
-  s.rowwise = r == Fp8Recipe::kRowwise;
+  s.rowwise = fp8_rowwise(r);
   s.pow2 = s.rowwise;
   s.axis = axis;
   return s;
@@ -206,15 +224,21 @@ at::Tensor fp8_linear_forward(const at::Tensor& x, const at::Tensor& w, Fp8Recip
 // dx = g W: g [M, N] along N, W [N, K] along N (a scale per column k: torchao's W^T along dim -1).
 at::Tensor fp8_linear_grad_input(const at::Tensor& g, const at::Tensor& w, Fp8Recipe r) {
   const auto g2 = g.reshape({-1, g.size(-1)});
-  const auto ga = fp8_cast(g2, fp8_grad_scaling(r, 1));
-  const auto wb = fp8_cast_columns(w, fp8_input_scaling(r, 0));  // [N, K] column-major, scale [1, K]
   auto sizes = g.sizes().vec();
   sizes.back() = w.size(1);
+  if (r == Fp8Recipe::kRowwiseGwHp) return at::_unsafe_view(grad_input_tensorwise_weight(g2, w, r), sizes);
+  const auto ga = fp8_cast(g2, fp8_grad_scaling(r, 1));
+  const auto wb = fp8_cast_columns(w, fp8_input_scaling(r, 0));  // [N, K] column-major, scale [1, K]
   return at::_unsafe_view(fp8_mm(ga, wb, g.scalar_type(), /*fast_accum=*/false), sizes);
 }
 
 // dW = g^T x [N, K]: both along the tokens M (g's columns and x's columns each get their scale).
+// rowwise_with_gw_hp: the high-precision GEMM of the unscaled operands (torchao's ScalingType.DISABLED: mm).
 at::Tensor fp8_linear_grad_weight(const at::Tensor& g, const at::Tensor& x, Fp8Recipe r, at::ScalarType dw_dtype) {
+  if (!fp8_weight_grad_in_fp8(r)) {
+    auto dw = at::mm(g.reshape({-1, g.size(-1)}).t(), x.reshape({-1, x.size(-1)}));
+    return dw.scalar_type() == dw_dtype ? dw : dw.to(dw_dtype);
+  }
   const auto g2 = pad_rows_to_16(g.reshape({-1, g.size(-1)}));
   const auto x2 = pad_rows_to_16(x.reshape({-1, x.size(-1)}));
   const auto gt = transposed(fp8_cast_columns(g2, fp8_grad_scaling(r, 0)));  // [N, M] row-major, scale [N, 1]
@@ -248,7 +272,7 @@ void fp8_seed_forward_cast(const at::Tensor& x, Fp8Recipe r, const Fp8Tensor& ca
 
 void fp8_seed_grad_input_cast(const at::Tensor& g, const at::Tensor& w_scale, Fp8Recipe r, const Fp8Tensor& cast) {
   const auto g2 = g.reshape({-1, g.size(-1)});  // the view fp8_stored_grad_input keys its cast by
-  LF_CHECK(r == Fp8Recipe::kRowwise && cast.data.sizes() == g2.sizes() && w_scale.numel() == g2.size(1), ConfigError,
+  LF_CHECK(fp8_rowwise(r) && cast.data.sizes() == g2.sizes() && w_scale.numel() == g2.size(1), ConfigError,
            "fp8_seed_grad_input_cast: expected rowwise, a cast of g's [{}] and a scale a column, got {}, [{}] and {}",
            fmt::join(g2.sizes(), ", "), fp8_recipe_name(r), fmt::join(cast.data.sizes(), ", "), w_scale.numel());
   fp8_seed_cast(g2, fp8_grad_scaling(r, 1), /*columns=*/false, cast, w_scale);
@@ -258,7 +282,7 @@ void fp8_seed_grad_input_cast(const at::Tensor& g, const at::Tensor& w_scale, Fp
 // of two moves only the exponent; bf16 has float32's range), so no float32 copy of g. g's producer may have made
 // this cast in its own pass (fp8_seed_grad_input_cast: the fused SwiGLU backward), keyed by g and w.scale.
 Fp8Tensor fp8_stored_grad_cast(const at::Tensor& g, const Fp8Tensor& w, Fp8Recipe r) {
-  LF_CHECK(r == Fp8Recipe::kRowwise, ConfigError, "fp8_stored_grad_cast: rowwise only, got {}", fp8_recipe_name(r));
+  LF_CHECK(fp8_rowwise(r), ConfigError, "fp8_stored_grad_cast: rowwise only, got {}", fp8_recipe_name(r));
   const auto g2 = g.reshape({-1, g.size(-1)});
   const auto gs = fp8_grad_scaling(r, 1);
   if (auto seeded = fp8_take_seeded_cast(g2, gs, w.scale)) return std::move(*seeded);

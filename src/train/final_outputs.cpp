@@ -111,11 +111,13 @@ void add_fp8_perf(json& perf, const config::JobPlan& c) {
   perf["fp8"] = fmt::format("{}: decoder linears' forward and input-gradient GEMMs{}; attention, norms, embeddings, "
                             "LM head in {}",
                             c.precision.fp8_recipe,
-                            c.adapter.lora() ? " (LoRA's base stored in e4m3; the adapters in high precision)"
-                                             : " and weight-gradient GEMMs",
+                            c.adapter.lora()                             ? " (LoRA's base stored in e4m3; the adapters in "
+                                                                           "high precision)"
+                            : c.precision.fp8_recipe == "rowwise_with_gw_hp" ? " (weight-gradient GEMMs in bf16)"
+                                                                           : " and weight-gradient GEMMs",
                             c.precision.bf16 ? "bf16" : c.precision.fp16 ? "fp16" : "fp32");
   // rowwise: where its gradient GEMMs' row scales went (train/fp8_device.h's choice)
-  if (c.precision.fp8_recipe == "rowwise")
+  if (c.precision.fp8_recipe != "tensorwise")
     perf["fp8_gradient_scaling"] = quant::fp8_rowwise_scales_in_gemm() ? "in the GEMM" : "a pass after the GEMM";
   perf["mfu_vs_fp8_1979"] = perf["model_tflops_per_s"].get<double>() / 1979.0;
 }

@@ -82,7 +82,7 @@ TEST(Fp8Linear, EqualsTorchaoFloat8LinearBitForBit) {
   const auto fx = fixture();
   at::set_num_threads(1);
   const auto in = inputs(fx["seed"].get<uint64_t>(), 64, 96, 48);
-  ASSERT_EQ(fx["linears"].size(), 2u);
+  ASSERT_EQ(fx["linears"].size(), 3u);
   for (const auto& c : fx["linears"]) {
     const auto r = lf::quant::fp8_recipe_from_name(c["recipe"].get<std::string>());
     SCOPED_TRACE(c["recipe"].get<std::string>());
@@ -144,6 +144,34 @@ TEST(Fp8Linear, EachGemmWithinFp8ErrorBound) {
                   error_bound(in.g.t(), in.x, {g0.data.t(), g0.scale.t()}, x0, g_s.dtype, in_s.dtype, dw_exact),
                   "weight gradient");
   }
+}
+
+// rowwise_with_gw_hp: rowwise's forward bit for bit; the input gradient from g rowwise and W with one power-of-two
+// scale, within FP8's bound for those casts; the weight gradient the bf16 GEMM of the unscaled operands, bit for
+// bit, and (the recipe's point) nearer the exact product than rowwise's FP8 one.
+TEST(Fp8Linear, RowwiseWithHighPrecisionWeightGradient) {
+  const auto in = inputs(7, 128, 256, 96);
+  const auto r = Fp8Recipe::kRowwiseGwHp;
+  EXPECT_TRUE(lf::quant::fp8_linear_forward(in.x, in.w, r).equal(lf::quant::fp8_linear_forward(in.x, in.w, Fp8Recipe::kRowwise)));
+  auto ws = lf::quant::fp8_input_scaling(r, 0);
+  ws.rowwise = false;
+  const auto w1 = lf::quant::fp8_cast(in.w, ws);
+  ASSERT_EQ(w1.scale.dim(), 0);
+  const double s = w1.scale.item<double>();
+  EXPECT_EQ(s, std::exp2(std::floor(std::log2(s)))) << "the weight's one scale is a power of two";
+  const auto g_s = lf::quant::fp8_grad_scaling(r, 1);
+  const auto dx_exact = at::mm(in.g.to(at::kDouble), in.w.to(at::kDouble));
+  const auto dx = lf::quant::fp8_linear_grad_input(in.g, in.w, r);
+  expect_within(dx, dx_exact, error_bound(in.g, in.w, lf::quant::fp8_cast(in.g, g_s), w1, g_s.dtype, ws.dtype, dx_exact),
+                "input gradient");
+  EXPECT_FALSE(dx.equal(lf::quant::fp8_linear_grad_input(in.g, in.w, Fp8Recipe::kRowwise))) << "W cast per tensor";
+  const auto dw = lf::quant::fp8_linear_grad_weight(in.g, in.x, r, at::kFloat);
+  EXPECT_TRUE(dw.equal(at::mm(in.g.t(), in.x).to(at::kFloat))) << "dW: the bf16 GEMM, then the weight's dtype";
+  const auto dw_exact = at::mm(in.g.to(at::kDouble).t(), in.x.to(at::kDouble));
+  const double hp = rel_error(dw, dw_exact);
+  const double f8 = rel_error(lf::quant::fp8_linear_grad_weight(in.g, in.x, Fp8Recipe::kRowwise, at::kFloat), dw_exact);
+  EXPECT_LT(hp, 0.01);
+  EXPECT_GT(f8, 4 * hp) << "rowwise's FP8 dW " << f8 << ", high precision " << hp;
 }
 
 // Per-tensor scaling's failure that rowwise avoids: an outlier row of W (65536x: beyond e4m3's 2^15 of normal range) sets the one scale, the
@@ -311,6 +339,8 @@ TEST(Fp8Cast, ScalesAndNames) {
   const auto s = lf::quant::fp8_amax_to_scale(at::full({1}, 3.0f), at::ScalarType::Float8_e4m3fn, true);
   EXPECT_EQ(s.item<float>(), 128.0f);
   EXPECT_EQ(lf::quant::fp8_recipe_from_name("rowwise"), Fp8Recipe::kRowwise);
+  EXPECT_EQ(lf::quant::fp8_recipe_from_name("rowwise_with_gw_hp"), Fp8Recipe::kRowwiseGwHp);
+  EXPECT_EQ(lf::quant::fp8_recipe_name(Fp8Recipe::kRowwiseGwHp), "rowwise_with_gw_hp");
   EXPECT_THROW(lf::quant::fp8_recipe_from_name("delayed"), lf::ConfigError);
 }
 

@@ -15,6 +15,9 @@
 //   rowwise:    a scale per row of each GEMM operand along its reduction dimension, every operand in
 //               e4m3, scales powers of two; torchao's more accurate recipe (outlier channels stay in
 //               their own rows' scales).
+//   rowwise_with_gw_hp: rowwise's forward; the input gradient from g rowwise and W with one scale (both
+//               e4m3, powers of two); the weight gradient g^T x in high precision (a bf16 GEMM of the
+//               unscaled operands): no casts along the tokens, and dW without FP8's rounding.
 // The GEMM is ATen's _scaled_mm: cuBLASLt's FP8 GEMM on sm_89 / sm_90, and on the CPU torch's own
 // implementation of the same operator (the emulation CI runs: the same casts, the same call).
 // Threading: pure functions (the current stream of the tensors' device).
@@ -27,9 +30,14 @@
 
 namespace lf::quant {
 
-enum class Fp8Recipe : uint8_t { kNone, kTensorwise, kRowwise };
+enum class Fp8Recipe : uint8_t { kNone, kTensorwise, kRowwise, kRowwiseGwHp };
 
-// "tensorwise" / "rowwise" (ConfigError for another name); "none" for kNone.
+// Whether r casts its operands with a scale a row (rowwise and rowwise_with_gw_hp: the same casts where both cast).
+inline bool fp8_rowwise(Fp8Recipe r) { return r == Fp8Recipe::kRowwise || r == Fp8Recipe::kRowwiseGwHp; }
+// Whether r's weight gradient is an FP8 GEMM (all but rowwise_with_gw_hp).
+inline bool fp8_weight_grad_in_fp8(Fp8Recipe r) { return r != Fp8Recipe::kRowwiseGwHp; }
+
+// "tensorwise" / "rowwise" / "rowwise_with_gw_hp" (ConfigError for another name); "none" for kNone.
 Fp8Recipe fp8_recipe_from_name(std::string_view name);
 std::string_view fp8_recipe_name(Fp8Recipe r);
 
@@ -79,7 +87,9 @@ at::Tensor fp8_linear_grad_weight(const at::Tensor& g, const at::Tensor& x, Fp8R
                                   at::ScalarType dw_dtype);                                    // g^T x
 
 // A frozen weight stored once (LoRA's base): W [N, K] cast as the recipe's forward needs it (one scale,
-// or one per output row n), kept as is; the forward and the input gradient read it each step.
+// or one per output row n), kept as is; the forward and the input gradient read it each step. Under
+// rowwise_with_gw_hp too: a frozen weight has no weight gradient, and its input gradient reads the one rowwise
+// copy kept (torchao casts the bf16 weight with one scale there, a copy lf-train no longer holds).
 Fp8Tensor fp8_store_weight(const at::Tensor& w, Fp8Recipe r);
 at::Tensor fp8_stored_forward(const at::Tensor& x, const Fp8Tensor& w, Fp8Recipe r);       // x W^T [M, N]
 // Hands the FP8 forwards (fp8_stored_forward, fp8_linear_forward) the cast of their input x [.., K] under r,
