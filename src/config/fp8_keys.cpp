@@ -43,7 +43,7 @@ std::vector<KeyDecl> fp8_keys() {
                             "in FP8 through cuBLASLt (ATen's _scaled_mm), as torchao's Float8Linear computes them; "
                             "LoRA's frozen base stored once in FP8 (half of bf16's bytes); norms, attention, the "
                             "router, embeddings and the LM head stay in high precision. Refused on the CPU and on "
-                            "older GPUs (never a silent bf16 run). docs/fp8.md")
+                            "older GPUs (never a silent bf16 run). docs/training.md, \"FP8 training\"")
                     .sample("true")
                     .observe("refused");
   auto own_check = fp8.check;

@@ -44,7 +44,7 @@ def test_fp8_emulated_trains_near_high_precision(tmp_path, mode, recipe, says):
     assert '"fp8":' in log, "the perf line names the FP8 GEMMs"
     # Rowwise's gradient GEMMs take their row scales inside the GEMM only on sm_90 with CUDA 12.9+ (bit-equal
     # there); the CPU runs torchao's pass after the GEMM, and the plan and perf lines say which ran.
-    if recipe == "rowwise":
+    if recipe != "tensorwise":
         assert "gradient GEMMs' row scales: a pass after the GEMM" in log, log[-3000:]
         assert '"fp8_gradient_scaling":"a pass after the GEMM"' in log, log[-3000:]
     else:
@@ -54,6 +54,22 @@ def test_fp8_emulated_trains_near_high_precision(tmp_path, mode, recipe, says):
     rel = [abs(a - b) / abs(a) for a, b in zip(hp, f8)]
     assert max(rel) < 0.05, (hp, f8)
     assert hp != f8, "FP8 changed no number: the linears did not run in FP8"
+
+
+def test_fp8_rowwise_with_gw_hp_keeps_the_forward_and_changes_the_weight_gradient(tmp_path):
+    """fp8_recipe rowwise_with_gw_hp (torchao's): rowwise's forward, so the losses are rowwise's bit for bit until
+    the weights move (step 1's warm-up learning rate is 0: steps 1 and 2); its weight gradients are bf16 GEMMs
+    instead of FP8 ones, so every later loss differs."""
+    runs = {}
+    for recipe in ("rowwise", "rowwise_with_gw_hp"):
+        rc, log = run(tmp_path / recipe, "finetuning_type=full", "fp8=true", f"fp8_recipe={recipe}", emulate=True)
+        assert rc == 0, log[-3000:]
+        runs[recipe] = (losses(tmp_path / recipe), log)
+    (rw, _), (hp, log) = runs["rowwise"], runs["rowwise_with_gw_hp"]
+    assert "GEMMs in FP8: forward, input gradient (weight gradient in bf16)" in log, log[-3000:]
+    assert "weight-gradient GEMMs in bf16" in log, "the perf line says it"
+    assert len(rw) == len(hp) == 6 and rw[:2] == hp[:2], (rw, hp)
+    assert all(a != b for a, b in zip(rw[2:], hp[2:])), (rw, hp)
 
 
 def test_fp8_scales_in_gemm_knob_refuses_a_bad_value(tmp_path):
