@@ -82,7 +82,7 @@ def main():
     p.add_argument("--experts", default="grouped_mm", help="MoE shapes: transformers' experts implementation (eager | batched_mm | grouped_mm)")
     p.add_argument("--layers", type=int, default=0, help="override the layer count (smoke tests)")
     p.add_argument("--qlora", action="store_true", help="with --mode lora: the decoder linears in bitsandbytes' NF4")
-    p.add_argument("--fp8", default="", help="tensorwise | rowwise: torchao float8 training (LLaMA-Factory's fp8: true)")
+    p.add_argument("--fp8", default="", help="tensorwise | rowwise | rowwise_with_gw_hp: torchao float8 training (LLaMA-Factory's fp8: true)")
     p.add_argument("--device", default="cuda", help="cuda, or cpu for a smoke test")
     a = p.parse_args()
     ddp = "RANK" in os.environ

@@ -94,6 +94,24 @@ TEST(Fp8Gpu, ScaledMmMatchesTheDequantizedProduct) {
   }
 }
 
+// rowwise_with_gw_hp on the GPU: the input gradient from g rowwise and W under one scale (the two folded into g's
+// row scales), against the dequantized product; the weight gradient is the bf16 GEMM itself, bit for bit.
+TEST(Fp8Gpu, RowwiseWithHighPrecisionWeightGradient) {
+  if (!fp8_gpu()) GTEST_SKIP() << "no sm_89+ GPU";
+  using namespace lf::quant;
+  at::manual_seed(5);
+  const auto r = Fp8Recipe::kRowwiseGwHp;
+  const auto w = (at::randn({1024, 3584}) * 0.02).to(at::kBFloat16).cuda();
+  const auto x = activations(256, 3584, 2);
+  const auto g = (at::randn({256, 1024}) * 1e-3).to(at::kBFloat16).cuda();
+  auto ws = fp8_input_scaling(r, 0);
+  ws.rowwise = false;
+  EXPECT_LT(rel(fp8_linear_grad_input(g, w, r), dequantized_product(fp8_cast(g, fp8_grad_scaling(r, 1)), fp8_cast(w, ws))),
+            1e-2);
+  EXPECT_TRUE(fp8_linear_grad_weight(g, x, r, at::kBFloat16).equal(at::mm(g.t(), x)));
+  EXPECT_TRUE(fp8_linear_forward(x, w, r).equal(fp8_linear_forward(x, w, Fp8Recipe::kRowwise)));
+}
+
 // A benchmark line, not a timed assertion: the forward GEMM at 7B's gate/up shape, FP8 (casts included)
 // against bf16, and the cast alone.
 TEST(Fp8Gpu, GemmThroughput) {
