@@ -162,7 +162,10 @@ json plan_summary(const config::JobPlan& p, const model::ModelConfig& mc, const 
     j["precision"]["fp8"] = fmt::format(
         "{} recipe: the decoder linears' forward and input-gradient GEMMs{} in FP8 (dimensions divisible by 16); "
         "attention, norms, router, embeddings, LM head in {}",
-        p.precision.fp8_recipe, p.adapter.lora() ? " (the base stored in e4m3)" : " and weight-gradient GEMMs",
+        p.precision.fp8_recipe,
+        p.adapter.lora()                               ? " (the base stored in e4m3)"
+        : p.precision.fp8_recipe == "rowwise_with_gw_hp" ? " (weight-gradient GEMMs in " + dtype_name(p.precision) + ")"
+                                                         : " and weight-gradient GEMMs",
         dtype_name(p.precision));
   j["checkpointing"] = {{"gradient_checkpointing", p.model.gradient_checkpointing},
                         {"lean_recompute", p.model.kernels.lean_recompute}};
