@@ -84,7 +84,8 @@ def test_fp8_scales_in_gemm_knob_refuses_a_bad_value(tmp_path):
 
 # (recipe, compute, loss bound, weight bound): fp32 compute on the fp32 weights; bf16 compute on their bf16
 # copies, whose gradients reach DDP's buckets and ZeRO's shards through the grad sink, as on a GPU.
-ZERO_CASES = [("rowwise", "false", 2e-3, 5e-3), ("tensorwise", "false", 2e-3, 5e-3), ("rowwise", "true", 5e-3, 2e-2)]
+ZERO_CASES = [("rowwise", "false", 2e-3, 5e-3), ("tensorwise", "false", 2e-3, 5e-3), ("rowwise", "true", 5e-3, 2e-2),
+              ("rowwise_with_gw_hp", "true", 5e-3, 2e-2)]
 
 
 @pytest.mark.parametrize("recipe,bf16,loss_tol,weight_tol", ZERO_CASES)
