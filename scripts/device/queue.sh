@@ -28,6 +28,8 @@ for step in "$@"; do
     LF_DEVICE_SKIP_TESTS=1 LF_DEVICE_TARGETS="${QUEUE_TARGETS:-lf-train lf-worker lf-train-local kernels_test lf-generate-bench}" \
       scripts/device/build.sh > "$dir/build.log" 2>&1
     rc=$?; tail -3 "$dir/build.log" | tee -a "$REAL_OUT/queue.log"
+    # a built tree's log is ~400 KB of compile lines, and the carry limit counts docs/device-runs: its tail only
+    if (( rc == 0 )); then tail -30 "$dir/build.log" > "$dir/build.tail.log"; rm -f "$dir/build.log"; fi
   else
     envs=(); args=()
     for w in "${words[@]:1}"; do if [[ $w == *=* ]]; then envs+=("${w//+/ }"); else args+=("$w"); fi; done
