@@ -61,8 +61,9 @@ std::vector<KeyDecl> fp8_keys() {
                   "lf-train's own, with fp8 (torchao's Float8LinearRecipeName): rowwise (a power-of-two scale per "
                   "row of each GEMM operand, every operand e4m3: LLaMA-Factory's choice, robust to outlier "
                   "channels) or tensorwise (one scale per tensor, the output gradient in e5m2, fast accumulation "
-                  "in the forward: torchao's fastest) or rowwise_with_gw_hp (rowwise's forward and input gradient, the weight "
-                  "gradient a bf16 GEMM: torchtitan's choice for accuracy; no casts along the tokens)")
+                  "in the forward: torchao's fastest) or rowwise_with_gw_hp (rowwise's forward, the input gradient with "
+                  "the weight under one scale, the weight gradient a bf16 GEMM: no casts along the tokens; LoRA's "
+                  "frozen base runs it as rowwise)")
           .own()
           .choices({"rowwise", "tensorwise", "rowwise_with_gw_hp"})
           .check([](const Reader& r, const std::string& key, const std::string&) {

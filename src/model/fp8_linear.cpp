@@ -181,9 +181,9 @@ Fp8Report use_fp8(CausalLM& model, Fp8Recipe r, bool store_frozen) {
 }
 
 std::string describe(const Fp8Report& r) {
-  std::string gemms = r.cast == 0                                    ? "forward, input gradient"
-                     : quant::fp8_weight_grad_in_fp8(r.recipe) ? "forward, input gradient, weight gradient"
-                                                               : "forward, input gradient (weight gradient in high precision)";
+  std::string gemms = "forward, input gradient";
+  if (r.cast > 0)
+    gemms += quant::fp8_weight_grad_in_fp8(r.recipe) ? ", weight gradient" : " (weight gradient in high precision)";
   return fmt::format("FP8 ({}): {} frozen linears stored in e4m3 ({} bytes, {} before), {} cast per step, {} kept in "
                      "high precision (a dimension not divisible by 16); GEMMs in FP8: {}; cast kernel: {}{}",
                      quant::fp8_recipe_name(r.recipe), r.stored, r.stored_bytes, r.dense_bytes, r.cast, r.kept, gemms,

@@ -152,7 +152,8 @@ TEST(Fp8Linear, EachGemmWithinFp8ErrorBound) {
 TEST(Fp8Linear, RowwiseWithHighPrecisionWeightGradient) {
   const auto in = inputs(7, 128, 256, 96);
   const auto r = Fp8Recipe::kRowwiseGwHp;
-  EXPECT_TRUE(lf::quant::fp8_linear_forward(in.x, in.w, r).equal(lf::quant::fp8_linear_forward(in.x, in.w, Fp8Recipe::kRowwise)));
+  EXPECT_TRUE(lf::quant::fp8_linear_forward(in.x, in.w, r)
+                  .equal(lf::quant::fp8_linear_forward(in.x, in.w, Fp8Recipe::kRowwise)));
   auto ws = lf::quant::fp8_input_scaling(r, 0);
   ws.rowwise = false;
   const auto w1 = lf::quant::fp8_cast(in.w, ws);
@@ -162,7 +163,8 @@ TEST(Fp8Linear, RowwiseWithHighPrecisionWeightGradient) {
   const auto g_s = lf::quant::fp8_grad_scaling(r, 1);
   const auto dx_exact = at::mm(in.g.to(at::kDouble), in.w.to(at::kDouble));
   const auto dx = lf::quant::fp8_linear_grad_input(in.g, in.w, r);
-  expect_within(dx, dx_exact, error_bound(in.g, in.w, lf::quant::fp8_cast(in.g, g_s), w1, g_s.dtype, ws.dtype, dx_exact),
+  expect_within(dx, dx_exact,
+                error_bound(in.g, in.w, lf::quant::fp8_cast(in.g, g_s), w1, g_s.dtype, ws.dtype, dx_exact),
                 "input gradient");
   EXPECT_FALSE(dx.equal(lf::quant::fp8_linear_grad_input(in.g, in.w, Fp8Recipe::kRowwise))) << "W cast per tensor";
   const auto dw = lf::quant::fp8_linear_grad_weight(in.g, in.x, r, at::kFloat);
