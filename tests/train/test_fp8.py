@@ -75,6 +75,18 @@ def test_fp8_rowwise_with_gw_hp_keeps_the_forward_and_changes_the_weight_gradien
     assert all(a != b for a, b in zip(rw[2:], hp[2:])), (rw, hp)
 
 
+def test_fp8_rowwise_with_gw_hp_on_lora_runs_as_rowwise(tmp_path):
+    """LoRA's frozen base has no weight gradient, and its input gradient reads the one rowwise copy stored, so
+    rowwise_with_gw_hp trains LoRA exactly as rowwise does (docs/training.md says so); the lines name the recipe."""
+    runs = {}
+    for recipe in ("rowwise", "rowwise_with_gw_hp"):
+        rc, log = run(tmp_path / recipe, "finetuning_type=lora", "fp8=true", f"fp8_recipe={recipe}", emulate=True)
+        assert rc == 0, log[-3000:]
+        assert f"FP8 ({recipe}): 28 frozen linears stored in e4m3" in log, log[-3000:]
+        runs[recipe] = losses(tmp_path / recipe)
+    assert len(runs["rowwise"]) == 6 and runs["rowwise"] == runs["rowwise_with_gw_hp"], runs
+
+
 def test_fp8_scales_in_gemm_knob_refuses_a_bad_value(tmp_path):
     rc, log = run(tmp_path / "o", "fp8=true", emulate=True, env_extra={"LF_FP8_SCALES_IN_GEMM": "1"})
     assert rc == 2, log[-3000:]
