@@ -109,15 +109,16 @@ double peak_reserved_gib(const c10::Device& device) {
 // Which GEMMs ran in FP8, and MFU against H100 / H200's dense FP8 peak (1979 TFLOP/s).
 void add_fp8_perf(json& perf, const config::JobPlan& c) {
   const std::string hp = c.precision.bf16 ? "bf16" : c.precision.fp16 ? "fp16" : "fp32";
+  const auto recipe = quant::fp8_recipe_from_name(c.precision.fp8_recipe);
   perf["fp8"] = fmt::format("{}: decoder linears' forward and input-gradient GEMMs{}; attention, norms, embeddings, "
                             "LM head in {}",
                             c.precision.fp8_recipe,
                             c.adapter.lora() ? " (LoRA's base stored in e4m3; the adapters in high precision)"
-                            : c.precision.fp8_recipe == "rowwise_with_gw_hp" ? " (weight-gradient GEMMs in " + hp + ")"
-                                                                             : " and weight-gradient GEMMs",
+                            : !quant::fp8_weight_grad_in_fp8(recipe) ? " (weight-gradient GEMMs in " + hp + ")"
+                                                                     : " and weight-gradient GEMMs",
                             hp);
   // rowwise: where its gradient GEMMs' row scales went (train/fp8_device.h's choice)
-  if (c.precision.fp8_recipe != "tensorwise")
+  if (quant::fp8_rowwise(recipe))
     perf["fp8_gradient_scaling"] = quant::fp8_rowwise_scales_in_gemm() ? "in the GEMM" : "a pass after the GEMM";
   perf["mfu_vs_fp8_1979"] = perf["model_tflops_per_s"].get<double>() / 1979.0;
 }

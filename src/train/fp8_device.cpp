@@ -52,7 +52,7 @@ void check_fp8_device(const config::PrecisionSection& p, const c10::Device& devi
 
 void choose_fp8_gemm_scaling(const config::PrecisionSection& p, const std::string& knob, const c10::Device& device) {
   bool on = false;
-  if (p.fp8 && p.fp8_recipe != "tensorwise" && knob == "auto" && device.is_cuda()) {
+  if (p.fp8 && quant::fp8_rowwise(quant::fp8_recipe_from_name(p.fp8_recipe)) && knob == "auto" && device.is_cuda()) {
     const auto c = capability_of(device);
     on = c.major == 9 && c.minor == 0 && at::detail::getCUDAHooks().versionCUDART() >= 12090;
   }
