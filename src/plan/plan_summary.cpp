@@ -8,6 +8,7 @@
 #include "lf/config/expert_parallel.h"
 #include "lf/model/model_layout.h"
 #include "lf/plan/model_units.h"
+#include "lf/quant/fp8_recipe.h"
 
 namespace lf::plan {
 namespace {
@@ -158,15 +159,17 @@ json plan_summary(const config::JobPlan& p, const model::ModelConfig& mc, const 
   j["precision"] = {{"compute", dtype_name(p.precision)},
                     {"weights", p.adapter.peft() ? dtype_name(p.precision) + " frozen base, fp32 adapters" : "fp32 master weights"},
                     {"loss_scaling", p.precision.fp16 ? "dynamic" : "none"}};
-  if (p.precision.fp8)  // which GEMMs run in FP8 (lf/model/fp8_linear.h); the worker refuses a GPU without FP8
+  if (p.precision.fp8) {  // which GEMMs run in FP8 (lf/model/fp8_linear.h); the worker refuses a GPU without FP8
+    const bool dw_fp8 = quant::fp8_weight_grad_in_fp8(quant::fp8_recipe_from_name(p.precision.fp8_recipe));
     j["precision"]["fp8"] = fmt::format(
         "{} recipe: the decoder linears' forward and input-gradient GEMMs{} in FP8 (dimensions divisible by 16); "
         "attention, norms, router, embeddings, LM head in {}",
         p.precision.fp8_recipe,
-        p.adapter.lora()                               ? " (the base stored in e4m3)"
-        : p.precision.fp8_recipe == "rowwise_with_gw_hp" ? " (weight-gradient GEMMs in " + dtype_name(p.precision) + ")"
-                                                         : " and weight-gradient GEMMs",
+        p.adapter.lora() ? " (the base stored in e4m3)"
+        : dw_fp8         ? " and weight-gradient GEMMs"
+                         : " (weight-gradient GEMMs in " + dtype_name(p.precision) + ")",
         dtype_name(p.precision));
+  }
   j["checkpointing"] = {{"gradient_checkpointing", p.model.gradient_checkpointing},
                         {"lean_recompute", p.model.kernels.lean_recompute}};
   j["kernels"] = kernels_json(p, mc, w);

@@ -2,6 +2,8 @@
 // stored in bitsandbytes' 4-bit format (lf/quant/bnb_4bit.h) instead of the compute dtype.
 #include "quantized_base.h"
 
+#include "lf/quant/fp8_recipe.h"
+
 namespace lf::plan {
 
 double bnb4_bytes_per_weight(const config::PrecisionSection& p) {
@@ -18,11 +20,12 @@ QuantizedBase fp8_base(const config::PrecisionSection& p, const model::ModelConf
   QuantizedBase q;
   q.what = "FP8 (e4m3)";
   double scale_bytes = 0;
+  const bool rowwise = quant::fp8_rowwise(quant::fp8_recipe_from_name(p.fp8_recipe));
   for (const auto& l : decoder_linears(mc)) {
     if (l.in % 16 || l.out % 16) continue;  // kept in the compute dtype
     const double n = static_cast<double>(l.in * l.out);
     q.weights_per_layer += n;
-    scale_bytes += p.fp8_recipe != "tensorwise" ? 4.0 * static_cast<double>(l.out) : 4.0;
+    scale_bytes += rowwise ? 4.0 * static_cast<double>(l.out) : 4.0;
     q.largest_linear = std::max(q.largest_linear, n / c);  // one byte a weight, in compute-dtype elements
   }
   if (q.weights_per_layer == 0) return q;

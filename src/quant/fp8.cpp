@@ -118,26 +118,6 @@ at::Tensor grad_input_tensorwise_weight(const at::Tensor& g2, const at::Tensor& 
 
 }  // namespace
 
-Fp8Recipe fp8_recipe_from_name(std::string_view name) {
-  if (name == "tensorwise") return Fp8Recipe::kTensorwise;
-  if (name == "rowwise") return Fp8Recipe::kRowwise;
-  if (name == "rowwise_with_gw_hp") return Fp8Recipe::kRowwiseGwHp;
-  if (name == "none") return Fp8Recipe::kNone;
-  LF_THROW(ConfigError,
-           "fp8_recipe `{}`: expected tensorwise, rowwise or rowwise_with_gw_hp (torchao's Float8LinearRecipeName)",
-           name);
-}
-
-std::string_view fp8_recipe_name(Fp8Recipe r) {
-  switch (r) {
-    case Fp8Recipe::kTensorwise: return "tensorwise";
-    case Fp8Recipe::kRowwise: return "rowwise";
-    case Fp8Recipe::kRowwiseGwHp: return "rowwise_with_gw_hp";
-    case Fp8Recipe::kNone: break;
-  }
-  return "none";
-}
-
 double fp8_max(at::ScalarType fp8_dtype) {
   if (fp8_dtype == at::ScalarType::Float8_e4m3fn) return 448.0;
   if (fp8_dtype == at::ScalarType::Float8_e5m2) return 57344.0;

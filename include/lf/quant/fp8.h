@@ -28,18 +28,9 @@
 #include <string>
 #include <string_view>
 
+#include "lf/quant/fp8_recipe.h"
+
 namespace lf::quant {
-
-enum class Fp8Recipe : uint8_t { kNone, kTensorwise, kRowwise, kRowwiseGwHp };
-
-// Whether r casts its operands with a scale a row (rowwise and rowwise_with_gw_hp: the same casts where both cast).
-inline bool fp8_rowwise(Fp8Recipe r) { return r == Fp8Recipe::kRowwise || r == Fp8Recipe::kRowwiseGwHp; }
-// Whether r's weight gradient is an FP8 GEMM (all but rowwise_with_gw_hp).
-inline bool fp8_weight_grad_in_fp8(Fp8Recipe r) { return r != Fp8Recipe::kRowwiseGwHp; }
-
-// "tensorwise" / "rowwise" / "rowwise_with_gw_hp" (ConfigError for another name); "none" for kNone.
-Fp8Recipe fp8_recipe_from_name(std::string_view name);
-std::string_view fp8_recipe_name(Fp8Recipe r);
 
 // torchao's EPS: the smallest amax a scale is computed from (an all-zero tensor gets fmax / 1e-12).
 inline constexpr double kFp8Eps = 1e-12;
