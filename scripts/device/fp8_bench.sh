@@ -16,7 +16,8 @@
 # full shapes, >= 1.2x the peer; MFU against the dense FP8 peak 1979 TFLOP/s) for docs/BENCHMARKS.md; the
 # runs' logs go to $OUT/train_bench.log, their JSON lines to $OUT/train_results.jsonl.
 # The 200-step loss curves are scripts/device/fp8_curve.sh's.
-# Env: STEPS (8), RUN_TIMEOUT (300 s a run), SKIP_BUILD, PEER (1), RECIPE (rowwise), SHAPES, OUT; LF_ROWS=0 runs the peer
+# Env: STEPS (8), RUN_TIMEOUT (300 s a run), SKIP_BUILD, PEER (1), RECIPE (rowwise), SHAPES, OUT, GPU_TESTS (1; 0 skips
+# step 2-3 when an earlier step of the lease ran them); LF_ROWS=0 runs the peer
 # alone (its compile takes minutes: a call of its own, the lf-train rows from an earlier step of the lease); TRACE=1 adds a
 # profiled 4-step FP8 run a shape (steps 3-4) and its top kernels with their aten ops (trace_summary.py --ops).
 set -uo pipefail
@@ -44,7 +45,7 @@ if [[ ${PEER:-1} == 1 ]] && ! "$PY" -c "import torchao.float8" 2>/dev/null; then
 fi
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.limit,memory.total --format=csv,noheader | tee -a "$LOG"
 
-if [[ ${LF_ROWS:-1} == 1 ]]; then  # the GPU tests and LLaMA-Factory's example: not in a peer-only step
+if [[ ${LF_ROWS:-1} == 1 && ${GPU_TESTS:-1} == 1 ]]; then  # the GPU tests and LF's example: not in a peer-only step
   timeout 300 "$BUILD_DIR/tests/kernels/kernels_test" --gtest_filter='Fp8Gpu.*:Fp8CastKernel.*:Fp8OutputScale.*:Transpose.*:SwigluFp8.*:SwigluFp8Backward.*' > "$OUT/fp8_kernels_test.log" 2>&1
   echo "kernels_test Fp8Gpu/Fp8CastKernel/SwigluFp8(Backward) exit $?"; grep -E "^\[  (PASSED|FAILED) |Failure|FP8GEMM|FP8DGRAD|TRANSPOSE" "$OUT/fp8_kernels_test.log" | head -20
 
