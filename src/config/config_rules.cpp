@@ -146,10 +146,6 @@ void check_parallel_rules(const JobPlan& c) {
            "pure_bf16 under zero_stage {} (from {}) is not implemented: lf-train's ZeRO-1/2 steps fp32 master shards, "
            "which pure_bf16 means not to keep; use zero_stage 0 (data parallel), or bf16: true under ZeRO",
            c.parallel.zero_stage, c.parallel.sharding_source);
-  LF_CHECK(c.objective.stage != "rm" || c.parallel.zero_stage == 0, ConfigError,
-           "stage rm under zero_stage {} (from {}) is not supported yet (the value head is not in ZeRO's units); use "
-           "zero_stage 0 (data parallel)",
-           c.parallel.zero_stage, c.parallel.sharding_source);
   LF_CHECK(!c.adapter.freeze() || c.parallel.zero_stage < 3, ConfigError,
            "finetuning_type freeze under zero_stage 3 (from {}) is not supported yet (the frozen part is sharded and "
            "the saved model needs it); use zero_stage 0, 1 or 2",

@@ -35,7 +35,7 @@ void UnitGather::start_gather_from_host(int64_t unit) {
         start_gather(u.params.train, z_.comm,
                      s.device_shard.defined()
                          ? s.device_shard
-                         : s.master.to(z_.device, /*non_blocking=*/true).to(z_.roles.compute_dtype));
+                         : s.master.to(z_.device, /*non_blocking=*/true).to(u.params.train.dtype()));
       },
       /*after_caller=*/true);
 }
@@ -53,7 +53,7 @@ void UnitGather::gather_trainable(ZeroUnit& u, int64_t unit, bool wait) {
       return;
     }
     if (u.role.host) start_gather_from_host(unit);
-    else start_gather(g, z_.comm, u.state.master.to(z_.roles.compute_dtype));
+    else start_gather(g, z_.comm, u.state.master.to(g.dtype()));
   }
   if (wait && g.gather) {
     finish_gather(g, u.role.host ? z_.copies.get() : nullptr, unit);
@@ -139,7 +139,7 @@ void UnitGather::gather_updated() {
     auto& u = z_.units[unit];
     if (!u.trains() || u.role.host) continue;  // a host unit's comes up after its host step (refresh)
     z_.log("update_gather_start", unit);
-    start_gather(u.params.train, z_.comm, u.state.master.to(z_.roles.compute_dtype));
+    start_gather(u.params.train, z_.comm, u.state.master.to(u.params.train.dtype()));
     in_flight.push_back(unit);
     while (static_cast<int64_t>(in_flight.size()) > z_.roles.update_gathers_in_flight) finish_oldest();
   }

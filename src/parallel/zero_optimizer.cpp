@@ -55,7 +55,7 @@ void ShardedOptimizer::add_unit(ZeroUnit& u, const at::Tensor& values) {
   if (u.role.host)
     for (const auto* t : {&s.master, &s.exp_avg, &s.exp_avg_sq, &s.grad_shard})
       s.pinned.emplace_back(*t, z_.device.is_cuda() && z_.roles.pin_memory);
-  if (u.role.device_shard) s.device_shard = s.master.to(z_.device, z_.roles.compute_dtype, false, /*copy=*/true);
+  if (u.role.device_shard) s.device_shard = s.master.to(z_.device, g.dtype(), false, /*copy=*/true);
   s.pieces = g.pieces(s.master, s.grad_shard, s.exp_avg, s.exp_avg_sq);
   for (auto& piece : s.pieces) {
     piece.decays = optim::hf_decays(piece.name);

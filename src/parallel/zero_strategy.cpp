@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 
 #include "lf/common/error.h"
 #include "lf/common/log.h"
@@ -25,25 +26,39 @@ namespace lf::parallel {
 namespace {
 
 // The model's parameters by unit: the trainable ones, and the frozen ones (kept apart whether
-// sharded or left replicated).
+// sharded or left replicated). A trainable parameter from outside the model (the value head of stage rm,
+// model/value_head.h) joins the unit it names, and that unit's trainable parameters are gathered in fp32:
+// the head computes from its fp32 weights, as TRL's does, where a compute-dtype copy would round them (the
+// model's own parameters there compute from their fp32 copy cast down: the same bits as the usual copy).
 struct UnitParamLists {
   std::vector<std::vector<model::NamedParam>> train, frozen;
+  std::vector<bool> fp32;  // a unit whose trainable parameters are gathered in fp32
   int64_t trainable = 0, frozen_numel = 0, frozen_bytes = 0;
 };
 
 UnitParamLists params_by_unit(const StrategySetup& s, int64_t head) {
-  std::map<std::string, bool> trainable;
-  for (const auto& p : s.trainable) {
-    LF_CHECK(!s.lora || p.name.find(".lora_") != std::string::npos || p.name.find(".oft_R.") != std::string::npos,
-             ConfigError, "ZeRO with modules trained fully beside LoRA (additional_target: {}) is not supported yet; use "
-             "zero_stage 0 (data parallel)", p.name);
-    trainable[p.name] = true;
-  }
+  auto all = s.model->named_parameters();
+  for (auto& p : model::lora_parameters(*s.model)) all.push_back(p);
+  std::set<std::string> of_model;
+  for (const auto& p : all) of_model.insert(p.name);
   UnitParamLists out;
   out.train.resize(head + 1);
   out.frozen.resize(head + 1);
-  auto all = s.model->named_parameters();
-  for (auto& p : model::lora_parameters(*s.model)) all.push_back(p);
+  out.fp32.assign(head + 1, false);
+  std::set<std::string> trainable;
+  for (const auto& p : s.trainable) {
+    trainable.insert(p.name);
+    if (!of_model.count(p.name)) {  // a head beside the model: no LoRA question, gathered in fp32
+      LF_CHECK(p.unit >= 0 && p.unit <= head, ConfigError, "parameter {} has no unit of the model (got {})", p.name,
+               p.unit);
+      all.push_back(p);
+      out.fp32[p.unit] = true;
+      continue;
+    }
+    LF_CHECK(!s.lora || p.name.find(".lora_") != std::string::npos || p.name.find(".oft_R.") != std::string::npos,
+             ConfigError, "ZeRO with modules trained fully beside LoRA (additional_target: {}) is not supported yet; use "
+             "zero_stage 0 (data parallel)", p.name);
+  }
   for (auto& p : all) {
     const int64_t u = p.unit;  // the model's layout's (CausalLM::named_parameters, lora_parameters)
     LF_CHECK(u >= 0 && u <= head, ConfigError, "parameter {} has no unit of the model (got {})", p.name, u);
@@ -97,7 +112,8 @@ class ZeroImpl final : public ZeroStrategy {
   std::vector<ZeroEvent> events() const override { return z_.events.all(); }
 
  private:
-  void build_unit(int64_t index, const std::vector<model::NamedParam>& train, std::vector<model::NamedParam> frozen);
+  void build_unit(int64_t index, const std::vector<model::NamedParam>& train, std::vector<model::NamedParam> frozen,
+                  at::ScalarType train_dtype);
   std::vector<bool> host_units(const std::vector<std::vector<model::NamedParam>>& train) const;
   void end_micro_step();
   void wait_host_step() {
@@ -136,10 +152,10 @@ ZeroImpl::ZeroImpl(const StrategySetup& s, const ZeroOptions& o)
   int64_t largest_gathered = 0, largest_trainable = 0;
   for (int64_t u = 0; u <= z_.head; ++u) {
     z_.units[u].role = unit_role(z_.roles, host[u]);
-    build_unit(u, lists.train[u], z_.roles.frozen_sharded ? std::move(lists.frozen[u]) : std::vector<model::NamedParam>{});
+    build_unit(u, lists.train[u], z_.roles.frozen_sharded ? std::move(lists.frozen[u]) : std::vector<model::NamedParam>{},
+               lists.fp32[u] ? at::kFloat : z_.roles.compute_dtype);
     const auto& unit = z_.units[u];
-    const int64_t c = static_cast<int64_t>(c10::elementSize(z_.roles.compute_dtype));
-    largest_gathered = std::max(largest_gathered, unit.params.train.padded * c +
+    largest_gathered = std::max(largest_gathered, unit.params.train.gathered_bytes() +
                                                       (unit.params.frozen ? unit.params.frozen->gathered_bytes() : 0));
     largest_trainable = std::max(largest_trainable, unit.params.train.padded);
   }
@@ -182,7 +198,7 @@ ZeroImpl::~ZeroImpl() {
 }
 
 void ZeroImpl::build_unit(int64_t index, const std::vector<model::NamedParam>& train,
-                          std::vector<model::NamedParam> frozen) {
+                          std::vector<model::NamedParam> frozen, at::ScalarType train_dtype) {
   c10::NoGradGuard no_grad;
   ZeroUnit& u = z_.units[index];
   if (!train.empty()) {
@@ -192,7 +208,7 @@ void ZeroImpl::build_unit(int64_t index, const std::vector<model::NamedParam>& t
     const int64_t padded = (numel + world() - 1) / world() * world();
     auto values = flat_fp32_values(train, padded);
     z_.comm.broadcast(values, 0)->wait();
-    u.params.train = make_flat_group(train, z_.roles.compute_dtype, rank(), world(), /*trainable=*/true);
+    u.params.train = make_flat_group(train, train_dtype, rank(), world(), /*trainable=*/true);
     u.params.train.flat.copy_(values);
     optimizer_->add_unit(u, values);
     // Stage 1: the full gradient sums the step's micro-steps, so it lives as long as the unit.
@@ -325,7 +341,6 @@ void ZeroImpl::load_full_parameter(const std::string& name, const at::Tensor& va
 ZeroMemory ZeroImpl::resident_bytes() const {
   ZeroMemory m;
   m.params = replicated_frozen_bytes_;
-  const int64_t c = static_cast<int64_t>(c10::elementSize(z_.roles.compute_dtype));
   for (const auto& u : z_.units) {
     const auto& s = u.state;
     if (u.trains()) {
@@ -344,7 +359,7 @@ ZeroMemory ZeroImpl::resident_bytes() const {
       if (!s.pinned.empty() && s.pinned.front().pinned()) m.pinned += host;
       if (s.device_shard.defined()) m.params += static_cast<int64_t>(s.device_shard.nbytes());
     }
-    const int64_t unit_bytes = u.params.train.padded * c + (u.params.frozen ? u.params.frozen->gathered_bytes() : 0);
+    const int64_t unit_bytes = u.params.train.gathered_bytes() + (u.params.frozen ? u.params.frozen->gathered_bytes() : 0);
     m.largest_unit = std::max(m.largest_unit, unit_bytes);
   }
   return m;

@@ -41,13 +41,16 @@ struct FlatGroup {
   std::vector<FlatParam> params;
   int64_t numel = 0, padded = 0, shard = 0;  // padded = world x shard >= numel
   int64_t rank = 0;
-  at::Tensor flat;  // [padded] compute dtype
+  at::Tensor flat;  // [padded] compute dtype (fp32 for a unit holding a value head: zero_strategy.cpp)
   bool resident = true;
   comm::WorkPtr gather;  // an all-gather into flat in flight
   at::Tensor gather_input;
 
   bool empty() const { return params.empty(); }
   int64_t shard_begin() const { return rank * shard; }
+  at::ScalarType dtype() const { return flat.defined() ? flat.scalar_type() : at::kFloat; }
+  // The bytes of the gathered buffer (0 for an empty group).
+  int64_t gathered_bytes() const { return flat.defined() ? padded * static_cast<int64_t>(flat.element_size()) : 0; }
   // The pieces of this rank's shard, each a view into the given [shard] buffers.
   std::vector<ShardPiece> pieces(const at::Tensor& master, const at::Tensor& grad, const at::Tensor& m,
                                  const at::Tensor& v) const;

@@ -19,7 +19,9 @@ import shutil
 import subprocess
 import sys
 
+import numpy as np
 import pytest
+from safetensors.numpy import load_file
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "launcher"))
 from harness import free_port  # noqa: E402
@@ -287,21 +289,38 @@ def test_reference_keys_where_they_do_not_apply_are_errors(keys, words, model, t
 
 
 def test_two_ranks_and_zero3_equal_one_process(model, tmp_path):
-    """DPO (LoRA and full: its reference the ZeRO-3-sharded policy's own first forwards), KTO and rm (full): 2 ranks
-    of 2 pairs each, DDP and ZeRO-3 (rm: DDP), against one process with micro-batches of 4: the same loss, gradient
-    norm and metrics per step."""
+    """DPO (LoRA and full: its reference the ZeRO-3-sharded policy's own first forwards), KTO and rm (LoRA and full:
+    the value head in the head's ZeRO unit, gathered in fp32): 2 ranks of 2 pairs each, DDP and ZeRO-3, against one
+    process with micro-batches of 4: the same loss, gradient norm and metrics per step, and rm's value head saved
+    with the same values."""
     for name, keys in {"dpo": {}, "dpo_full": {"finetuning_type": "full", "learning_rate": 1e-3},
                        "kto": {"stage": "kto", "dataset": "kto_en_demo"},
-                       "rm": {"stage": "rm", "finetuning_type": "full", "learning_rate": 1e-3}}.items():
+                       "rm": {"stage": "rm", "learning_rate": 1e-3},
+                       "rm_full": {"stage": "rm", "finetuning_type": "full", "learning_rate": 1e-3}}.items():
         one = tmp_path / f"{name}-one"
         train(one, model, dict(keys, per_device_train_batch_size=4, gradient_accumulation_steps=1))
         want = steps_of(one)
-        for sharding in ([{}, {"zero_stage": 3}] if name != "rm" else [{}]):
+        for sharding in [{}, {"zero_stage": 3}]:
             out = tmp_path / f"{name}-two-{len(sharding)}"
             train(out, model, dict(keys, per_device_train_batch_size=2, gradient_accumulation_steps=1, **sharding),
                   ranks=2)
             # logits/* average over the padded rows: one process pads 8 rows together, two ranks 4 each.
             assert_same_as_one_process(steps_of(out), want, (name, sharding))
+            if name.startswith("rm"):
+                assert_same_value_head(out, one, (name, sharding))
+
+
+def assert_same_value_head(got, want, what):
+    """value_head.safetensors (v_head.summary.weight / bias, LLaMA-Factory's names): the weight within 1e-5 of
+    `want`'s (it moves ~1e-3 a step here). The bias is not compared closer than the steps' reach: a pairwise loss
+    of score differences gives it a zero gradient in exact arithmetic, so Adam moves it by up to the learning rate
+    a step on rounding noise alone (as it does in TRL's), differently on each layout of the same sums."""
+    g, w = load_file(str(got / "value_head.safetensors")), load_file(str(want / "value_head.safetensors"))
+    assert sorted(g) == sorted(w) == ["v_head.summary.bias", "v_head.summary.weight"], (what, sorted(g))
+    k = "v_head.summary.weight"
+    assert np.allclose(g[k], w[k], rtol=1e-5, atol=1e-6), (what, k, np.abs(g[k] - w[k]).max())
+    steps = len(steps_of(want))
+    assert np.abs(g["v_head.summary.bias"] - w["v_head.summary.bias"]).max() <= steps * 1e-3, what
 
 
 def test_preview_shows_chosen_and_rejected(model):
