@@ -310,6 +310,20 @@ def test_two_ranks_and_zero3_equal_one_process(model, tmp_path):
                 assert_same_value_head(out, one, (name, sharding))
 
 
+@pytest.mark.parametrize("run", ["dpo_sigmoid_lora", "dpo_sigmoid_full", "kto_lora"])
+def test_two_ranks_accumulating_under_zero1_zero2_and_offload_are_llamafactorys(run, model, tmp_path):
+    """LLaMA-Factory's run (one process, 2 pairs a micro-step, 2 micro-steps a step) against 2 ranks of 1 pair a
+    micro-step and 2 micro-steps a step, under ZeRO-1 and ZeRO-2 with the optimizer offloaded: each micro-step sees
+    the same pairs, whole (a pair never split across ranks or micro-steps), and the steps log LLaMA-Factory's loss,
+    gradient norm and metrics (logits/* aside: each rank pads its own rows)."""
+    keys = dict(RUNS[run]["keys"], per_device_train_batch_size=1, gradient_accumulation_steps=2)
+    assert RUNS[run]["keys"].get("per_device_train_batch_size", 2) == 2, "the fixture's micro-steps hold 2 pairs"
+    for sharding in ({"zero_stage": 1}, {"zero_stage": 2, "offload": "optimizer"}):
+        out = tmp_path / "-".join(f"{k}{v}" for k, v in sharding.items())
+        train(out, model, dict(keys, **sharding), ranks=2)
+        assert_same_as_one_process(steps_of(out), RUNS[run]["steps"], (run, sharding))
+
+
 @pytest.mark.parametrize("finetuning", ["lora", "full"])
 def test_rm_in_bf16_under_zero_equals_ddp(finetuning, model, tmp_path):
     """rm in bf16 under ZeRO-1, ZeRO-2 with the optimizer offloaded and ZeRO-3, 2 ranks of 1 pair a micro-step and 2
