@@ -4,7 +4,7 @@
 
 namespace lf {
 
-const ProgressMetrics::Field ProgressMetrics::kFields[17] = {
+const ProgressMetrics::Field ProgressMetrics::kFields[21] = {
     {"loss", &ProgressMetrics::loss},
     {"learning_rate", &ProgressMetrics::learning_rate},
     {"grad_norm", &ProgressMetrics::grad_norm},
@@ -22,6 +22,10 @@ const ProgressMetrics::Field ProgressMetrics::kFields[17] = {
     {"rewards/chosen", &ProgressMetrics::rewards_chosen},
     {"rewards/rejected", &ProgressMetrics::rewards_rejected},
     {"kl", &ProgressMetrics::kl},
+    {"logps/chosen", &ProgressMetrics::logps_chosen},
+    {"logps/rejected", &ProgressMetrics::logps_rejected},
+    {"logits/chosen", &ProgressMetrics::logits_chosen},
+    {"logits/rejected", &ProgressMetrics::logits_rejected},
 };
 
 std::string ProgressMetrics::to_json() const {

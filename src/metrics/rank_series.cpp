@@ -107,6 +107,16 @@ void RankSeries::write(Exposition& e, const std::string& node) const {
              "dpo, kto: mean reward of the rejected (undesirable) responses, last step", &ProgressMetrics::rewards_rejected);
   job_series(e, ranks_, node, "lf_train_kl", MetricType::kGauge, "kto: the KL estimate of the last step",
              &ProgressMetrics::kl);
+  job_series(e, ranks_, node, "lf_train_logps_chosen", MetricType::kGauge,
+             "dpo, kto: mean log-probability of the chosen (desirable) responses, last step", &ProgressMetrics::logps_chosen);
+  job_series(e, ranks_, node, "lf_train_logps_rejected", MetricType::kGauge,
+             "dpo, kto: mean log-probability of the rejected (undesirable) responses, last step",
+             &ProgressMetrics::logps_rejected);
+  job_series(e, ranks_, node, "lf_train_logits_chosen", MetricType::kGauge,
+             "dpo, kto: mean logit over the chosen (desirable) responses, last step", &ProgressMetrics::logits_chosen);
+  job_series(e, ranks_, node, "lf_train_logits_rejected", MetricType::kGauge,
+             "dpo, kto: mean logit over the rejected (undesirable) responses, last step",
+             &ProgressMetrics::logits_rejected);
   bool any_steps = false;
   for (const auto& [r, rank] : ranks_) any_steps = any_steps || rank.last_step.has_value();
   if (any_steps) {

@@ -530,7 +530,8 @@ TEST(NodeExporter, AgentSeriesRanksAndNoGpuWithoutNvml) {
   for (auto& r : reports)
     r.metrics_json = R"({"loss":3.0,"learning_rate":1e-05,"grad_norm":0.4,"epoch":0.5,"tokens_per_s":10,)"
                      R"("mfu":0.41,"step_s":0.5,"comm_exposed_s":0.02,"eval_loss":3.5,"checkpoint_s":1.5,)"
-                     R"("total_steps":30,"tokens":4096,"rewards/accuracies":0.75,"rewards/margins":0.25,"kl":0.5})";  // kl etc.: stage dpo / kto
+                     R"("total_steps":30,"tokens":4096,"rewards/accuracies":0.75,"rewards/margins":0.25,"kl":0.5,)"
+                     R"("logps/chosen":-42.5,"logits/rejected":-1.25})";  // kl etc.: stage dpo / kto
   const std::string t = ex.render();
   for (const char* part : {"lf_agent_generation{node=\"1\"} 2", "lf_agent_restarts_total{node=\"1\"} 2",
                            "lf_agent_worker_up{node=\"1\",rank=\"2\",local_rank=\"2\"} 1",
@@ -544,6 +545,8 @@ TEST(NodeExporter, AgentSeriesRanksAndNoGpuWithoutNvml) {
                            "lf_train_rewards_accuracy{node=\"1\",rank=\"0\",local_rank=\"0\"} 0.75",
                            "lf_train_rewards_margin{node=\"1\",rank=\"0\",local_rank=\"0\"} 0.25",
                            "lf_train_kl{node=\"1\",rank=\"0\",local_rank=\"0\"} 0.5",
+                           "lf_train_logps_chosen{node=\"1\",rank=\"0\",local_rank=\"0\"} -42.5",
+                           "lf_train_logits_rejected{node=\"1\",rank=\"0\",local_rank=\"0\"} -1.25",
                            "lf_train_step_seconds_count{node=\"1\",rank=\"2\",local_rank=\"2\"} 2",
                            "lf_net_receive_bytes_total{node=\"1\",interface=\"ib0\"} 12",
                            "lf_ib_port_receive_bytes_total{node=\"1\",hca=\"mlx5_0\",port=\"1\"} 40"})

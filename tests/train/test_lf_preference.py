@@ -413,7 +413,8 @@ def test_llamafactory_example_runs(name, tmp_path):
 
 def test_reward_metrics_reach_tensorboard_and_the_metrics_endpoint(model, tmp_path):
     """TRL's reward metrics where sft's metrics go: TensorBoard's scalars (train/rewards/accuracies, ...) equal to the
-    log history's, and the agent's Prometheus endpoint (lf_train_rewards_accuracy, lf_train_rewards_margin)."""
+    log history's, and the agent's Prometheus endpoint (lf_train_rewards_accuracy, lf_train_rewards_margin, ...,
+    lf_train_logps_chosen, lf_train_logits_rejected, ...)."""
     import time
     import urllib.request
 
@@ -440,6 +441,12 @@ def test_reward_metrics_reach_tensorboard_and_the_metrics_endpoint(model, tmp_pa
     assert p.returncode == 0, log[-3000:]
     for name in ("lf_train_rewards_accuracy{", "lf_train_rewards_margin{", "lf_train_rewards_chosen{"):
         assert name in scraped, scraped[-3000:]
+    # logps/* and logits/* too, each a value some step logged (the scrape saw one of the steps).
+    for series, key in (("lf_train_logps_chosen", "logps/chosen"), ("lf_train_logps_rejected", "logps/rejected"),
+                        ("lf_train_logits_chosen", "logits/chosen"), ("lf_train_logits_rejected", "logits/rejected")):
+        seen = re.search(series + r"\{[^}]*\} (\S+)", scraped)
+        assert seen, (series, scraped[-3000:])
+        assert any(abs(float(seen.group(1)) - e[key]) <= 1e-9 * abs(e[key]) for e in steps_of(out)), (series, seen[1])
     runs = list((out / "runs").iterdir())
     acc = EventAccumulator(str(runs[0]), size_guidance={"scalars": 0})
     acc.Reload()

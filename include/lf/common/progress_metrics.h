@@ -24,15 +24,16 @@ struct ProgressMetrics {
   std::optional<double> total_steps;     // optimizer steps the job runs in all
   std::optional<double> tokens;          // target tokens the job trained on so far, every rank's
   // The preference stages' last step (TRL's rewards/accuracies, rewards/margins, rewards/chosen,
-  // rewards/rejected, kl); absent under sft and pt.
+  // rewards/rejected, kl, logps/chosen, logps/rejected, logits/chosen, logits/rejected); absent under sft and pt.
   std::optional<double> rewards_accuracy, rewards_margin, rewards_chosen, rewards_rejected, kl;
+  std::optional<double> logps_chosen, logps_rejected, logits_chosen, logits_rejected;
 
   // Every field's wire name and member, in wire order (parse, to_json and tests walk it).
   struct Field {
     const char* name;
     std::optional<double> ProgressMetrics::*member;
   };
-  static const Field kFields[17];
+  static const Field kFields[21];
 
   // The set fields as a compact JSON object ("{}" when none).
   std::string to_json() const;
