@@ -1,8 +1,9 @@
 """Stages dpo, kto and rm against LLaMA-Factory 0.9.5's own runs (issue 31).
 
 tests/fixtures/train/lf_pref/ (scripts/fixtures/lf_pref_reference.py, re-checked by lf_pref_fixture_check) holds
-LLaMA-Factory's runs of one YAML with each run's keys over it: DPO with the sigmoid, ipo, orpo and simpo losses
-(LoRA and full, pref_ftx and label smoothing), KTO (LoRA and full) and the reward model (LoRA and full). lf-train
+LLaMA-Factory's runs of one YAML with each run's keys over it: DPO with the sigmoid, hinge, ipo, orpo and simpo losses
+(LoRA and full, pref_ftx and label smoothing, pref_beta, simpo_gamma), KTO (LoRA and full, kto_chosen_weight and
+kto_rejected_weight) and the reward model (LoRA and full). lf-train
 on the same YAML, keys and weights must log, per step, the same loss, gradient norm, learning rate and epoch, and
 the same TRL reward metrics (rewards/*, logps/*, logits/*, kl, ORPO's sft_loss and odds_ratio_loss), within a
 relative 1e-5 (an absolute floor where LLaMA-Factory's value is a sum of terms that cancel: the first step's
@@ -11,7 +12,9 @@ the adapter or model, trainer_log.jsonl's accuracy (rewards/accuracies) for dpo,
 
 Then the distributed runs: 2 ranks (DDP) and ZeRO-3 over 2 ranks equal one process replaying the same
 micro-batches (per_device_train_batch_size 2 on 2 ranks is one process's 4 with gradient_accumulation_steps 1;
-KTO's KL estimate is per micro-step over every rank's rows, as TRL gathers it). And the bad inputs of the issue."""
+KTO's KL estimate is per micro-step over every rank's rows, as TRL gathers it); 2 ranks of 1 pair accumulating 2
+micro-steps under ZeRO-1 and ZeRO-2 with the optimizer offloaded are LLaMA-Factory's runs; rm in bf16 under ZeRO-1/2/3
+equals DDP. And the bad inputs of the issue."""
 import json
 import os
 import re
