@@ -63,7 +63,7 @@ TEST(PrefParity, RowsAreLlamaFactorys) {
     }
     ++cases;
   }
-  EXPECT_GE(cases, 8);
+  EXPECT_GE(cases, 9);
 }
 
 // A folder with data/'s files and one more dataset entry.
