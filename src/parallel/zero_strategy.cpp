@@ -8,7 +8,6 @@
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
 #include <algorithm>
-#include <map>
 #include <set>
 
 #include "lf/common/error.h"
