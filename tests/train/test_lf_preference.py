@@ -459,16 +459,18 @@ def test_reward_metrics_reach_tensorboard_and_the_metrics_endpoint(model, tmp_pa
             assert got["train/" + key][entry["step"]] == np.float32(entry[key]), (key, entry["step"])
 
 
-@pytest.mark.parametrize("stage", ["dpo", "rm"])
-def test_resume_continues_the_uninterrupted_run(stage, model, tmp_path):
+@pytest.mark.parametrize("stage,ranks,sharding", [("dpo", 1, {}), ("rm", 1, {}), ("rm", 2, {"zero_stage": 3})])
+def test_resume_continues_the_uninterrupted_run(stage, ranks, sharding, model, tmp_path):
     """A checkpoint of a dpo run (its reference computed again from the starting weights before the checkpoint
-    loads) and of an rm run (its value head in value_head.safetensors) resumes into the uninterrupted run's steps."""
-    keys = {"stage": stage, "finetuning_type": "full", "learning_rate": 1e-3, "max_steps": 4, "lr_scheduler_type": "constant"}
-    train(tmp_path / "whole", model, keys)
-    train(tmp_path / "part", model, dict(keys, save_strategy="steps", save_steps=2))
+    loads) and of an rm run (its value head in value_head.safetensors; under ZeRO-3 too, the head loaded into its
+    fp32 unit's shards) resumes into the uninterrupted run's steps."""
+    keys = {"stage": stage, "finetuning_type": "full", "learning_rate": 1e-3, "max_steps": 4, "lr_scheduler_type": "constant",
+            **sharding}
+    train(tmp_path / "whole", model, keys, ranks=ranks)
+    train(tmp_path / "part", model, dict(keys, save_strategy="steps", save_steps=2), ranks=ranks)
     ckpt = tmp_path / "part" / "checkpoint-2"
     assert (ckpt / "value_head.safetensors").exists() == (stage == "rm")
-    train(tmp_path / "resumed", model, dict(keys, resume_from_checkpoint=str(ckpt)))
+    train(tmp_path / "resumed", model, dict(keys, resume_from_checkpoint=str(ckpt)), ranks=ranks)
     whole, resumed = steps_of(tmp_path / "whole"), steps_of(tmp_path / "resumed")
     assert [s["step"] for s in resumed] == [1, 2, 3, 4]
     for w, r in zip(whole[2:], resumed[2:]):
