@@ -464,8 +464,8 @@ def test_resume_continues_the_uninterrupted_run(stage, ranks, sharding, model, t
     """A checkpoint of a dpo run (its reference computed again from the starting weights before the checkpoint
     loads) and of an rm run (its value head in value_head.safetensors; under ZeRO-3 too, the head loaded into its
     fp32 unit's shards) resumes into the uninterrupted run's steps."""
-    keys = {"stage": stage, "finetuning_type": "full", "learning_rate": 1e-3, "max_steps": 4, "lr_scheduler_type": "constant",
-            **sharding}
+    keys = {"stage": stage, "finetuning_type": "full", "learning_rate": 1e-3, "max_steps": 4,
+            "lr_scheduler_type": "constant", **sharding}
     train(tmp_path / "whole", model, keys, ranks=ranks)
     train(tmp_path / "part", model, dict(keys, save_strategy="steps", save_steps=2), ranks=ranks)
     ckpt = tmp_path / "part" / "checkpoint-2"
