@@ -44,14 +44,12 @@ UnitParamLists params_by_unit(const StrategySetup& s, int64_t head) {
   out.train.resize(head + 1);
   out.frozen.resize(head + 1);
   out.fp32.assign(head + 1, false);
-  std::set<std::string> trainable;
+  std::set<std::string> trainable, beside;  // beside: a head beside the model (no LoRA question, gathered in fp32)
   for (const auto& p : s.trainable) {
     trainable.insert(p.name);
-    if (!of_model.count(p.name)) {  // a head beside the model: no LoRA question, gathered in fp32
-      LF_CHECK(p.unit >= 0 && p.unit <= head, ConfigError, "parameter {} has no unit of the model (got {})", p.name,
-               p.unit);
+    if (!of_model.count(p.name)) {
+      beside.insert(p.name);
       all.push_back(p);
-      out.fp32[p.unit] = true;
       continue;
     }
     LF_CHECK(!s.lora || p.name.find(".lora_") != std::string::npos || p.name.find(".oft_R.") != std::string::npos,
@@ -59,8 +57,9 @@ UnitParamLists params_by_unit(const StrategySetup& s, int64_t head) {
              "zero_stage 0 (data parallel)", p.name);
   }
   for (auto& p : all) {
-    const int64_t u = p.unit;  // the model's layout's (CausalLM::named_parameters, lora_parameters)
+    const int64_t u = p.unit;  // the model's layout's (CausalLM::named_parameters, lora_parameters), the head's
     LF_CHECK(u >= 0 && u <= head, ConfigError, "parameter {} has no unit of the model (got {})", p.name, u);
+    if (beside.count(p.name)) out.fp32[u] = true;
     if (trainable.count(p.name)) {
       out.train[u].push_back(p);
       out.trainable += p.tensor->numel();
